@@ -47,7 +47,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       response.writeHead(503, { 'content-type': 'text/html; charset=utf-8' }).end(NOT_BUILT);
       return;
     }
-    serveStatic(request, response, () => response.writeHead(404).end('Not found'));
+    serveStatic(request, response, () => {
+      response.writeHead(404).end('Not found');
+    });
   };
 
   const server = createServer(handle);
