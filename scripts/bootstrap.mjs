@@ -101,6 +101,9 @@ function lavapipeUsable() {
 if (args.has('--system')) {
   const missing = [];
   const browser = chromiumPath();
+  if (process.env.CHROMIUM && !existsSync(process.env.CHROMIUM)) {
+    fail(`CHROMIUM=${process.env.CHROMIUM} does not exist: point it at a Chromium or Chrome binary, or unset it.`);
+  }
   if (!browser || !existsSync(browser)) missing.push('chromium');
   if (!lavapipeUsable()) missing.push('lavapipe');
 
@@ -109,7 +112,8 @@ if (args.has('--system')) {
   } else {
     const codename = debianCodename();
     const hasApt = existsSync('/usr/bin/apt-get');
-    const backports = codename === 'bookworm';
+    // bookworm's own Mesa (22.3) is too old for Dawn; its backports carry Mesa 25.
+    const backports = codename === 'bookworm' && missing.includes('lavapipe');
     const commands = [];
     if (backports) {
       commands.push(
