@@ -1,0 +1,92 @@
+/**
+ * The convention every kernel family follows, so the model can build a whole training step once
+ * and replay it: a family compiles its pipelines once (`static async create(device)`), and for
+ * each concrete use (these buffers, this shape) returns a BoundKernel whose bind groups and
+ * uniforms are made once. A step is then a list of BoundKernels dispatched into compute passes,
+ * with no allocation and no CPU readback.
+ *
+ * Tensors are views into larger buffers (the model keeps all parameters in one flat buffer):
+ * a TensorView is a GPUBufferBinding, whose offset must be a multiple of
+ * device.limits.minStorageBufferOffsetAlignment (256 bytes; the model's layout aligns to that).
+ *
+ * Gradient semantics, as in llm.c: every backward kernel ADDS into its gradient outputs
+ * (dinp += …, dweight += …); the model zeroes gradient buffers at the start of a step.
+ */
+import { createUniformBuffer } from './buffers.ts';
+
+export type TensorView = GPUBufferBinding;
+
+export interface BoundKernel {
+  readonly label: string;
+  /** Records this kernel's dispatch(es) into an open compute pass. */
+  dispatch(pass: GPUComputePassEncoder): void;
+  /** Frees what the binding created (uniform buffers), not the tensors it reads and writes. */
+  destroy(): void;
+}
+
+/** A plain binding: one pipeline, one bind group (group 0, bindings 0…n−1 in order), a grid. */
+export function bindKernel(
+  device: GPUDevice,
+  label: string,
+  pipeline: GPUComputePipeline,
+  tensors: TensorView[],
+  uniformWords: number[] | null,
+  workgroups: [number, number?, number?],
+): BoundKernel {
+  const limit = device.limits.maxComputeWorkgroupsPerDimension;
+  if (workgroups.some((n) => n !== undefined && (n < 1 || n > limit || !Number.isInteger(n)))) {
+    throw new RangeError(`${label}: workgroup grid ${workgroups.join('×')} outside 1…${limit} per dimension`);
+  }
+  const uniform = uniformWords ? createUniformBuffer(device, `${label}.params`, uniformWords) : null;
+  const entries: GPUBindGroupEntry[] = tensors.map((resource, binding) => ({ binding, resource }));
+  if (uniform) entries.push({ binding: entries.length, resource: { buffer: uniform } });
+  const bindGroup = device.createBindGroup({
+    label: `${label}.bindGroup`,
+    layout: pipeline.getBindGroupLayout(0),
+    entries,
+  });
+  const [x, y = 1, z = 1] = workgroups;
+  return {
+    label,
+    dispatch(pass) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(x, y, z);
+    },
+    destroy() {
+      uniform?.destroy();
+    },
+  };
+}
+
+/** Several bound kernels as one, dispatched in order. */
+export function sequence(label: string, kernels: BoundKernel[]): BoundKernel {
+  return {
+    label,
+    dispatch(pass) {
+      for (const kernel of kernels) kernel.dispatch(pass);
+    },
+    destroy() {
+      for (const kernel of kernels) kernel.destroy();
+    },
+  };
+}
+
+/** Runs bound kernels in one compute pass (storage writes are visible between dispatches) and waits. */
+export async function runKernels(device: GPUDevice, kernels: BoundKernel[], label = 'runKernels'): Promise<void> {
+  device.pushErrorScope('validation');
+  const encoder = device.createCommandEncoder({ label });
+  const pass = encoder.beginComputePass({ label });
+  for (const kernel of kernels) kernel.dispatch(pass);
+  pass.end();
+  device.queue.submit([encoder.finish()]);
+  const error = await device.popErrorScope();
+  if (error) throw new Error(`${label}: ${error.message}`);
+  await device.queue.onSubmittedWorkDone();
+}
+
+/** ⌈a / b⌉ for workgroup counts. */
+export const ceilDiv = (a: number, b: number) => Math.ceil(a / b);
+
+/** Float arrays the CPU references accept: f64 for the gradient-check reference, f32 for the CPU backend. */
+export type FloatArray = Float32Array | Float64Array;
