@@ -1,0 +1,6 @@
+// Everything in @shoal/data that is the same in a browser and in Node.
+export * from './corpus.ts';
+export * from './entropy.ts';
+export { fnv1a32 } from './hash.ts';
+export * from './sampler.ts';
+export * from './tokenizer.ts';
