@@ -1,6 +1,32 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { doctorCommand } from './doctor.ts';
+import { gradsCommand, UsageError } from './grads.ts';
 import { serverCommand } from './server.ts';
+import { trainCommand } from './train.ts';
+
+export function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+function parseBackend(value: string): 'webgpu' | 'cpu' {
+  if (value !== 'webgpu' && value !== 'cpu') throw new InvalidArgumentError('expected webgpu or cpu');
+  return value;
+}
+
+/** Runs a command; a UsageError (bad input) prints one line and exits 1, no stack trace. */
+function guarded<A extends unknown[]>(action: (...args: A) => Promise<void>) {
+  return async (...args: A) => {
+    try {
+      await action(...args);
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      console.error(`shoal: ${error.message}`);
+      process.exitCode = 1;
+    }
+  };
+}
 
 export function parsePort(value: string): number {
   const port = Number(value);
@@ -20,6 +46,44 @@ program
   .action(async (options) => {
     process.exitCode = await doctorCommand(options);
   });
+
+program
+  .command('grads')
+  .description(
+    'write the gradient of the mean loss for every checkpoint tensor (to check the engine against another framework)',
+  )
+  .requiredOption('--checkpoint <file>', 'weights, safetensors (nanoGPT names)')
+  .requiredOption('--tokens <file>', 'B rows of S+1 little-endian int32 tokens')
+  .requiredOption('--batch <B>', 'rows in the tokens file', parsePositiveInt)
+  .requiredOption('--seq <S>', 'sequence length (inputs per row)', parsePositiveInt)
+  .requiredOption('--out <file>', 'gradients, safetensors, same names and shapes')
+  .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+  .option('--json', 'print one JSON line')
+  .action(guarded(gradsCommand));
+
+program
+  .command('train')
+  .description('train a model on this machine: progress bar, periodic validation, checkpoints')
+  .option('--preset <name>', 'nano | tiny | small | base', 'nano')
+  .option('--steps <n>', 'optimizer steps to run', parsePositiveInt, 400)
+  .option('--batch <B>', 'sequences per step', parsePositiveInt, 16)
+  .option('--seq <T>', 'tokens per sequence (default: the preset block size)', parsePositiveInt)
+  .option('--lr <rate>', 'peak learning rate (warmup, then cosine decay to lr/10)', parseFloat, 1e-3)
+  .option('--seed <n>', 'initialisation and data seed', (v) => Number.parseInt(v, 10), 1337)
+  .option('--backend <backend>', 'cpu | webgpu (webgpu: not available yet)', parseBackend, 'cpu')
+  .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); the last 10% is validation')
+  .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')
+  .option('--checkpoint-dir <dir>', 'where checkpoints go', 'checkpoints')
+  .option(
+    '--checkpoint-every <n>',
+    'also checkpoint every n steps (0: only at the end)',
+    (v) => Number.parseInt(v, 10),
+    0,
+  )
+  .option('--eval-every <n>', 'validation loss every n steps', (v) => Number.parseInt(v, 10), 50)
+  .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 32)
+  .option('--json', 'print a final JSON line {valLoss, trainLoss, steps, tokens, seconds}')
+  .action(guarded(trainCommand));
 
 program
   .command('server')

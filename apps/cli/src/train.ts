@@ -1,0 +1,232 @@
+/**
+ * `shoal train`: single-machine training, top to bottom as nanoGPT reads: data, model,
+ * optimiser, loop, evaluation, checkpoint.
+ */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BatchSampler, loadCorpus, type SamplerState, validationBatches } from '@shoal/data';
+import { learningRate } from '@shoal/gpu';
+import {
+  buildLayout,
+  CpuTrainer,
+  decodeState,
+  decodeWeights,
+  defaultTrainConfig,
+  encodeState,
+  encodeWeights,
+  type GptConfig,
+  initParameters,
+  presetConfig,
+  type TrainConfig,
+  type Trainer,
+} from '@shoal/model';
+import cliProgress from 'cli-progress';
+import { UsageError } from './grads.ts';
+
+export interface TrainOptions {
+  preset: string;
+  steps: number;
+  batch: number;
+  seq?: number;
+  lr: number;
+  seed: number;
+  backend: 'webgpu' | 'cpu';
+  data?: string;
+  resume?: string;
+  checkpointDir: string;
+  checkpointEvery: number;
+  evalEvery: number;
+  evalBatches: number;
+  json?: boolean;
+}
+
+type SavedRun = {
+  step: number;
+  tokens: number;
+  sampler: SamplerState;
+  train: TrainConfig;
+  corpus: string;
+};
+
+const statePath = (weightsPath: string) => weightsPath.replace(/\.safetensors$/, '') + '.state.safetensors';
+
+function readOrFail(path: string, what: string): Uint8Array {
+  if (!existsSync(path)) throw new UsageError(`${what} ${path} does not exist`);
+  return readFileSync(path);
+}
+
+function writeAtomically(path: string, bytes: Uint8Array): void {
+  const temporary = `${path}.partial-${process.pid}`;
+  writeFileSync(temporary, bytes);
+  renameSync(temporary, path);
+}
+
+function createTrainer(
+  backend: TrainOptions['backend'],
+  config: GptConfig,
+  train: TrainConfig,
+  params: Float32Array,
+): Trainer {
+  if (backend === 'cpu') return new CpuTrainer(config, train, params);
+  // Every WGSL kernel exists and is tested (packages/gpu); composing them into one recorded
+  // training step is the next piece of work.
+  throw new UsageError('the webgpu training backend is not available yet in this build; use --backend cpu');
+}
+
+export async function trainCommand(options: TrainOptions): Promise<void> {
+  const started = performance.now();
+
+  // --- model and run state: fresh from a preset, or resumed from a checkpoint -----------------
+  let config: GptConfig;
+  let params: Float32Array;
+  let saved: { run: SavedRun; m: Float32Array; v: Float32Array; adamStep: number } | null = null;
+  if (options.resume) {
+    try {
+      ({ config, params } = decodeWeights(readOrFail(options.resume, 'checkpoint')));
+      const { vectors, state } = decodeState(readOrFail(statePath(options.resume), 'run state'), buildLayout(config), [
+        'adamw.m',
+        'adamw.v',
+      ]);
+      const run = state as unknown as SavedRun & { adamStep: number };
+      saved = {
+        run,
+        m: vectors['adamw.m'] as Float32Array,
+        v: vectors['adamw.v'] as Float32Array,
+        adamStep: run.adamStep,
+      };
+    } catch (error) {
+      if (error instanceof UsageError) throw error;
+      throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
+    }
+  } else {
+    try {
+      config = presetConfig(options.preset);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+    params = initParameters(buildLayout(config), options.seed);
+  }
+  const seqLen = saved?.run.train.seqLen ?? options.seq ?? config.blockSize;
+  if (seqLen > config.blockSize)
+    throw new UsageError(`--seq ${seqLen} exceeds the model's block_size ${config.blockSize}`);
+  const train: TrainConfig =
+    saved?.run.train ??
+    defaultTrainConfig({
+      batchSize: options.batch,
+      seqLen,
+      maxLr: options.lr,
+      totalSteps: options.steps,
+      warmupSteps: Math.min(100, Math.floor(options.steps / 10)),
+      seed: options.seed,
+    });
+
+  // --- data -----------------------------------------------------------------------------------
+  let corpus: ReturnType<typeof loadCorpus>;
+  try {
+    corpus = loadCorpus({ data: options.data, seqLen });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (saved && saved.run.corpus !== corpus.fingerprint) {
+    throw new UsageError(
+      `the checkpoint was trained on corpus ${saved.run.corpus}, this is ${corpus.fingerprint}: pass the same --data`,
+    );
+  }
+  const sampler = new BatchSampler(corpus.train, { batchSize: train.batchSize, seqLen, seed: train.seed });
+  if (saved) sampler.setState(saved.run.sampler);
+  const evalSet = validationBatches(corpus.validation, {
+    batchSize: train.batchSize,
+    seqLen,
+    count: options.evalBatches,
+  });
+
+  // --- optimiser --------------------------------------------------------------------------------
+  const trainer = createTrainer(options.backend, config, train, params);
+  if (saved) await trainer.setOptimizerState({ m: saved.m, v: saved.v, step: saved.adamStep });
+  const tokensPerStep = train.batchSize * seqLen;
+  let step = saved?.run.step ?? 0;
+  let tokens = saved?.run.tokens ?? 0;
+  const lastStep = step + options.steps;
+
+  mkdirSync(options.checkpointDir, { recursive: true });
+  const weightsPath = join(options.checkpointDir, `shoal-${options.resume ? 'resumed' : options.preset}.safetensors`);
+  const checkpoint = async () => {
+    const optimizer = await trainer.getOptimizerState();
+    const run: SavedRun & { adamStep: number } = {
+      step,
+      tokens,
+      sampler: sampler.getState(),
+      train,
+      corpus: corpus.fingerprint,
+      adamStep: optimizer.step,
+    };
+    writeAtomically(weightsPath, encodeWeights(trainer.layout, await trainer.getParams()));
+    writeAtomically(
+      statePath(weightsPath),
+      encodeState(trainer.layout, { 'adamw.m': optimizer.m, 'adamw.v': optimizer.v }, run),
+    );
+  };
+
+  // --- loop -------------------------------------------------------------------------------------
+  const bar = new cliProgress.SingleBar(
+    {
+      format: 'step {value}/{total} |{bar}| loss {loss} | val {val} | {tps} tok/s | ETA {eta_formatted}',
+      stream: process.stderr,
+      hideCursor: true,
+      etaBuffer: 20,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  bar.start(lastStep, step, { loss: '—', val: '—', tps: '—' });
+  const recent: number[] = [];
+  let valLoss: number | null = null;
+  const loopStarted = performance.now();
+  const firstStep = step;
+  while (step < lastStep) {
+    const lr = learningRate(step, {
+      maxLr: train.maxLr,
+      minLr: train.minLr,
+      warmupSteps: train.warmupSteps,
+      totalSteps: train.totalSteps,
+    });
+    const loss = await trainer.step(sampler.next(), lr);
+    if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}: lower --lr`);
+    step++;
+    tokens += tokensPerStep;
+    recent.push(loss);
+    if (recent.length > 20) recent.shift();
+    if ((options.evalEvery > 0 && step % options.evalEvery === 0) || step === lastStep)
+      valLoss = await trainer.evaluate(evalSet);
+    if (options.checkpointEvery > 0 && step % options.checkpointEvery === 0) await checkpoint();
+    const seconds = (performance.now() - loopStarted) / 1000;
+    bar.update(step, {
+      loss: loss.toFixed(3),
+      val: valLoss === null ? '—' : valLoss.toFixed(3),
+      tps: Math.round(((step - firstStep) * tokensPerStep) / seconds).toLocaleString(),
+    });
+  }
+  bar.stop();
+  await checkpoint();
+  trainer.destroy();
+
+  const trainLoss = recent.reduce((a, b) => a + b, 0) / Math.max(1, recent.length);
+  const seconds = (performance.now() - started) / 1000;
+  if (options.json) {
+    console.log(
+      JSON.stringify({
+        valLoss,
+        trainLoss,
+        steps: step,
+        tokens,
+        seconds,
+        backend: options.backend,
+        checkpoint: weightsPath,
+      }),
+    );
+  } else {
+    console.log(
+      `trained ${step} steps (${tokens.toLocaleString()} tokens) in ${seconds.toFixed(1)} s on ${options.backend}: ` +
+        `train loss ${trainLoss.toFixed(4)}, validation loss ${valLoss?.toFixed(4)}; checkpoint ${weightsPath}`,
+    );
+  }
+}

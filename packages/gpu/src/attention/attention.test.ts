@@ -1,0 +1,211 @@
+import { describe, expect, it } from 'vitest';
+import { createStorageBuffer, readFloat32 } from '../buffers.ts';
+import { compareArrays } from '../compare.ts';
+import { runKernels } from '../kernel.ts';
+import { randomFloats } from '../random.ts';
+import { useGpu } from '../test-gpu.ts';
+import { type AttentionShape, AttentionKernels } from './attention.ts';
+import { attentionBackward, attentionForward } from './attention.cpu.ts';
+
+const gpu = useGpu();
+
+/** Float64 reference: out, lse (from preatt) and dqkv accumulated onto `dqkvStart`. */
+function reference(shape: AttentionShape, qkv: Float32Array, dout: Float32Array, dqkvStart: Float32Array) {
+  const { B, T, C, NH } = shape;
+  const out = new Float64Array(B * T * C);
+  const preatt = new Float64Array(B * NH * T * T);
+  const att = new Float64Array(B * NH * T * T);
+  const qkv64 = Float64Array.from(qkv);
+  attentionForward(out, preatt, att, qkv64, B, T, C, NH);
+  const lse = new Float64Array(B * NH * T);
+  for (let row = 0; row < B * NH * T; row++) {
+    const t = row % T;
+    let max = Number.NEGATIVE_INFINITY;
+    for (let t2 = 0; t2 <= t; t2++) max = Math.max(max, preatt[row * T + t2] as number);
+    let sum = 0;
+    for (let t2 = 0; t2 <= t; t2++) sum += Math.exp((preatt[row * T + t2] as number) - max);
+    lse[row] = max + Math.log(sum);
+  }
+  const dqkv = Float64Array.from(dqkvStart);
+  const scratch = () => new Float64Array(B * NH * T * T);
+  attentionBackward(dqkv, scratch(), scratch(), Float64Array.from(dout), qkv64, att, B, T, C, NH);
+  return { out, lse, dqkv };
+}
+
+async function runGpu(kernels: AttentionKernels, shape: AttentionShape, qkv: Float32Array, dout: Float32Array, dqkvStart: Float32Array) {
+  const { device } = gpu();
+  const { B, T, C, NH } = shape;
+  const buffers = {
+    qkv: createStorageBuffer(device, 'test.qkv', qkv),
+    // Start out and lse non-zero: the forward must overwrite them.
+    out: createStorageBuffer(device, 'test.out', randomFloats(B * T * C, 5)),
+    lse: createStorageBuffer(device, 'test.lse', randomFloats(B * NH * T, 6)),
+    dout: createStorageBuffer(device, 'test.dout', dout),
+    dqkv: createStorageBuffer(device, 'test.dqkv', dqkvStart),
+  };
+  const views = Object.fromEntries(Object.entries(buffers).map(([k, buffer]) => [k, { buffer }])) as {
+    [K in keyof typeof buffers]: { buffer: GPUBuffer };
+  };
+  const forward = kernels.forward(views, shape);
+  const backward = kernels.backward(views, shape);
+  await runKernels(device, [forward, backward], 'test.attention');
+  const result = {
+    out: await readFloat32(device, buffers.out, B * T * C),
+    lse: await readFloat32(device, buffers.lse, B * NH * T),
+    dqkv: await readFloat32(device, buffers.dqkv, B * T * 3 * C),
+  };
+  forward.destroy();
+  backward.destroy();
+  for (const buffer of Object.values(buffers)) buffer.destroy();
+  return result;
+}
+
+function expectClose(got: Float32Array, want: Float64Array, atol: number, label: string) {
+  const comparison = compareArrays(got, want, { atol, rtol: 1e-4 });
+  expect(comparison.ok, `${label}: ${comparison.message}`).toBe(true);
+}
+
+function problem(shape: AttentionShape, seed: number) {
+  const { B, T, C } = shape;
+  return {
+    // ±2 makes the softmax peaky enough that the max shift matters.
+    qkv: randomFloats(B * T * 3 * C, seed, -2, 2),
+    dout: randomFloats(B * T * C, seed + 1),
+    dqkvStart: randomFloats(B * T * 3 * C, seed + 2), // non-zero: the backward must accumulate
+  };
+}
+
+describe('AttentionKernels', () => {
+  // [B, T, C, NH] by head size; T and hs include values that are not multiples of the tiles.
+  const grid: Record<number, [number, number, number, number][]> = {
+    3: [[1, 19, 6, 2]],
+    8: [
+      [1, 1, 8, 1],
+      [2, 17, 16, 2],
+    ],
+    12: [
+      [2, 7, 24, 2],
+      [1, 33, 36, 3],
+    ],
+    16: [[2, 40, 64, 4]],
+    64: [
+      [1, 64, 128, 2],
+      [1, 100, 64, 1],
+      [1, 512, 64, 1],
+    ],
+    100: [[1, 50, 200, 2]],
+    128: [
+      [1, 37, 256, 2],
+      [1, 130, 128, 1],
+      [1, 512, 128, 1],
+    ],
+  };
+
+  for (const [hs, shapes] of Object.entries(grid)) {
+    it(`matches the float64 reference, forward and backward (hs ${hs})`, async () => {
+      const kernels = await AttentionKernels.create(gpu().device, Number(hs));
+      for (const [index, [B, T, C, NH]] of shapes.entries()) {
+        const shape = { B, T, C, NH };
+        const { qkv, dout, dqkvStart } = problem(shape, 1000 * Number(hs) + index);
+        const want = reference(shape, qkv, dout, dqkvStart);
+        const got = await runGpu(kernels, shape, qkv, dout, dqkvStart);
+        const label = `B=${B} T=${T} C=${C} NH=${NH}`;
+        expectClose(got.out, want.out, 1e-5, `${label} out`);
+        expectClose(got.lse, want.lse, 1e-5, `${label} lse`);
+        // Gradients sum over up to T rows: allow the f32 error to grow with √T.
+        expectClose(got.dqkv, want.dqkv, 2e-6 * Math.sqrt(T) * 4, `${label} dqkv`);
+      }
+    });
+  }
+
+  it('is deterministic from run to run', async () => {
+    const kernels = await AttentionKernels.create(gpu().device, 32);
+    const shape = { B: 2, T: 70, C: 64, NH: 2 };
+    const { qkv, dout, dqkvStart } = problem(shape, 9);
+    const first = await runGpu(kernels, shape, qkv, dout, dqkvStart);
+    const second = await runGpu(kernels, shape, qkv, dout, dqkvStart);
+    expect(Array.from(second.out)).toEqual(Array.from(first.out));
+    expect(Array.from(second.dqkv)).toEqual(Array.from(first.dqkv));
+  });
+
+  it('rejects a shape with another head size', async () => {
+    const kernels = await AttentionKernels.create(gpu().device, 16);
+    const buffer = createStorageBuffer(gpu().device, 'test.any', new Float32Array(64));
+    const view = { buffer };
+    expect(() => kernels.forward({ qkv: view, out: view, lse: view }, { B: 1, T: 4, C: 64, NH: 2 })).toThrow(/head size 16/);
+    buffer.destroy();
+  });
+});
+
+describe('attention CPU reference', () => {
+  const shape = { B: 2, T: 5, C: 6, NH: 2 };
+  const { B, T, C, NH } = shape;
+
+  function forwardLoss(qkv: Float64Array, weights: Float64Array): number {
+    const out = new Float64Array(B * T * C);
+    attentionForward(out, new Float64Array(B * NH * T * T), new Float64Array(B * NH * T * T), qkv, B, T, C, NH);
+    let loss = 0;
+    for (let i = 0; i < out.length; i++) loss += (out[i] as number) * (weights[i] as number);
+    return loss;
+  }
+
+  it('backward is the gradient of forward (float64 finite differences), accumulated', () => {
+    const qkv = Float64Array.from(randomFloats(B * T * 3 * C, 31, -2, 2));
+    const dout = Float64Array.from(randomFloats(B * T * C, 32)); // L = Σ out · dout
+    const out = new Float64Array(B * T * C);
+    const preatt = new Float64Array(B * NH * T * T);
+    const att = new Float64Array(B * NH * T * T);
+    attentionForward(out, preatt, att, qkv, B, T, C, NH);
+    const start = Float64Array.from(randomFloats(B * T * 3 * C, 33));
+    const dqkv = Float64Array.from(start);
+    attentionBackward(dqkv, new Float64Array(B * NH * T * T), new Float64Array(B * NH * T * T), dout, qkv, att, B, T, C, NH);
+    const h = 1e-6;
+    for (let i = 0; i < qkv.length; i++) {
+      const saved = qkv[i] as number;
+      qkv[i] = saved + h;
+      const plus = forwardLoss(qkv, dout);
+      qkv[i] = saved - h;
+      const minus = forwardLoss(qkv, dout);
+      qkv[i] = saved;
+      const numeric = (plus - minus) / (2 * h);
+      expect(Math.abs((dqkv[i] as number) - (start[i] as number) - numeric), `qkv[${i}]`).toBeLessThan(1e-7);
+    }
+  });
+
+  it('softmax backward equals llm.c’s O(T²) form', () => {
+    const qkv = Float64Array.from(randomFloats(B * T * 3 * C, 41, -2, 2));
+    const att = new Float64Array(B * NH * T * T);
+    attentionForward(new Float64Array(B * T * C), new Float64Array(B * NH * T * T), att, qkv, B, T, C, NH);
+    const dout = Float64Array.from(randomFloats(B * T * C, 42));
+    const dpreatt = new Float64Array(B * NH * T * T);
+    const datt = new Float64Array(B * NH * T * T);
+    attentionBackward(new Float64Array(B * T * 3 * C), dpreatt, datt, dout, qkv, att, B, T, C, NH);
+    // llm.c train_gpt2.c, backward pass 2 & 3: dpreatt[t3] += Σ_t2 att[t2]·(1{t2 = t3} − att[t3])·datt[t2].
+    for (let row = 0; row < B * NH * T; row++) {
+      const t = row % T;
+      for (let t3 = 0; t3 <= t; t3++) {
+        let want = 0;
+        for (let t2 = 0; t2 <= t; t2++) {
+          const a2 = att[row * T + t2] as number;
+          want += a2 * ((t2 === t3 ? 1 : 0) - (att[row * T + t3] as number)) * (datt[row * T + t2] as number);
+        }
+        expect(Math.abs((dpreatt[row * T + t3] as number) - want)).toBeLessThan(1e-14);
+      }
+    }
+  });
+
+  it('zeroes the masked part of att and makes rows sum to 1', () => {
+    const att = new Float32Array(B * NH * T * T).fill(7);
+    const qkv = randomFloats(B * T * 3 * C, 51);
+    attentionForward(new Float32Array(B * T * C), new Float32Array(B * NH * T * T), att, qkv, B, T, C, NH);
+    for (let row = 0; row < B * NH * T; row++) {
+      const t = row % T;
+      let sum = 0;
+      for (let t2 = 0; t2 < T; t2++) {
+        if (t2 > t) expect(att[row * T + t2]).toBe(0);
+        sum += att[row * T + t2] as number;
+      }
+      expect(sum).toBeCloseTo(1, 6);
+    }
+  });
+});

@@ -1,0 +1,213 @@
+/**
+ * The GPT-2 forward and backward pass on the CPU, composed from the kernels' CPU references
+ * (llm.c's train_gpt2.c, layer by layer). Generic over the float type: Float64Array gives the
+ * reference the WebGPU engine and finite differences are checked against; Float32Array is the
+ * CPU training backend.
+ */
+import {
+  attentionBackward,
+  attentionForward,
+  crossEntropyBackward,
+  crossEntropyForward,
+  embeddingBackward,
+  embeddingForward,
+  type FloatArray,
+  geluBackward,
+  geluForward,
+  layernormBackward,
+  layernormForward,
+  matmulBackward,
+  matmulForward,
+  residualBackward,
+  residualForward,
+} from '@shoal/gpu';
+import type { GptConfig } from '../config.ts';
+import { buildLayout, type ParamLayout } from '../layout.ts';
+import { type Activations, allocateActivations, type FloatArrayConstructor } from './activations.ts';
+
+/** Named views of one block's parameters (or gradients). */
+interface BlockTensors<A extends FloatArray> {
+  ln1w: A;
+  ln1b: A;
+  qkvw: A;
+  qkvb: A;
+  attprojw: A;
+  attprojb: A;
+  ln2w: A;
+  ln2b: A;
+  fcw: A;
+  fcb: A;
+  fcprojw: A;
+  fcprojb: A;
+}
+
+interface ModelTensors<A extends FloatArray> {
+  wte: A;
+  wpe: A;
+  blocks: BlockTensors<A>[];
+  lnfw: A;
+  lnfb: A;
+}
+
+const BLOCK_KEYS: [keyof BlockTensors<FloatArray>, string][] = [
+  ['ln1w', 'ln_1.weight'],
+  ['ln1b', 'ln_1.bias'],
+  ['qkvw', 'attn.c_attn.weight'],
+  ['qkvb', 'attn.c_attn.bias'],
+  ['attprojw', 'attn.c_proj.weight'],
+  ['attprojb', 'attn.c_proj.bias'],
+  ['ln2w', 'ln_2.weight'],
+  ['ln2b', 'ln_2.bias'],
+  ['fcw', 'mlp.c_fc.weight'],
+  ['fcb', 'mlp.c_fc.bias'],
+  ['fcprojw', 'mlp.c_proj.weight'],
+  ['fcprojb', 'mlp.c_proj.bias'],
+];
+
+function pointTensors<A extends FloatArray>(layout: ParamLayout, flat: A): ModelTensors<A> {
+  const view = (name: string) => {
+    const t = layout.byName.get(name);
+    if (!t) throw new Error(`layout has no ${name}`);
+    return flat.subarray(t.offset, t.offset + t.size) as A;
+  };
+  return {
+    wte: view('transformer.wte.weight'),
+    wpe: view('transformer.wpe.weight'),
+    blocks: Array.from({ length: layout.config.nLayer }, (_, i) => {
+      const block = {} as BlockTensors<A>;
+      for (const [key, suffix] of BLOCK_KEYS) block[key] = view(`transformer.h.${i}.${suffix}`);
+      return block;
+    }),
+    lnfw: view('transformer.ln_f.weight'),
+    lnfb: view('transformer.ln_f.bias'),
+  };
+}
+
+/**
+ * One model shape and batch shape, with activations and their gradients allocated once.
+ * `forward` then `backward` per step; parameters and gradients are flat logical vectors.
+ */
+export class CpuGpt<A extends FloatArray> {
+  readonly layout: ParamLayout;
+  private readonly acts: Activations<A>;
+  private readonly grads: Activations<A>;
+  private inputs: Int32Array | null = null;
+  private targets: Int32Array | null = null;
+
+  constructor(
+    readonly config: GptConfig,
+    readonly B: number,
+    readonly T: number,
+    readonly ArrayType: FloatArrayConstructor<A>,
+  ) {
+    if (T > config.blockSize) throw new RangeError(`sequence length ${T} exceeds block_size ${config.blockSize}`);
+    this.layout = buildLayout(config);
+    this.acts = allocateActivations(config, B, T, ArrayType);
+    this.grads = allocateActivations(config, B, T, ArrayType);
+  }
+
+  /** Runs the model; with targets, returns the mean cross-entropy loss. */
+  forward(params: A, inputs: Int32Array, targets: Int32Array | null): number {
+    const { B, T, acts } = this;
+    const { nLayer: L, nHead: NH, nEmbd: C, vocabSize: V } = this.config;
+    const BT = B * T;
+    if (inputs.length !== BT || (targets && targets.length !== BT)) {
+      throw new RangeError(`expected ${BT} inputs and targets, got ${inputs.length} and ${targets?.length}`);
+    }
+    for (const tokens of targets ? [inputs, targets] : [inputs]) {
+      for (let i = 0; i < tokens.length; i++) {
+        const token = tokens[i] as number;
+        if (!(token >= 0 && token < V)) throw new RangeError(`token ${token} at position ${i} is outside [0, ${V})`);
+      }
+    }
+    this.inputs = inputs;
+    this.targets = targets;
+    const p = pointTensors(this.layout, params);
+
+    embeddingForward(acts.encoded, inputs, p.wte, p.wpe, B, T, C);
+    let residual = acts.encoded;
+    for (let l = 0; l < L; l++) {
+      const a = acts.layers[l] as Activations<A>['layers'][number];
+      const w = p.blocks[l] as BlockTensors<A>;
+      layernormForward(a.ln1, a.ln1Mean, a.ln1Rstd, residual, w.ln1w, w.ln1b, BT, C);
+      matmulForward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
+      attentionForward(a.atty, a.preatt, a.att, a.qkv, B, T, C, NH);
+      matmulForward(a.attproj, a.atty, w.attprojw, w.attprojb, BT, C, C);
+      residualForward(a.residual2, residual, a.attproj, BT * C);
+      layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
+      matmulForward(a.fch, a.ln2, w.fcw, w.fcb, BT, C, 4 * C);
+      geluForward(a.fchGelu, a.fch, BT * 4 * C);
+      matmulForward(a.fcproj, a.fchGelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
+      residualForward(a.residual3, a.residual2, a.fcproj, BT * C);
+      residual = a.residual3;
+    }
+    layernormForward(acts.lnf, acts.lnfMean, acts.lnfRstd, residual, p.lnfw, p.lnfb, BT, C);
+    // Tied head: logits = lnf · wteᵀ, no bias.
+    matmulForward(acts.logits, acts.lnf, p.wte, null, BT, C, V);
+    if (!targets) return Number.NaN;
+    return crossEntropyForward(acts.losses, acts.logits, targets, BT, V);
+  }
+
+  /** The logits of the last forward pass, (B,T,V). Valid until `backward` runs. */
+  get logits(): A {
+    return this.acts.logits;
+  }
+
+  /** Gradient of the mean loss of the last forward pass, written (not added) into `grads`. */
+  backward(params: A, grads: A): void {
+    const { B, T, acts } = this;
+    const { nLayer: L, nHead: NH, nEmbd: C, vocabSize: V } = this.config;
+    const BT = B * T;
+    if (!this.inputs || !this.targets) throw new Error('backward needs a forward pass with targets first');
+    const d = this.grads;
+    grads.fill(0);
+    for (const layer of d.layers) for (const key of ['residual2', 'residual3'] as const) layer[key].fill(0);
+    d.encoded.fill(0);
+    const p = pointTensors(this.layout, params);
+    const g = pointTensors(this.layout, grads);
+
+    // dlogits = (softmax − onehot) / BT, in place of the logits.
+    crossEntropyBackward(acts.logits, acts.logits, this.targets, BT, V);
+    d.lnf.fill(0);
+    matmulBackward(d.lnf, g.wte, null, acts.logits, acts.lnf, p.wte, BT, C, V);
+    const lastResidual = L > 0 ? (acts.layers[L - 1] as Activations<A>['layers'][number]).residual3 : acts.encoded;
+    const dLastResidual = L > 0 ? (d.layers[L - 1] as Activations<A>['layers'][number]).residual3 : d.encoded;
+    layernormBackward(dLastResidual, g.lnfw, g.lnfb, d.lnf, lastResidual, p.lnfw, acts.lnfMean, acts.lnfRstd, BT, C);
+
+    for (let l = L - 1; l >= 0; l--) {
+      const a = acts.layers[l] as Activations<A>['layers'][number];
+      const da = d.layers[l] as Activations<A>['layers'][number];
+      const w = p.blocks[l] as BlockTensors<A>;
+      const dw = g.blocks[l] as BlockTensors<A>;
+      const residual = l === 0 ? acts.encoded : (acts.layers[l - 1] as Activations<A>['layers'][number]).residual3;
+      const dresidual = l === 0 ? d.encoded : (d.layers[l - 1] as Activations<A>['layers'][number]).residual3;
+      for (const key of [
+        'fcproj',
+        'fchGelu',
+        'fch',
+        'ln2',
+        'attproj',
+        'atty',
+        'preatt',
+        'att',
+        'qkv',
+        'ln1',
+      ] as const) {
+        da[key].fill(0);
+      }
+
+      residualBackward(da.residual2, da.fcproj, da.residual3, BT * C);
+      matmulBackward(da.fchGelu, dw.fcprojw, dw.fcprojb, da.fcproj, a.fchGelu, w.fcprojw, BT, 4 * C, C);
+      geluBackward(da.fch, a.fch, da.fchGelu, BT * 4 * C);
+      matmulBackward(da.ln2, dw.fcw, dw.fcb, da.fch, a.ln2, w.fcw, BT, C, 4 * C);
+      layernormBackward(da.residual2, dw.ln2w, dw.ln2b, da.ln2, a.residual2, w.ln2w, a.ln2Mean, a.ln2Rstd, BT, C);
+      residualBackward(dresidual, da.attproj, da.residual2, BT * C);
+      matmulBackward(da.atty, dw.attprojw, dw.attprojb, da.attproj, a.atty, w.attprojw, BT, C, C);
+      attentionBackward(da.qkv, da.preatt, da.att, da.atty, a.qkv, a.att, B, T, C, NH);
+      matmulBackward(da.ln1, dw.qkvw, dw.qkvb, da.qkv, a.ln1, w.qkvw, BT, C, 3 * C);
+      layernormBackward(dresidual, dw.ln1w, dw.ln1b, da.ln1, residual, w.ln1w, a.ln1Mean, a.ln1Rstd, BT, C);
+    }
+    embeddingBackward(g.wte, g.wpe, d.encoded, this.inputs, B, T, C);
+    this.targets = null; // the logits now hold dlogits: another backward needs another forward
+  }
+}
