@@ -26,6 +26,8 @@ import { UsageError } from './grads.ts';
 export interface TrainOptions {
   preset: string;
   steps: number;
+  /** Stop after this many steps although the schedule spans --steps (to split a run). */
+  stopAfter?: number;
   batch: number;
   seq?: number;
   lr: number;
@@ -146,7 +148,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   const tokensPerStep = train.batchSize * seqLen;
   let step = saved?.run.step ?? 0;
   let tokens = saved?.run.tokens ?? 0;
-  const lastStep = step + options.steps;
+  const lastStep = step + Math.min(options.steps, options.stopAfter ?? options.steps);
 
   mkdirSync(options.checkpointDir, { recursive: true });
   const weightsPath = join(options.checkpointDir, `shoal-${options.resume ? 'resumed' : options.preset}.safetensors`);
