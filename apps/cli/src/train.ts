@@ -176,6 +176,9 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
       stream: process.stderr,
       hideCursor: true,
       etaBuffer: 20,
+      // Piped or in CI: a plain line every 10 s instead of a redrawn bar.
+      noTTYOutput: true,
+      notTTYSchedule: 10_000,
     },
     cliProgress.Presets.shades_classic,
   );
