@@ -3,6 +3,7 @@ export * from './buffers.ts';
 export * from './compare.ts';
 export * from './cpu.ts';
 export * from './kernel.ts';
+export * from './kernels.ts';
 export * from './random.ts';
 export * from './reduce/sum.ts';
 export { describeAdapter, formatAdapter, openDevice } from './report.ts';

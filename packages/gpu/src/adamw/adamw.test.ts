@@ -4,8 +4,8 @@ import { compareArrays } from '../compare.ts';
 import { runKernels } from '../kernel.ts';
 import { randomFloats } from '../random.ts';
 import { useGpu } from '../test-gpu.ts';
-import { type AdamWRange, AdamWKernels, coalesceRanges } from './adamw.ts';
 import { ADAMW_DEFAULTS, adamwUpdate } from './adamw.cpu.ts';
+import { AdamWKernels, type AdamWRange, coalesceRanges } from './adamw.ts';
 
 const gpu = useGpu();
 
@@ -37,7 +37,20 @@ function cpuSteps(state: State, ranges: AdamWRange[], lrs: number[], gradScale: 
   lrs.forEach((lr, index) => {
     for (const { offset, n, weightDecay } of ranges) {
       const part = (a: Float64Array) => a.subarray(offset, offset + n);
-      adamwUpdate(part(f64.params), part(f64.grads), part(f64.m), part(f64.v), n, lr, beta1, beta2, eps, weightDecay, index + 1, gradScale);
+      adamwUpdate(
+        part(f64.params),
+        part(f64.grads),
+        part(f64.m),
+        part(f64.v),
+        n,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weightDecay,
+        index + 1,
+        gradScale,
+      );
     }
   });
   return f64;
@@ -171,7 +184,12 @@ describe('AdamWKernels', () => {
       { offset: 15, n: 3, weightDecay: 0 },
       { offset: 20, n: 2, weightDecay: 0 },
     ]);
-    expect(() => coalesceRanges([{ offset: 0, n: 10, weightDecay: 0 }, { offset: 9, n: 2, weightDecay: 0 }])).toThrow(/overlap/);
+    expect(() =>
+      coalesceRanges([
+        { offset: 0, n: 10, weightDecay: 0 },
+        { offset: 9, n: 2, weightDecay: 0 },
+      ]),
+    ).toThrow(/overlap/);
   });
 });
 

@@ -5,9 +5,9 @@
  * kernel writes on the GPU, so a step needs no readback.
  */
 import { createStorageBuffer, f32Bits } from '../buffers.ts';
+import { chunkRange } from '../gradnorm/chunks.ts';
 import { type BoundKernel, bindKernel, ceilDiv, sequence, type TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
-import { chunkRange } from '../gradnorm/chunks.ts';
 import { ADAMW_DEFAULTS, adamwBiasCorrections } from './adamw.cpu.ts';
 import source from './adamw.wgsl?raw';
 

@@ -1,6 +1,6 @@
 // Causal attention backward for dK and dV (after attention.common.wgsl; run after the dQ
 // kernel, which writes delta). Workgroup (x, h, b) owns keys x·ROWS … and streams the queries
-// that can see them (from the owned block's first key, tile-aligned, to T − 1). Per owned key s:
+// that can see them (from the owned block's first key to T − 1). Per owned key s:
 //   P[t, s] = exp(scale · q_t·k_s − lse[t]),  dv_s += Σ_t P[t, s] · dout_t,
 //   dS[t, s] = P[t, s] · (dout_t·v_s − delta[t]),  dk_s += scale · Σ_t dS[t, s] · q_t.
 // Each workgroup writes only its own rows of dqkv, so no atomics are needed.
@@ -59,11 +59,10 @@ fn main(@builtin(workgroup_id) group: vec3u, @builtin(local_invocation_index) lo
   let part = lane / TILE;
   var dk: array<vec4f, MAX_VECS_PER_LANE>;
   var dv: array<vec4f, MAX_VECS_PER_LANE>;
-  // Queries before `first` see none of the owned keys; start at its tile.
-  let qStart = (first / TILE) * TILE;
-  let tiles = (T - qStart + TILE - 1u) / TILE;
+  // Queries before `first` see none of the owned keys: stream queries first … T − 1.
+  let tiles = (T - first + TILE - 1u) / TILE;
   for (var tile = 0u; tile < tiles; tile++) {
-    let q0 = qStart + tile * TILE;
+    let q0 = first + tile * TILE;
     workgroupBarrier();  // the previous tile is consumed (the first time: keys and values are stored)
     for (var e = local; e < TILE * HEAD_VECS; e += WORKGROUP_SIZE) {
       let r = e / HEAD_VECS;

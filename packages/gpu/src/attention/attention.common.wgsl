@@ -4,8 +4,7 @@
 // Shapes and tiles come from the host (attention.tiling.ts) as overrides.
 //
 // Rows live in workgroup memory as HEAD_VECS vec4s (hs channels, zero-padded to a multiple of 4):
-// a quarter of the loop iterations and 128-bit loads, which also keeps shader compilation fast
-// on SwiftShader (which unrolls these loops fully).
+// a quarter of the loop iterations and 128-bit workgroup loads.
 //
 // Lane roles within an owned row (LANES invocations per row):
 //   dot products: lane = part·TILE + j computes the partial dot product of the owned row with

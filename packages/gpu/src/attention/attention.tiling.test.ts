@@ -24,7 +24,9 @@ describe('chooseTiling', () => {
 
   it('picks wide tiles for GPT-2 head sizes', () => {
     expect(chooseTiling(64, FORWARD_ARRAYS)).toMatchObject({ lanes: 16, rows: 16, tile: 16 });
-    expect(chooseTiling(128, BACKWARD_QUERY_ARRAYS).rows * chooseTiling(128, BACKWARD_QUERY_ARRAYS).tile).toBeGreaterThanOrEqual(32);
+    expect(
+      chooseTiling(128, BACKWARD_QUERY_ARRAYS).rows * chooseTiling(128, BACKWARD_QUERY_ARRAYS).tile,
+    ).toBeGreaterThanOrEqual(32);
   });
 
   it('refuses what cannot fit', () => {

@@ -38,7 +38,12 @@ export interface WorkgroupArrays {
 }
 
 export const FORWARD_ARRAYS: WorkgroupArrays = { rowArrays: 1, tileArrays: 2, partialArrays: 1, scalarArrays: 0 };
-export const BACKWARD_QUERY_ARRAYS: WorkgroupArrays = { rowArrays: 2, tileArrays: 2, partialArrays: 2, scalarArrays: 0 };
+export const BACKWARD_QUERY_ARRAYS: WorkgroupArrays = {
+  rowArrays: 2,
+  tileArrays: 2,
+  partialArrays: 2,
+  scalarArrays: 0,
+};
 export const BACKWARD_KEY_ARRAYS: WorkgroupArrays = { rowArrays: 2, tileArrays: 2, partialArrays: 2, scalarArrays: 2 };
 
 /**
@@ -51,7 +56,8 @@ export function chooseTiling(
   budgetFloats = 4096,
   workgroupSize = 256,
 ): AttentionTiling {
-  if (!Number.isInteger(headSize) || headSize < 1) throw new RangeError(`attention: head size ${headSize} must be a positive integer`);
+  if (!Number.isInteger(headSize) || headSize < 1)
+    throw new RangeError(`attention: head size ${headSize} must be a positive integer`);
   const headVecs = Math.ceil(headSize / 4);
   let best: AttentionTiling | null = null;
   for (let lanes = 16; lanes <= workgroupSize; lanes *= 2) {
@@ -66,13 +72,25 @@ export function chooseTiling(
         arrays.scalarArrays * tile;
       if (workgroupFloats > budgetFloats) continue;
       if (!best || rows * tile > best.rows * best.tile) {
-        best = { headSize, lanes, rows, tile, parts: lanes / tile, headVecs, vecsPerLane, workgroupSize, workgroupFloats };
+        best = {
+          headSize,
+          lanes,
+          rows,
+          tile,
+          parts: lanes / tile,
+          headVecs,
+          vecsPerLane,
+          workgroupSize,
+          workgroupFloats,
+        };
       }
       break;
     }
   }
   if (!best) {
-    throw new RangeError(`attention: no tiling for head size ${headSize} within ${budgetFloats * 4} bytes of workgroup memory`);
+    throw new RangeError(
+      `attention: no tiling for head size ${headSize} within ${budgetFloats * 4} bytes of workgroup memory`,
+    );
   }
   return best;
 }

@@ -57,7 +57,11 @@ export class AttentionKernels {
     private readonly device: GPUDevice,
     readonly headSize: number,
     readonly tilings: AttentionTilings,
-    private readonly pipelines: { forward: GPUComputePipeline; backwardQuery: GPUComputePipeline; backwardKey: GPUComputePipeline },
+    private readonly pipelines: {
+      forward: GPUComputePipeline;
+      backwardQuery: GPUComputePipeline;
+      backwardKey: GPUComputePipeline;
+    },
   ) {}
 
   static async create(device: GPUDevice, headSize: number): Promise<AttentionKernels> {
@@ -69,7 +73,12 @@ export class AttentionKernels {
       backwardKey: chooseTiling(headSize, BACKWARD_KEY_ARRAYS, budgetFloats, invocations),
     };
     const [forward, backwardQuery, backwardKey] = await Promise.all([
-      createComputePipeline(device, 'Attention.forward', `${common}\n${forwardSource}`, tilingConstants(tilings.forward)),
+      createComputePipeline(
+        device,
+        'Attention.forward',
+        `${common}\n${forwardSource}`,
+        tilingConstants(tilings.forward),
+      ),
       createComputePipeline(
         device,
         'Attention.backwardQuery',

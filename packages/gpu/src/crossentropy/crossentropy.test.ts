@@ -62,7 +62,12 @@ describe('CrossEntropyKernels', () => {
         // dlogits starts non-zero: the kernel must overwrite, not accumulate.
         const dlogits = createStorageBuffer(device, 'test.dlogits', randomFloats(N * V, 7));
         const forward = kernels.forward(
-          { logits: { buffer: logitsBuffer }, targets: { buffer: targetsBuffer }, losses: { buffer: losses }, meanLoss: { buffer: mean } },
+          {
+            logits: { buffer: logitsBuffer },
+            targets: { buffer: targetsBuffer },
+            losses: { buffer: losses },
+            meanLoss: { buffer: mean },
+          },
           N,
           V,
         );
@@ -71,17 +76,30 @@ describe('CrossEntropyKernels', () => {
           N,
           V,
         );
-        const inPlace = kernels.backward({ logits: { buffer: logitsBuffer }, targets: { buffer: targetsBuffer } }, N, V);
+        const inPlace = kernels.backward(
+          { logits: { buffer: logitsBuffer }, targets: { buffer: targetsBuffer } },
+          N,
+          V,
+        );
         await runKernels(device, [forward, backward, inPlace], 'test.crossentropy');
         const label = `N=${N} V=${V}`;
         // Losses are O(log V): f32 log/exp rounding is a few 1e-7 relative to the max logit.
-        expectOk(compareArrays(await readFloat32(device, losses, N), want.losses, { atol: 1e-5, rtol: 1e-5 }), `${label} losses`);
+        expectOk(
+          compareArrays(await readFloat32(device, losses, N), want.losses, { atol: 1e-5, rtol: 1e-5 }),
+          `${label} losses`,
+        );
         const [gotMean] = await readFloat32(device, mean, 1);
         expect(Math.abs((gotMean as number) - want.mean), `${label} mean`).toBeLessThanOrEqual(1e-5 * (1 + want.mean));
         // Gradients are ≤ 1/N: compare with atol relative to that scale.
         const gradTolerance = { atol: 1e-6 / N, rtol: 1e-4 };
-        expectOk(compareArrays(await readFloat32(device, dlogits, N * V), want.dlogits, gradTolerance), `${label} dlogits`);
-        expectOk(compareArrays(await readFloat32(device, logitsBuffer, N * V), want.dlogits, gradTolerance), `${label} in place`);
+        expectOk(
+          compareArrays(await readFloat32(device, dlogits, N * V), want.dlogits, gradTolerance),
+          `${label} dlogits`,
+        );
+        expectOk(
+          compareArrays(await readFloat32(device, logitsBuffer, N * V), want.dlogits, gradTolerance),
+          `${label} in place`,
+        );
         for (const kernel of [forward, backward, inPlace]) kernel.destroy();
         for (const buffer of [logitsBuffer, targetsBuffer, losses, mean, dlogits]) buffer.destroy();
       }
@@ -109,7 +127,10 @@ describe('CrossEntropyKernels', () => {
     expect((await readFloat32(device, mean, 1))[0]).toBe(first);
     expect(Math.abs((first as number) - want.mean)).toBeLessThan(1e-5);
     expectOk(compareArrays(await readFloat32(device, losses, N), want.losses, { atol: 1e-5, rtol: 1e-5 }), 'losses');
-    expectOk(compareArrays(await readFloat32(device, logitsBuffer, N * V), want.dlogits, { atol: 1e-11, rtol: 1e-4 }), 'dlogits');
+    expectOk(
+      compareArrays(await readFloat32(device, logitsBuffer, N * V), want.dlogits, { atol: 1e-11, rtol: 1e-4 }),
+      'dlogits',
+    );
     for (const buffer of [logitsBuffer, targetsBuffer, losses, mean]) buffer.destroy();
   });
 
@@ -119,9 +140,15 @@ describe('CrossEntropyKernels', () => {
     const buffer = createEmptyStorageBuffer(device, 'test.both', 4096);
     const targets = createEmptyStorageBuffer(device, 'test.targets', 16);
     expect(() =>
-      kernels.backward({ logits: { buffer, offset: 0, size: 1024 }, targets: { buffer: targets }, dlogits: { buffer, offset: 1024 } }, 4, 64),
+      kernels.backward(
+        { logits: { buffer, offset: 0, size: 1024 }, targets: { buffer: targets }, dlogits: { buffer, offset: 1024 } },
+        4,
+        64,
+      ),
     ).toThrow(/another buffer/);
-    expect(() => kernels.forward({ logits: { buffer }, targets: { buffer: targets }, losses: { buffer } }, 4, 1)).toThrow(/V ≥ 2/);
+    expect(() =>
+      kernels.forward({ logits: { buffer }, targets: { buffer: targets }, losses: { buffer } }, 4, 1),
+    ).toThrow(/V ≥ 2/);
     buffer.destroy();
     targets.destroy();
   });
@@ -156,6 +183,7 @@ describe('crossEntropyBackward (CPU)', () => {
     crossEntropyBackward(inPlace, inPlace, targets, N, V, 0.5);
     expect(Array.from(inPlace)).toEqual(Array.from(separate));
     // Each row of (softmax − onehot) sums to 0.
-    for (let r = 0; r < N; r++) expect(Math.abs(separate.subarray(r * V, r * V + V).reduce((a, b) => a + b))).toBeLessThan(1e-15);
+    for (let r = 0; r < N; r++)
+      expect(Math.abs(separate.subarray(r * V, r * V + V).reduce((a, b) => a + b))).toBeLessThan(1e-15);
   });
 });

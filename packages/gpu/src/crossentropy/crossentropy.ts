@@ -69,7 +69,13 @@ export class CrossEntropyKernels {
     const [forward, backward, backwardInPlace, mean] = await Promise.all([
       createComputePipeline(device, 'CrossEntropy.forward', `${common}\n${source}`, constants, 'forward'),
       createComputePipeline(device, 'CrossEntropy.backward', `${common}\n${source}`, constants, 'backward'),
-      createComputePipeline(device, 'CrossEntropy.backwardInPlace', `${common}\n${inplaceSource}`, constants, 'backward'),
+      createComputePipeline(
+        device,
+        'CrossEntropy.backwardInPlace',
+        `${common}\n${inplaceSource}`,
+        constants,
+        'backward',
+      ),
       createComputePipeline(device, 'CrossEntropy.mean', meanSource, { WORKGROUP_SIZE: MEAN_WORKGROUP_SIZE }),
     ]);
     return new CrossEntropyKernels(

@@ -41,7 +41,12 @@ export function chunkRange(
     const firstByte = (offset + done) * 4;
     const viewOffset = Math.floor(firstByte / align) * align;
     const start = (firstByte - viewOffset) / 4;
-    chunks.push({ view: { buffer, offset: viewOffset, size: (start + count) * 4 }, start, n: count, rangeOffset: done });
+    chunks.push({
+      view: { buffer, offset: viewOffset, size: (start + count) * 4 },
+      start,
+      n: count,
+      rangeOffset: done,
+    });
     done += count;
   }
   return chunks;

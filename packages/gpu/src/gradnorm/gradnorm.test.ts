@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { AdamWKernels } from '../adamw/adamw.ts';
 import { ADAMW_DEFAULTS, adamwUpdate } from '../adamw/adamw.cpu.ts';
+import { AdamWKernels } from '../adamw/adamw.ts';
 import { createEmptyStorageBuffer, createStorageBuffer, readFloat32 } from '../buffers.ts';
 import { compareArrays } from '../compare.ts';
 import { runKernels } from '../kernel.ts';
 import { randomFloats } from '../random.ts';
 import { useGpu } from '../test-gpu.ts';
 import { chunkRange } from './chunks.ts';
-import { CLIP_SCALE_INDEX, GRAD_NORM_INDEX, type GradSegment, GradNormKernels } from './gradnorm.ts';
 import { clipScale, gradNorm } from './gradnorm.cpu.ts';
+import { CLIP_SCALE_INDEX, GRAD_NORM_INDEX, GradNormKernels, type GradSegment } from './gradnorm.ts';
 
 const gpu = useGpu();
 
@@ -119,7 +119,20 @@ describe('GradNormKernels', () => {
     const want = Float64Array.from(params);
     const scale = clipScale(gradNorm(grads), 1);
     const { beta1, beta2, eps } = ADAMW_DEFAULTS;
-    adamwUpdate(want, Float64Array.from(grads), new Float64Array(n), new Float64Array(n), n, 0.05, beta1, beta2, eps, 0.1, 1, scale);
+    adamwUpdate(
+      want,
+      Float64Array.from(grads),
+      new Float64Array(n),
+      new Float64Array(n),
+      n,
+      0.05,
+      beta1,
+      beta2,
+      eps,
+      0.1,
+      1,
+      scale,
+    );
     const got = await readFloat32(device, buffers.params, n);
     const comparison = compareArrays(got, want, { atol: 3e-7, rtol: 1e-6 });
     expect(comparison.ok, comparison.message).toBe(true);

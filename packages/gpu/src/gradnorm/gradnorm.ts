@@ -37,8 +37,13 @@ export class GradNormKernels {
   ) {}
 
   static async create(device: GPUDevice, workgroupSize = 256): Promise<GradNormKernels> {
-    if (!Number.isInteger(Math.log2(workgroupSize)) || workgroupSize > device.limits.maxComputeInvocationsPerWorkgroup) {
-      throw new RangeError(`GradNormKernels: workgroup size ${workgroupSize} must be a power of two within the device limit`);
+    if (
+      !Number.isInteger(Math.log2(workgroupSize)) ||
+      workgroupSize > device.limits.maxComputeInvocationsPerWorkgroup
+    ) {
+      throw new RangeError(
+        `GradNormKernels: workgroup size ${workgroupSize} must be a power of two within the device limit`,
+      );
     }
     const constants = { WORKGROUP_SIZE: workgroupSize };
     const [partial, finish] = await Promise.all([
@@ -71,7 +76,8 @@ export class GradNormKernels {
     maxNorm: number,
     options: { maxBindingBytes?: number } = {},
   ): BoundKernel {
-    if (!Number.isFinite(maxNorm)) throw new RangeError(`GradNorm: maxNorm must be finite (≤ 0 disables clipping), got ${maxNorm}`);
+    if (!Number.isFinite(maxNorm))
+      throw new RangeError(`GradNorm: maxNorm must be finite (≤ 0 disables clipping), got ${maxNorm}`);
     const limits = {
       minStorageBufferOffsetAlignment: this.device.limits.minStorageBufferOffsetAlignment,
       maxStorageBufferBindingSize: Math.min(

@@ -246,6 +246,14 @@ describe('MatmulKernels', () => {
     }
   });
 
+  it('works with other tile sizes set through overrides', async () => {
+    // 16 invocations, 16 × 32 tiles, K slices of 4: several tiles and slices in every direction.
+    const family = await MatmulKernels.create(gpu().device, { workgroupX: 8, workgroupY: 2, tileK: 4 });
+    expect(family.tiles).toMatchObject({ tileM: 16, tileN: 32, tileK: 4 });
+    expect(await checkShape(family, { N: 45, C: 36, OC: 68, bias: true, splitK: 2 }, 8000)).toEqual([]);
+    family.destroy();
+  });
+
   it('folds grids past the per-dimension limit (lowered to 3 here)', async () => {
     const family = (await kernels()).withGridLimit(3);
     // Forward and backwardInput: 5 row tiles on a 3 × 2 grid; backwardWeight: 3 splits along x,

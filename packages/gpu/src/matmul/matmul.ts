@@ -36,7 +36,7 @@ import {
 import { SharedScratch } from './scratch.ts';
 
 export interface MatmulOptions {
-  /** Invocations along the result's columns; a tile is 4·workgroupX columns wide (default 16). */
+  /** Invocations along the result's columns, at least 8; a tile is 4·workgroupX columns wide (default 16). */
   workgroupX?: number;
   /** Invocations along the result's rows; a tile is 8·workgroupY rows high (default 16). */
   workgroupY?: number;
@@ -130,8 +130,7 @@ export class MatmulKernels {
   /** out = inp·Wᵀ (+ bias), overwriting out. */
   forward({ out, inp, weight, bias, N, C, OC }: MatmulForwardArgs): BoundKernel {
     const label = 'MatmulKernels.forward';
-    const binding = (view: TensorView, floats: number, name: string) =>
-      tensorBinding(this.limits, view, floats, `${label}.${name}`);
+    const binding = this.binder(label);
     return this.bindProduct(label, 'forward', C, OC, {
       dims: [N, OC, C], // M × N over K
       a: binding(inp, N * C, 'inp'),
@@ -145,8 +144,7 @@ export class MatmulKernels {
   /** dinp += dout·W. */
   backwardInput({ dinp, dout, weight, N, C, OC }: MatmulBackwardInputArgs): BoundKernel {
     const label = 'MatmulKernels.backwardInput';
-    const binding = (view: TensorView, floats: number, name: string) =>
-      tensorBinding(this.limits, view, floats, `${label}.${name}`);
+    const binding = this.binder(label);
     return this.bindProduct(label, 'backwardInput', C, OC, {
       dims: [N, C, OC],
       a: binding(dout, N * OC, 'dout'),
@@ -160,8 +158,7 @@ export class MatmulKernels {
   /** dW += doutᵀ·inp and dbias += Σ_n dout, split over N when OC×C alone has too few tiles. */
   backwardWeight({ dweight, dbias, dout, inp, N, C, OC, splitK }: MatmulBackwardWeightArgs): BoundKernel {
     const label = 'MatmulKernels.backwardWeight';
-    const binding = (view: TensorView, floats: number, name: string) =>
-      tensorBinding(this.limits, view, floats, `${label}.${name}`);
+    const binding = this.binder(label);
     const a = binding(dout, N * OC, 'dout');
     const b = binding(inp, N * C, 'inp');
     const target = binding(dweight, OC * C, 'dweight');
@@ -181,7 +178,8 @@ export class MatmulKernels {
     // Partial results [splits][OC·C] and [splits][OC] in the shared scratch, overwritten by the
     // split kernel, then summed into dW and dbias.
     const weightBytes = plan.splits * OC * C * 4;
-    const biasOffset = Math.ceil(weightBytes / 256) * 256;
+    const align = this.limits.minStorageBufferOffsetAlignment;
+    const biasOffset = Math.ceil(weightBytes / align) * align;
     const lease = this.scratch.acquire(biasOffset + (dbias ? plan.splits * OC * 4 : 0));
     const partials = { buffer: lease.buffer, size: weightBytes };
     const biasPartials = { buffer: lease.buffer, offset: biasOffset, size: plan.splits * OC * 4 };
@@ -224,6 +222,12 @@ export class MatmulKernels {
   destroy(): void {
     this.noBias.destroy();
     this.scratch.destroy();
+  }
+
+  /** Checks and narrows a tensor view, naming it `label.name` in errors. */
+  private binder(label: string) {
+    return (view: TensorView, floats: number, name: string) =>
+      tensorBinding(this.limits, view, floats, `${label}.${name}`);
   }
 
   private bindProduct(

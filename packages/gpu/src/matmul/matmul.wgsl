@@ -17,7 +17,7 @@
 // TILE_K-deep slices of A and B in workgroup memory, both stored k-major ([k][m] and [k][n]) so
 // the inner loop reads two vec4 of A and one vec4 of B for 32 FMAs.
 
-override WG_X: u32 = 16;             // invocations along N; TILE_N = 4·WG_X
+override WG_X: u32 = 16;             // invocations along N; TILE_N = 4·WG_X; ≥ 8 (see dbias)
 override WG_Y: u32 = 16;             // invocations along M; TILE_M = 8·WG_Y
 override TILE_K: u32 = 16;           // K depth of one staged slice, a multiple of 4
 override A_K_CONTIGUOUS: bool = true;
@@ -127,7 +127,8 @@ fn main(
   }
   let kBegin = split * params.kPerSplit;
   let kEnd = min(params.K, kBegin + params.kPerSplit);
-  // The first column of tiles also reduces dbias over the A tiles it stages anyway.
+  // The first column of tiles also reduces dbias over the A tiles it stages anyway, one tile
+  // row per invocation (WG_X ≥ 8, so WG_X·WG_Y ≥ TILE_M).
   let reduceBias = (params.flags & REDUCE_BIAS) != 0u && n0 == 0u;
 
   var acc: array<vec4f, 8>;
@@ -169,9 +170,16 @@ fn main(
     }
   }
   let outBase = split * params.outSplitStride;
-  for (var r = 0u; r < 8u; r++) {
-    updateOut4(outBase, m0 + local.y * 8u + r, col, acc[r] + bias, accumulate);
-  }
+  // Spelled out rather than looped, so `acc` is only ever indexed by constants (registers).
+  let row = m0 + local.y * 8u;
+  updateOut4(outBase, row, col, acc[0] + bias, accumulate);
+  updateOut4(outBase, row + 1u, col, acc[1] + bias, accumulate);
+  updateOut4(outBase, row + 2u, col, acc[2] + bias, accumulate);
+  updateOut4(outBase, row + 3u, col, acc[3] + bias, accumulate);
+  updateOut4(outBase, row + 4u, col, acc[4] + bias, accumulate);
+  updateOut4(outBase, row + 5u, col, acc[5] + bias, accumulate);
+  updateOut4(outBase, row + 6u, col, acc[6] + bias, accumulate);
+  updateOut4(outBase, row + 7u, col, acc[7] + bias, accumulate);
   if (reduceBias && lid < TILE_M && m0 + lid < params.M) {
     let index = split * params.biasSplitStride + m0 + lid;
     biasVector[index] = select(0.0, biasVector[index], accumulate) + biasSum;

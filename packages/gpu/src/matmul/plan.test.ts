@@ -24,6 +24,7 @@ describe('matmul planning', () => {
     expect(() => resolveTiles(limits, { tileK: 6 })).toThrow(/multiple of 4/);
     expect(() => resolveTiles(limits, { workgroupX: 32, workgroupY: 16 })).toThrow(/256 invocations/);
     expect(() => resolveTiles(limits, { tileK: 32 })).toThrow(/workgroup memory/);
+    expect(() => resolveTiles(limits, { workgroupX: 4 })).toThrow(/at least 8/);
   });
 
   it('dispatches a million rows, and folds row tiles into z past 65535', () => {

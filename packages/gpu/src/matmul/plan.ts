@@ -57,6 +57,10 @@ export function resolveTiles(
       `MatmulKernels: workgroup ${workgroupX}×${workgroupY} and tileK ${tileK} must be positive integers, tileK a multiple of 4`,
     );
   }
+  // The bias gradient gives each of a tile's 8·workgroupY rows to one invocation.
+  if (workgroupX < 8) {
+    throw new RangeError(`MatmulKernels: workgroupX ${workgroupX} must be at least 8 (one invocation per tile row)`);
+  }
   if (
     workgroupX * workgroupY > limits.maxComputeInvocationsPerWorkgroup ||
     workgroupX > limits.maxComputeWorkgroupSizeX ||

@@ -1,0 +1,11 @@
+// The WGSL kernel families (TS wrappers), each with its CPU reference in cpu.ts.
+export * from './adamw/adamw.ts';
+export * from './attention/attention.ts';
+export * from './crossentropy/crossentropy.ts';
+export * from './embedding/embedding.ts';
+export * from './gelu/gelu.ts';
+export * from './gradnorm/gradnorm.ts';
+export * from './layernorm/layernorm.ts';
+export * from './matmul/matmul.ts';
+export * from './residual/residual.ts';
+export * from './vector/vector.ts';
