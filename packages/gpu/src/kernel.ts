@@ -9,6 +9,11 @@
  * a TensorView is a GPUBufferBinding, whose offset must be a multiple of
  * device.limits.minStorageBufferOffsetAlignment (256 bytes; the model's layout aligns to that).
  *
+ * Binding rules Dawn enforces (found the hard way): within one dispatch a buffer may not be bound
+ * both read-only and writable, even at disjoint ranges, so kernels that take views of the shared
+ * flat buffers declare every storage binding `read_write`; and writable views must not overlap
+ * other views of the same buffer, so views are narrowed to exactly their tensor's size.
+ *
  * Gradient semantics, as in llm.c: every backward kernel ADDS into its gradient outputs
  * (dinp += …, dweight += …); the model zeroes gradient buffers at the start of a step.
  */
