@@ -1,5 +1,5 @@
 import type { GptConfig } from '@shoal/model';
-import { UsageError } from './grads.ts';
+import { UsageError } from './usage.ts';
 
 /** The WebGPU engine's gradients. Not wired yet: the WGSL training step lands with the engine. */
 export async function gpuGradients(

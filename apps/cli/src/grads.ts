@@ -8,8 +8,10 @@
  * T.bin holds B rows of S+1 little-endian int32 tokens: row b's inputs are its first S tokens,
  * its targets the last S. Bad input gets a one-line error, exit code 1 and no output file.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+
 import { buildLayout, type CheckpointError, CpuGpt, decodeWeights, writeSafetensors } from '@shoal/model';
+import { readInput, writeAtomically } from './files.ts';
+import { UsageError } from './usage.ts';
 
 export interface GradsOptions {
   checkpoint: string;
@@ -19,10 +21,6 @@ export interface GradsOptions {
   out: string;
   backend: 'webgpu' | 'cpu';
   json?: boolean;
-}
-
-export class UsageError extends Error {
-  override name = 'UsageError';
 }
 
 /** Reads T.bin into inputs and targets, checking size and range. */
@@ -49,27 +47,19 @@ export function readTokenRows(bytes: Uint8Array, B: number, S: number, vocabSize
   return { inputs, targets };
 }
 
-function readFile(path: string, what: string): Uint8Array {
-  try {
-    return readFileSync(path);
-  } catch (error) {
-    throw new UsageError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
-  }
-}
-
 export async function gradsCommand(options: GradsOptions): Promise<void> {
   const started = performance.now();
   const { batch: B, seq: S } = options;
   let weights: ReturnType<typeof decodeWeights>;
   try {
-    weights = decodeWeights(readFile(options.checkpoint, 'checkpoint'));
+    weights = decodeWeights(readInput(options.checkpoint, 'checkpoint'));
   } catch (error) {
     if (error instanceof UsageError) throw error;
     throw new UsageError(`checkpoint ${options.checkpoint}: ${(error as CheckpointError).message}`);
   }
   const { config, params } = weights;
   if (S > config.blockSize) throw new UsageError(`--seq ${S} exceeds the model's block_size ${config.blockSize}`);
-  const { inputs, targets } = readTokenRows(readFile(options.tokens, 'tokens file'), B, S, config.vocabSize);
+  const { inputs, targets } = readTokenRows(readInput(options.tokens, 'tokens file'), B, S, config.vocabSize);
   const layout = buildLayout(config);
 
   let loss: number;
@@ -89,10 +79,7 @@ export async function gradsCommand(options: GradsOptions): Promise<void> {
     shape: t.shape,
     data: grads.subarray(t.offset, t.offset + t.size),
   }));
-  // Written beside the target and renamed, so a failure never leaves a partial file.
-  const temporary = `${options.out}.partial-${process.pid}`;
-  writeFileSync(temporary, writeSafetensors(tensors, { loss: String(loss), batch: String(B), seq: String(S) }));
-  renameSync(temporary, options.out);
+  writeAtomically(options.out, writeSafetensors(tensors, { loss: String(loss), batch: String(B), seq: String(S) }));
 
   const seconds = (performance.now() - started) / 1000;
   if (options.json) {

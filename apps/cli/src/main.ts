@@ -1,8 +1,9 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { doctorCommand } from './doctor.ts';
-import { gradsCommand, UsageError } from './grads.ts';
+import { gradsCommand } from './grads.ts';
 import { serverCommand } from './server.ts';
 import { trainCommand } from './train.ts';
+import { UsageError } from './usage.ts';
 
 export function parsePositiveInt(value: string): number {
   const n = Number(value);

@@ -2,7 +2,7 @@
  * `shoal train`: single-machine training, top to bottom as nanoGPT reads: data, model,
  * optimiser, loop, evaluation, checkpoint.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchSampler, loadCorpus, type SamplerState, validationBatches } from '@shoal/data';
 import { learningRate } from '@shoal/gpu';
@@ -21,7 +21,8 @@ import {
   type Trainer,
 } from '@shoal/model';
 import cliProgress from 'cli-progress';
-import { UsageError } from './grads.ts';
+import { readInput, writeAtomically } from './files.ts';
+import { UsageError } from './usage.ts';
 
 export interface TrainOptions {
   preset: string;
@@ -52,17 +53,6 @@ type SavedRun = {
 
 const statePath = (weightsPath: string) => weightsPath.replace(/\.safetensors$/, '') + '.state.safetensors';
 
-function readOrFail(path: string, what: string): Uint8Array {
-  if (!existsSync(path)) throw new UsageError(`${what} ${path} does not exist`);
-  return readFileSync(path);
-}
-
-function writeAtomically(path: string, bytes: Uint8Array): void {
-  const temporary = `${path}.partial-${process.pid}`;
-  writeFileSync(temporary, bytes);
-  renameSync(temporary, path);
-}
-
 function createTrainer(
   backend: TrainOptions['backend'],
   config: GptConfig,
@@ -84,8 +74,8 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   let saved: { run: SavedRun; m: Float32Array; v: Float32Array; adamStep: number } | null = null;
   if (options.resume) {
     try {
-      ({ config, params } = decodeWeights(readOrFail(options.resume, 'checkpoint')));
-      const { vectors, state } = decodeState(readOrFail(statePath(options.resume), 'run state'), buildLayout(config), [
+      ({ config, params } = decodeWeights(readInput(options.resume, 'checkpoint')));
+      const { vectors, state } = decodeState(readInput(statePath(options.resume), 'run state'), buildLayout(config), [
         'adamw.m',
         'adamw.v',
       ]);

@@ -29,22 +29,26 @@ export interface BoundKernel {
   destroy(): void;
 }
 
-/** A plain binding: one pipeline, one bind group (group 0, bindings 0…n−1 in order), a grid. */
-export function bindKernel(
+/**
+ * One pipeline, one bind group with explicit binding numbers, an optional uniform of u32 words,
+ * a grid. Explicit numbers let a family keep all its entry points in one .wgsl module, declaring
+ * each resource once; an entry point's 'auto' layout then holds only the subset it uses.
+ */
+export function bindSparse(
   device: GPUDevice,
   label: string,
   pipeline: GPUComputePipeline,
-  tensors: TensorView[],
-  uniformWords: number[] | null,
+  tensors: ReadonlyArray<readonly [binding: number, view: TensorView]>,
+  uniform: readonly [binding: number, words: number[]] | null,
   workgroups: [number, number?, number?],
 ): BoundKernel {
   const limit = device.limits.maxComputeWorkgroupsPerDimension;
   if (workgroups.some((n) => n !== undefined && (n < 1 || n > limit || !Number.isInteger(n)))) {
     throw new RangeError(`${label}: workgroup grid ${workgroups.join('×')} outside 1…${limit} per dimension`);
   }
-  const uniform = uniformWords ? createUniformBuffer(device, `${label}.params`, uniformWords) : null;
-  const entries: GPUBindGroupEntry[] = tensors.map((resource, binding) => ({ binding, resource }));
-  if (uniform) entries.push({ binding: entries.length, resource: { buffer: uniform } });
+  const params = uniform ? createUniformBuffer(device, `${label}.params`, uniform[1]) : null;
+  const entries: GPUBindGroupEntry[] = tensors.map(([binding, resource]) => ({ binding, resource }));
+  if (uniform && params) entries.push({ binding: uniform[0], resource: { buffer: params } });
   const bindGroup = device.createBindGroup({
     label: `${label}.bindGroup`,
     layout: pipeline.getBindGroupLayout(0),
@@ -59,9 +63,46 @@ export function bindKernel(
       pass.dispatchWorkgroups(x, y, z);
     },
     destroy() {
-      uniform?.destroy();
+      params?.destroy();
     },
   };
+}
+
+/** The dense case of bindSparse: tensors at bindings 0…n−1, the uniform (if any) at n. */
+export function bindKernel(
+  device: GPUDevice,
+  label: string,
+  pipeline: GPUComputePipeline,
+  tensors: TensorView[],
+  uniformWords: number[] | null,
+  workgroups: [number, number?, number?],
+): BoundKernel {
+  const numbered = tensors.map((view, binding) => [binding, view] as const);
+  return bindSparse(
+    device,
+    label,
+    pipeline,
+    numbered,
+    uniformWords ? [tensors.length, uniformWords] : null,
+    workgroups,
+  );
+}
+
+/**
+ * A 2D grid of at least `groups` workgroups with x within the per-dimension limit, for element-wise
+ * work past 65535 workgroups; WGSL reads it back as `group.y · groups.x + group.x`.
+ */
+export function workgroupGrid(device: GPUDevice, groups: number): [number, number] {
+  const limit = device.limits.maxComputeWorkgroupsPerDimension;
+  const x = Math.max(1, Math.min(groups, limit));
+  const y = Math.max(1, Math.ceil(groups / x));
+  if (y > limit) throw new RangeError(`workgroupGrid: ${groups} workgroups exceed ${limit}² (split the work)`);
+  return [x, y];
+}
+
+/** A kernel with nothing to do (an empty tensor), so callers need no special case. */
+export function emptyKernel(label: string): BoundKernel {
+  return { label, dispatch() {}, destroy() {} };
 }
 
 /** Several bound kernels as one, dispatched in order. */

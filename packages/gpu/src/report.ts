@@ -13,7 +13,7 @@ const LIMIT_NAMES = [
 /** Features we use when present; none is required. */
 const OPTIONAL_FEATURES: GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'];
 
-function isSoftwareAdapter(info: GPUAdapterInfo): boolean {
+export function isSoftwareAdapter(info: GPUAdapterInfo): boolean {
   const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`.toLowerCase();
   return /swiftshader|llvmpipe|lavapipe|software|microsoft basic render/.test(text);
 }

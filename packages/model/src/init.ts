@@ -3,18 +3,14 @@
  * projections per block N(0, 0.02/√(2·n_layer)), biases 0, LayerNorm weight 1 and bias 0.
  * Seeded, so every replica and every machine builds the same model.
  */
+import { mulberry32 } from '@shoal/gpu';
 import type { ParamLayout } from './layout.ts';
 
 /** Seeded standard normals: mulberry32 uniforms through Box–Muller. */
 export function normalSampler(seed: number): () => number {
-  let state = seed >>> 0;
-  const uniform = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) + 0.5) / 4294967296; // (0, 1): log() below never sees 0
-  };
+  const next = mulberry32(seed);
+  // Shifted by half a step into (0, 1), so log() below never sees 0.
+  const uniform = () => next() + 2 ** -33;
   let spare: number | null = null;
   return () => {
     if (spare !== null) {

@@ -4,9 +4,17 @@
  * binding owns), then dwte from the buckets and dwpe, both in a fixed order (deterministic).
  */
 import { createEmptyStorageBuffer } from '../buffers.ts';
-import { type BoundKernel, ceilDiv, sequence, type TensorView } from '../kernel.ts';
+import {
+  type BoundKernel,
+  bindSparse,
+  ceilDiv,
+  emptyKernel,
+  sequence,
+  type TensorView,
+  workgroupGrid,
+} from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
-import { bindSparse, emptyKernel, requireElements, requireShape, workgroupGrid } from '../vector/launch.ts';
+import { requireElements, requireShape } from '../vector/launch.ts';
 import source from './embedding.wgsl?raw';
 
 // Binding numbers in embedding.wgsl.

@@ -1,7 +1,7 @@
 /** GPU GELU, tanh approximation (see gelu.wgsl): forward out = gelu(inp); backward dinp += gelu′(inp)·dout. */
 import type { BoundKernel, TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
-import { bindSparse, emptyKernel, requireElements, requireShape, workgroupGrid } from '../vector/launch.ts';
+import { bindElementwise } from '../vector/launch.ts';
 import source from './gelu.wgsl?raw';
 
 // Binding numbers in gelu.wgsl.
@@ -36,28 +36,36 @@ export class GeluKernels {
 
   /** out[n] = gelu(inp[n]). */
   forward(out: TensorView, inp: TensorView, n: number): BoundKernel {
-    const label = 'GeluKernels.forward';
-    if (!this.check(label, n, { out, inp })) return emptyKernel(label);
-    const tensors = [[INP, inp] as const, [OUT, out] as const];
-    return bindSparse(this.device, label, this.forwardPipeline, tensors, [PARAMS, [n]], this.grid(n));
+    const tensors = [
+      [INP, inp, 'inp'],
+      [OUT, out, 'out'],
+    ] as const;
+    return bindElementwise(
+      this.device,
+      'GeluKernels.forward',
+      this.forwardPipeline,
+      tensors,
+      PARAMS,
+      n,
+      this.workgroupSize,
+    );
   }
 
   /** dinp[n] += gelu′(inp[n])·dout[n]. */
   backward(dinp: TensorView, inp: TensorView, dout: TensorView, n: number): BoundKernel {
-    const label = 'GeluKernels.backward';
-    if (!this.check(label, n, { dinp, inp, dout })) return emptyKernel(label);
-    const tensors = [[INP, inp] as const, [DOUT, dout] as const, [DINP, dinp] as const];
-    return bindSparse(this.device, label, this.backwardPipeline, tensors, [PARAMS, [n]], this.grid(n));
-  }
-
-  /** False when there is nothing to do; throws on a bad size or a view too small. */
-  private check(label: string, n: number, views: Record<string, TensorView>): boolean {
-    requireShape(label, { n });
-    for (const [name, view] of Object.entries(views)) requireElements(label, name, view, n);
-    return n > 0;
-  }
-
-  private grid(n: number) {
-    return workgroupGrid(this.device, Math.ceil(n / this.workgroupSize));
+    const tensors = [
+      [INP, inp, 'inp'],
+      [DOUT, dout, 'dout'],
+      [DINP, dinp, 'dinp'],
+    ] as const;
+    return bindElementwise(
+      this.device,
+      'GeluKernels.backward',
+      this.backwardPipeline,
+      tensors,
+      PARAMS,
+      n,
+      this.workgroupSize,
+    );
   }
 }

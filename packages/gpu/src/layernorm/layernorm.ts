@@ -4,16 +4,17 @@
  * [blocks, 2, C] that the binding owns: per-row-block sums, then a fixed-order sum over blocks.
  */
 import { createEmptyStorageBuffer } from '../buffers.ts';
-import { type BoundKernel, ceilDiv, sequence, type TensorView } from '../kernel.ts';
-import { createComputePipeline } from '../shader.ts';
 import {
+  type BoundKernel,
   bindSparse,
+  ceilDiv,
   emptyKernel,
-  isSoftwareDevice,
-  requireElements,
-  requireShape,
+  sequence,
+  type TensorView,
   workgroupGrid,
-} from '../vector/launch.ts';
+} from '../kernel.ts';
+import { createComputePipeline } from '../shader.ts';
+import { isSoftwareDevice, requireElements, requireShape } from '../vector/launch.ts';
 import source from './layernorm.wgsl?raw';
 
 // Binding numbers in layernorm.wgsl.

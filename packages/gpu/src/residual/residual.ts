@@ -4,7 +4,7 @@
  */
 import type { BoundKernel, TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
-import { bindSparse, emptyKernel, requireElements, requireShape, workgroupGrid } from '../vector/launch.ts';
+import { bindElementwise } from '../vector/launch.ts';
 import source from './residual.wgsl?raw';
 
 // Binding numbers in residual.wgsl.
@@ -46,36 +46,54 @@ export class ResidualKernels {
 
   /** out[n] = a[n] + b[n]. */
   forward(out: TensorView, a: TensorView, b: TensorView, n: number): BoundKernel {
-    const label = 'ResidualKernels.forward';
-    if (!this.check(label, n, { out, a, b })) return emptyKernel(label);
-    const tensors = [[OUT, out] as const, [X, a] as const, [Y, b] as const];
-    return bindSparse(this.device, label, this.forwardPipeline, tensors, [PARAMS, [n]], this.grid(n));
+    const tensors = [
+      [OUT, out, 'out'],
+      [X, a, 'a'],
+      [Y, b, 'b'],
+    ] as const;
+    return bindElementwise(
+      this.device,
+      'ResidualKernels.forward',
+      this.forwardPipeline,
+      tensors,
+      PARAMS,
+      n,
+      this.workgroupSize,
+    );
   }
 
   /** dst[n] += src[n]. */
   accumulate(dst: TensorView, src: TensorView, n: number): BoundKernel {
-    const label = 'ResidualKernels.accumulate';
-    if (!this.check(label, n, { dst, src })) return emptyKernel(label);
-    const tensors = [[OUT, dst] as const, [X, src] as const];
-    return bindSparse(this.device, label, this.accumulatePipeline, tensors, [PARAMS, [n]], this.grid(n));
+    const tensors = [
+      [OUT, dst, 'dst'],
+      [X, src, 'src'],
+    ] as const;
+    return bindElementwise(
+      this.device,
+      'ResidualKernels.accumulate',
+      this.accumulatePipeline,
+      tensors,
+      PARAMS,
+      n,
+      this.workgroupSize,
+    );
   }
 
   /** da[n] += dout[n], db[n] += dout[n] (one pass over dout; da and db must not overlap). */
   backward(da: TensorView, db: TensorView, dout: TensorView, n: number): BoundKernel {
-    const label = 'ResidualKernels.backward';
-    if (!this.check(label, n, { da, db, dout })) return emptyKernel(label);
-    const tensors = [[OUT, da] as const, [X, dout] as const, [Y, db] as const];
-    return bindSparse(this.device, label, this.backwardPipeline, tensors, [PARAMS, [n]], this.grid(n));
-  }
-
-  /** False when there is nothing to do; throws on a bad size or a view too small. */
-  private check(label: string, n: number, views: Record<string, TensorView>): boolean {
-    requireShape(label, { n });
-    for (const [name, view] of Object.entries(views)) requireElements(label, name, view, n);
-    return n > 0;
-  }
-
-  private grid(n: number) {
-    return workgroupGrid(this.device, Math.ceil(n / this.workgroupSize));
+    const tensors = [
+      [OUT, da, 'da'],
+      [X, dout, 'dout'],
+      [Y, db, 'db'],
+    ] as const;
+    return bindElementwise(
+      this.device,
+      'ResidualKernels.backward',
+      this.backwardPipeline,
+      tensors,
+      PARAMS,
+      n,
+      this.workgroupSize,
+    );
   }
 }

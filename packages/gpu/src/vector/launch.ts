@@ -1,67 +1,9 @@
 /**
- * Binding helpers shared by the element-wise and normalisation families (vector, residual, gelu,
- * embedding, layernorm). They produce kernel.ts BoundKernels; they differ from bindKernel in two
- * ways the families need:
- *
- * - Sparse bindings. A family keeps all its entry points in one .wgsl module, declaring each
- *   resource once with its own binding number; an entry point uses a subset, and its 'auto'
- *   layout holds only that subset. bindKernel numbers tensors 0…n−1, so it cannot express that.
- * - Grids past 65535 workgroups. Element-wise ops run over tens of millions of floats; a 2D grid
- *   (x ≤ maxComputeWorkgroupsPerDimension) is read back in WGSL as `group.y · groups.x + group.x`.
- *
- * (Candidates for kernel.ts once the other families want them.)
+ * Bind-time checks and the software-adapter test shared by the element-wise and normalisation
+ * families (vector, residual, gelu, embedding, layernorm). Binding itself is kernel.ts's.
  */
-import { createUniformBuffer } from '../buffers.ts';
-import type { BoundKernel, TensorView } from '../kernel.ts';
-
-/** A 2D grid of at least `groups` workgroups, x within the per-dimension limit. */
-export function workgroupGrid(device: GPUDevice, groups: number): [number, number] {
-  const limit = device.limits.maxComputeWorkgroupsPerDimension;
-  const x = Math.max(1, Math.min(groups, limit));
-  const y = Math.max(1, Math.ceil(groups / x));
-  if (y > limit) throw new RangeError(`workgroupGrid: ${groups} workgroups exceed ${limit}² (split the work)`);
-  return [x, y];
-}
-
-/** One pipeline, one bind group with explicit binding numbers, a uniform of u32 words, a grid. */
-export function bindSparse(
-  device: GPUDevice,
-  label: string,
-  pipeline: GPUComputePipeline,
-  tensors: ReadonlyArray<readonly [binding: number, view: TensorView]>,
-  uniform: readonly [binding: number, words: number[]] | null,
-  workgroups: [number, number?, number?],
-): BoundKernel {
-  const limit = device.limits.maxComputeWorkgroupsPerDimension;
-  if (workgroups.some((n) => n !== undefined && (n < 1 || n > limit || !Number.isInteger(n)))) {
-    throw new RangeError(`${label}: workgroup grid ${workgroups.join('×')} outside 1…${limit} per dimension`);
-  }
-  const params = uniform ? createUniformBuffer(device, `${label}.params`, uniform[1]) : null;
-  const entries: GPUBindGroupEntry[] = tensors.map(([binding, resource]) => ({ binding, resource }));
-  if (uniform && params) entries.push({ binding: uniform[0], resource: { buffer: params } });
-  const bindGroup = device.createBindGroup({
-    label: `${label}.bindGroup`,
-    layout: pipeline.getBindGroupLayout(0),
-    entries,
-  });
-  const [x, y = 1, z = 1] = workgroups;
-  return {
-    label,
-    dispatch(pass) {
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, bindGroup);
-      pass.dispatchWorkgroups(x, y, z);
-    },
-    destroy() {
-      params?.destroy();
-    },
-  };
-}
-
-/** A kernel with nothing to do (an empty tensor), so callers need no special case. */
-export function emptyKernel(label: string): BoundKernel {
-  return { label, dispatch() {}, destroy() {} };
-}
+import { type BoundKernel, bindSparse, emptyKernel, type TensorView, workgroupGrid } from '../kernel.ts';
+import { isSoftwareAdapter } from '../report.ts';
 
 /**
  * Whether the device runs on a CPU implementation of WebGPU (SwiftShader, lavapipe), where
@@ -70,9 +12,7 @@ export function emptyKernel(label: string): BoundKernel {
  */
 export function isSoftwareDevice(device: GPUDevice): boolean {
   const info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
-  if (!info) return false;
-  const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`.toLowerCase();
-  return /swiftshader|llvmpipe|lavapipe|software|microsoft basic render/.test(text);
+  return info ? isSoftwareAdapter(info) : false;
 }
 
 /** Throws unless `view` holds at least `count` 4-byte elements (catches shape mix-ups at bind time). */
@@ -88,4 +28,32 @@ export function requireShape(label: string, shape: Record<string, number>): void
   for (const [name, value] of Object.entries(shape)) {
     if (!Number.isInteger(value) || value < 0) throw new RangeError(`${label}: ${name} = ${value} is not a size`);
   }
+}
+
+/**
+ * An element-wise kernel over n floats: every view must hold n, the grid is ⌈n / workgroupSize⌉
+ * workgroups (2D past the per-dimension limit), and n = 0 gives a kernel with nothing to do.
+ * The uniform at `paramsBinding` holds n followed by `extraWords`.
+ */
+export function bindElementwise(
+  device: GPUDevice,
+  label: string,
+  pipeline: GPUComputePipeline,
+  tensors: ReadonlyArray<readonly [binding: number, view: TensorView, name: string]>,
+  paramsBinding: number,
+  n: number,
+  workgroupSize: number,
+  extraWords: number[] = [],
+): BoundKernel {
+  requireShape(label, { n });
+  if (n === 0) return emptyKernel(label);
+  for (const [, view, name] of tensors) requireElements(label, name, view, n);
+  return bindSparse(
+    device,
+    label,
+    pipeline,
+    tensors.map(([binding, view]) => [binding, view] as const),
+    [paramsBinding, [n, ...extraWords]],
+    workgroupGrid(device, Math.ceil(n / workgroupSize)),
+  );
 }

@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { compareArrays } from '../compare.ts';
-import { runKernels } from '../kernel.ts';
+import { runKernels, workgroupGrid } from '../kernel.ts';
 import { randomFloats } from '../random.ts';
 import { useGpu } from '../test-gpu.ts';
 import { f64 } from './gradcheck.ts';
-import { workgroupGrid } from './launch.ts';
 import { TestArena } from './test-arena.ts';
 import { vectorCopy, vectorDifference, vectorFill, vectorLerp, vectorScale } from './vector.cpu.ts';
 import { VectorKernels } from './vector.ts';

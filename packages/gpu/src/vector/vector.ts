@@ -6,7 +6,7 @@
 import { f32Bits } from '../buffers.ts';
 import type { BoundKernel, TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
-import { bindSparse, emptyKernel, requireElements, requireShape, workgroupGrid } from './launch.ts';
+import { bindElementwise } from './launch.ts';
 import source from './vector.wgsl?raw';
 
 const OPS = ['difference', 'lerp', 'copy', 'scale', 'fill'] as const;
@@ -77,17 +77,15 @@ export class VectorKernels {
   }
 
   private bind(op: Op, n: number, scalar: number, tensors: [number, TensorView, string][]): BoundKernel {
-    const label = `VectorKernels.${op}`;
-    requireShape(label, { n });
-    if (n === 0) return emptyKernel(label);
-    for (const [, view, name] of tensors) requireElements(label, name, view, n);
-    return bindSparse(
+    return bindElementwise(
       this.device,
-      label,
+      `VectorKernels.${op}`,
       this.pipelines[op],
-      tensors.map(([binding, view]) => [binding, view] as const),
-      [PARAMS, [n, f32Bits(scalar)]],
-      workgroupGrid(this.device, Math.ceil(n / this.workgroupSize)),
+      tensors,
+      PARAMS,
+      n,
+      this.workgroupSize,
+      [f32Bits(scalar)],
     );
   }
 }
