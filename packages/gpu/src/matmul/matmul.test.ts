@@ -25,13 +25,15 @@ interface Shape {
   OC: number;
   bias: boolean;
   splitK?: number;
+  /** backwardInput adds into dinp (default) or overwrites it. */
+  accumulate?: boolean;
 }
 
 /**
  * Runs forward, backwardInput and backwardWeight on random data (gradients and `out` starting
  * non-zero) in one pass, and compares each output with the float64 CPU reference.
  */
-async function checkShape(family: MatmulKernels, { N, C, OC, bias, splitK }: Shape, seed: number) {
+async function checkShape(family: MatmulKernels, { N, C, OC, bias, splitK, accumulate = true }: Shape, seed: number) {
   const { device } = gpu();
   const host = {
     inp: randomFloats(N * C, seed),
@@ -57,7 +59,7 @@ async function checkShape(family: MatmulKernels, { N, C, OC, bias, splitK }: Sha
       C,
       OC,
     }),
-    family.backwardInput({ dinp: view('dinp'), dout: view('dout'), weight: view('weight'), N, C, OC }),
+    family.backwardInput({ dinp: view('dinp'), dout: view('dout'), weight: view('weight'), N, C, OC, accumulate }),
     family.backwardWeight({
       dweight: view('dweight'),
       dbias: bias ? view('dbias') : null,
@@ -74,7 +76,7 @@ async function checkShape(family: MatmulKernels, { N, C, OC, bias, splitK }: Sha
   const f64 = (values: Float32Array) => Float64Array.from(values);
   const want = {
     out: new Float64Array(N * OC),
-    dinp: f64(host.dinp),
+    dinp: accumulate ? f64(host.dinp) : new Float64Array(N * C),
     dweight: f64(host.dweight),
     dbias: f64(host.dbias),
   };
@@ -108,7 +110,9 @@ describe('MatmulKernels', () => {
   const grid: Shape[] = [];
   for (const [iN, N] of [1, 7, 64, 130].entries()) {
     for (const [iC, C] of [1, 3, 64, 100].entries()) {
-      for (const OC of [1, 5, 64, 257]) grid.push({ N, C, OC, bias: (iN + iC) % 2 === 0 });
+      for (const [iO, OC] of [1, 5, 64, 257].entries()) {
+        grid.push({ N, C, OC, bias: (iN + iC) % 2 === 0, accumulate: (iN + iC + iO) % 3 !== 0 });
+      }
     }
   }
 
@@ -117,7 +121,9 @@ describe('MatmulKernels', () => {
     const failures: string[] = [];
     for (const [index, shape] of grid.entries()) {
       for (const failure of await checkShape(family, shape, 1000 + 10 * index)) {
-        failures.push(`N=${shape.N} C=${shape.C} OC=${shape.OC} bias=${shape.bias}: ${failure}`);
+        failures.push(
+          `N=${shape.N} C=${shape.C} OC=${shape.OC} bias=${shape.bias} accumulate=${shape.accumulate}: ${failure}`,
+        );
       }
     }
     expect(failures, failures.join('\n')).toEqual([]);

@@ -57,12 +57,17 @@ export interface MatmulForwardArgs {
 }
 
 export interface MatmulBackwardInputArgs {
-  dinp: TensorView; // [N, C], added to
+  dinp: TensorView; // [N, C], added to (overwritten with accumulate: false)
   dout: TensorView; // [N, OC]
   weight: TensorView; // [OC, C]
   N: number;
   C: number;
   OC: number;
+  /**
+   * Add into dinp (default, llm.c's semantics) or overwrite it. The model overwrites the
+   * activation gradients it reuses across layers, which saves zeroing them per layer.
+   */
+  accumulate?: boolean;
 }
 
 export interface MatmulBackwardWeightArgs {
@@ -141,8 +146,8 @@ export class MatmulKernels {
     });
   }
 
-  /** dinp += dout·W. */
-  backwardInput({ dinp, dout, weight, N, C, OC }: MatmulBackwardInputArgs): BoundKernel {
+  /** dinp += dout·W (dinp = dout·W with accumulate: false). */
+  backwardInput({ dinp, dout, weight, N, C, OC, accumulate = true }: MatmulBackwardInputArgs): BoundKernel {
     const label = 'MatmulKernels.backwardInput';
     const binding = this.binder(label);
     return this.bindProduct(label, 'backwardInput', C, OC, {
@@ -151,7 +156,7 @@ export class MatmulKernels {
       b: binding(weight, OC * C, 'weight'),
       out: binding(dinp, N * C, 'dinp'),
       bias: null,
-      flags: ACCUMULATE,
+      flags: accumulate ? ACCUMULATE : 0,
     });
   }
 
