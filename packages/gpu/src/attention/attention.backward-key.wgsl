@@ -5,10 +5,10 @@
 //   dS[t, s] = P[t, s] · (dout_t·v_s − delta[t]),  dk_s += scale · Σ_t dS[t, s] · q_t.
 // Each workgroup writes only its own rows of dqkv, so no atomics are needed.
 
-@group(0) @binding(0) var<storage, read> qkv: array<f32>;          // [B, T, 3C]
-@group(0) @binding(1) var<storage, read> dout: array<f32>;         // [B, T, C]
-@group(0) @binding(2) var<storage, read> lse: array<f32>;          // [B, NH, T]
-@group(0) @binding(3) var<storage, read> delta: array<f32>;        // [B, NH, T]
+@group(0) @binding(0) var<storage, read_write> qkv: array<f32>;          // [B, T, 3C]
+@group(0) @binding(1) var<storage, read_write> dout: array<f32>;         // [B, T, C]
+@group(0) @binding(2) var<storage, read_write> lse: array<f32>;          // [B, NH, T]
+@group(0) @binding(3) var<storage, read_write> delta: array<f32>;        // [B, NH, T]
 @group(0) @binding(4) var<storage, read_write> dqkv: array<f32>;   // [B, T, 3C], k and v parts accumulated
 @group(0) @binding(5) var<uniform> params: Params;
 

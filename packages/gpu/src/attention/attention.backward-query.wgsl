@@ -5,10 +5,10 @@
 //   dS[t, j] = P[t, j] · (dout_t·v_j − delta[t]),   dq_t += scale · Σ_j dS[t, j] · k_j.
 // Each workgroup writes only its own rows of dqkv, so no atomics are needed.
 
-@group(0) @binding(0) var<storage, read> qkv: array<f32>;           // [B, T, 3C]
-@group(0) @binding(1) var<storage, read> out: array<f32>;           // [B, T, C] forward output
-@group(0) @binding(2) var<storage, read> dout: array<f32>;          // [B, T, C]
-@group(0) @binding(3) var<storage, read> lse: array<f32>;           // [B, NH, T]
+@group(0) @binding(0) var<storage, read_write> qkv: array<f32>;           // [B, T, 3C]
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;           // [B, T, C] forward output
+@group(0) @binding(2) var<storage, read_write> dout: array<f32>;          // [B, T, C]
+@group(0) @binding(3) var<storage, read_write> lse: array<f32>;           // [B, NH, T]
 @group(0) @binding(4) var<storage, read_write> delta: array<f32>;   // [B, NH, T], written
 @group(0) @binding(5) var<storage, read_write> dqkv: array<f32>;    // [B, T, 3C], q part accumulated
 @group(0) @binding(6) var<uniform> params: Params;

@@ -4,7 +4,7 @@
 // Writes out [B, T, C] and lse [B, NH, T] = m + log l (of the scaled scores), which the backward
 // kernels use to recompute probabilities instead of saving att [B, NH, T, T].
 
-@group(0) @binding(0) var<storage, read> qkv: array<f32>;        // [B, T, 3C]
+@group(0) @binding(0) var<storage, read_write> qkv: array<f32>;        // [B, T, 3C]
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;  // [B, T, C]
 @group(0) @binding(2) var<storage, read_write> lse: array<f32>;  // [B, NH, T]
 @group(0) @binding(3) var<uniform> params: Params;

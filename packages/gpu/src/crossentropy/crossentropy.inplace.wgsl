@@ -3,7 +3,7 @@
 // both read-only and writable storage in one dispatch.
 
 @group(0) @binding(0) var<storage, read_write> logits: array<f32>;  // [N, V] in: logits, out: dlogits
-@group(0) @binding(1) var<storage, read> targets: array<i32>;       // [N], each in [0, V)
+@group(0) @binding(1) var<storage, read_write> targets: array<i32>;       // [N], each in [0, V)
 @group(0) @binding(2) var<uniform> params: Params;
 
 fn storeGrad(index: u32, value: f32) {

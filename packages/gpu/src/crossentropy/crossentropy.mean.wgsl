@@ -8,7 +8,7 @@ struct Params {
   invN: f32,    // 1/n
 }
 
-@group(0) @binding(0) var<storage, read> losses: array<f32>;      // [N]
+@group(0) @binding(0) var<storage, read_write> losses: array<f32>;      // [N]
 @group(0) @binding(1) var<storage, read_write> mean: array<f32>;  // [1]
 @group(0) @binding(2) var<uniform> params: Params;
 

@@ -2,8 +2,8 @@
 //   forward:  output = losses [N], losses[r] = log Σ exp(x − max) − (x[target] − max) = −log softmax(x)[target]
 //   backward: output = dlogits [N, V], overwritten (not accumulated: only this kernel produces it)
 
-@group(0) @binding(0) var<storage, read> logits: array<f32>;        // [N, V]
-@group(0) @binding(1) var<storage, read> targets: array<i32>;       // [N], each in [0, V)
+@group(0) @binding(0) var<storage, read_write> logits: array<f32>;        // [N, V]
+@group(0) @binding(1) var<storage, read_write> targets: array<i32>;       // [N], each in [0, V)
 @group(0) @binding(2) var<storage, read_write> output: array<f32>;  // losses [N] or dlogits [N, V]
 @group(0) @binding(3) var<uniform> params: Params;
 

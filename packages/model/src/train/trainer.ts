@@ -18,12 +18,20 @@ export interface OptimizerState {
   step: number;
 }
 
+export interface StepOptions {
+  /**
+   * Return the batch's loss (default). false lets a GPU backend queue the step and return NaN
+   * at once, so steps run back to back without a readback; the CPU backend always has the loss.
+   */
+  readLoss?: boolean;
+}
+
 export interface Trainer {
   readonly backend: 'cpu' | 'webgpu';
   readonly layout: ParamLayout;
   readonly train: TrainConfig;
   /** One step: forward, backward, clip, AdamW at learning rate `lr`. Returns the batch's mean loss. */
-  step(batch: Batch, lr: number): Promise<number>;
+  step(batch: Batch, lr: number, options?: StepOptions): Promise<number>;
   /** Mean loss over the batches, without touching parameters or optimiser state. */
   evaluate(batches: Batch[]): Promise<number>;
   getParams(): Promise<Float32Array>;
