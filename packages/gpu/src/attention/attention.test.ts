@@ -5,18 +5,18 @@ import { runKernels } from '../kernel.ts';
 import { randomFloats } from '../random.ts';
 import { useGpu } from '../test-gpu.ts';
 import { attentionBackward, attentionForward } from './attention.cpu.ts';
-import { AttentionKernels, type AttentionShape } from './attention.ts';
+import { AttentionKernels, type AttentionShape, type AttentionStrategy } from './attention.ts';
 
 const gpu = useGpu();
 
 // Pipelines are compiled per head size, which dominates the test time on software drivers
 // (lavapipe compiles at first dispatch, SwiftShader at creation): compile each once per file.
-const compiled = new Map<number, Promise<AttentionKernels>>();
-function kernelsFor(headSize: number): Promise<AttentionKernels> {
-  let kernels = compiled.get(headSize);
+const compiled = new Map<string, Promise<AttentionKernels>>();
+function kernelsFor(headSize: number, strategy: AttentionStrategy = 'tiled'): Promise<AttentionKernels> {
+  let kernels = compiled.get(`${headSize}.${strategy}`);
   if (!kernels) {
-    kernels = AttentionKernels.create(gpu().device, headSize);
-    compiled.set(headSize, kernels);
+    kernels = AttentionKernels.create(gpu().device, headSize, strategy);
+    compiled.set(`${headSize}.${strategy}`, kernels);
   }
   return kernels;
 }
@@ -120,26 +120,48 @@ describe('AttentionKernels', () => {
     ],
   };
 
-  for (const [hs, shapes] of Object.entries(grid)) {
-    it(`matches the float64 reference, forward and backward (hs ${hs})`, async () => {
-      const kernels = await kernelsFor(Number(hs));
-      for (const [index, [B, T, C, NH]] of shapes.entries()) {
-        const shape = { B, T, C, NH };
-        const { qkv, dout, dqkvStart } = problem(shape, 1000 * Number(hs) + index);
-        const want = reference(shape, qkv, dout, dqkvStart);
-        const got = await runGpu(kernels, shape, qkv, dout, dqkvStart);
-        const label = `B=${B} T=${T} C=${C} NH=${NH}`;
-        expectClose(got.out, want.out, 1e-5, `${label} out`);
-        expectClose(got.lse, want.lse, 1e-5, `${label} lse`);
-        // Gradients sum over up to T rows: allow the f32 error to grow with √T.
-        expectClose(got.dqkv, want.dqkv, 2e-6 * Math.sqrt(T) * 4, `${label} dqkv`);
-      }
-    });
+  // The rows kernels serve head sizes up to 32: 3, nano's 16 and 32, T below and above their
+  // 64-row workgroups.
+  const rowsGrid: Record<number, [number, number, number, number][]> = {
+    3: grid[3] ?? [],
+    16: [
+      [2, 64, 64, 4],
+      [1, 65, 32, 2],
+    ],
+    32: [
+      [2, 17, 64, 2],
+      [1, 130, 32, 1],
+    ],
+  };
+
+  for (const [strategy, shapesByHead] of [
+    ['tiled', grid],
+    ['rows', rowsGrid],
+  ] as const) {
+    for (const [hs, shapes] of Object.entries(shapesByHead)) {
+      it(`matches the float64 reference, forward and backward (hs ${hs}, ${strategy})`, async () => {
+        const kernels = await kernelsFor(Number(hs), strategy);
+        for (const [index, [B, T, C, NH]] of shapes.entries()) {
+          const shape = { B, T, C, NH };
+          const { qkv, dout, dqkvStart } = problem(shape, 1000 * Number(hs) + index);
+          const want = reference(shape, qkv, dout, dqkvStart);
+          const got = await runGpu(kernels, shape, qkv, dout, dqkvStart);
+          const label = `B=${B} T=${T} C=${C} NH=${NH}`;
+          expectClose(got.out, want.out, 1e-5, `${label} out`);
+          expectClose(got.lse, want.lse, 1e-5, `${label} lse`);
+          // Gradients sum over up to T rows: allow the f32 error to grow with √T.
+          expectClose(got.dqkv, want.dqkv, 2e-6 * Math.sqrt(T) * 4, `${label} dqkv`);
+        }
+      });
+    }
   }
 
-  it('is deterministic from run to run', async () => {
-    const kernels = await kernelsFor(64);
-    const shape = { B: 2, T: 70, C: 128, NH: 2 };
+  it.each([
+    ['tiled', 64],
+    ['rows', 32],
+  ] as const)('is deterministic from run to run (%s)', async (strategy, headSize) => {
+    const kernels = await kernelsFor(headSize, strategy);
+    const shape = { B: 2, T: 70, C: 2 * headSize, NH: 2 };
     const { qkv, dout, dqkvStart } = problem(shape, 9);
     const first = await runGpu(kernels, shape, qkv, dout, dqkvStart);
     const second = await runGpu(kernels, shape, qkv, dout, dqkvStart);
@@ -155,6 +177,7 @@ describe('AttentionKernels', () => {
       /head size 3 /,
     );
     buffer.destroy();
+    await expect(AttentionKernels.create(gpu().device, 64, 'rows')).rejects.toThrow(/head sizes 1…32, got 64/);
   });
 });
 
