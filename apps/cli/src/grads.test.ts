@@ -3,7 +3,15 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildLayout, CpuGpt, encodeWeights, initParameters, PRESETS, readSafetensors } from '@shoal/model';
+import {
+  buildLayout,
+  CpuGpt,
+  compareGradients,
+  encodeWeights,
+  initParameters,
+  PRESETS,
+  readSafetensors,
+} from '@shoal/model';
 import { describe, expect, it } from 'vitest';
 
 const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
@@ -67,6 +75,29 @@ describe('shoal grads', () => {
     expect(tensors.get(wte.name)?.data).toEqual(expected.subarray(0, wte.size));
   });
 
+  it('computes the same loss and gradients on the webgpu backend (the default)', () => {
+    const out = join(dir, 'grads-webgpu.safetensors');
+    const args = ['--checkpoint', checkpoint, '--tokens', tokens, '--batch', String(B), '--seq', String(S)];
+    const { status, stdout, stderr } = grads([...args, '--out', out, '--json']);
+    expect(status, stderr).toBe(0);
+    const report = JSON.parse(stdout.trim());
+    expect(report.backend).toBe('webgpu');
+    expect(report.adapter).toMatch(/\S/);
+    const reference = join(dir, 'grads-reference.safetensors');
+    const cpu = grads([...args, '--out', reference, '--backend', 'cpu', '--json']);
+    expect(cpu.status, cpu.stderr).toBe(0);
+    const want = JSON.parse(cpu.stdout.trim());
+    expect(Math.abs(report.loss - want.loss) / want.loss).toBeLessThan(1e-5);
+    const flat = (file: string) => {
+      const { tensors } = readSafetensors(readFileSync(file));
+      const values = new Float32Array(layout.size);
+      for (const t of layout.tensors) values.set(tensors.get(t.name)?.data as Float32Array, t.offset);
+      return values;
+    };
+    const comparison = compareGradients(layout, flat(out), flat(reference), 1e-3);
+    expect(comparison.ok, comparison.message).toBe(true);
+  });
+
   const bad: [string, () => string[], RegExp][] = [
     [
       'a tokens file of the wrong size',
@@ -124,11 +155,11 @@ describe('shoal grads', () => {
   }
 });
 
-describe('shoal train', () => {
+describe.each(['cpu', 'webgpu'])('shoal train --backend %s', (backend) => {
   function train(args: string[]) {
     const result = spawnSync(
       process.execPath,
-      [shoal, 'train', '--backend', 'cpu', '--batch', '2', '--seq', '16', '--eval-batches', '2', '--json', ...args],
+      [shoal, 'train', '--backend', backend, '--batch', '2', '--seq', '16', '--eval-batches', '2', '--json', ...args],
       { encoding: 'utf8', timeout: 120_000 },
     );
     expect(result.status, result.stderr).toBe(0);
@@ -136,8 +167,8 @@ describe('shoal train', () => {
   }
 
   it('resumes exactly: 3 + 3 steps give the same weights as 6 in one go', () => {
-    const straight = join(dir, 'straight');
-    const split = join(dir, 'split');
+    const straight = join(dir, backend, 'straight');
+    const split = join(dir, backend, 'split');
     const whole = train(['--steps', '6', '--checkpoint-dir', straight]);
     expect(whole).toMatchObject({ steps: 6, tokens: 6 * 32 });
     for (const key of ['valLoss', 'trainLoss', 'seconds']) expect(Number.isFinite(whole[key])).toBe(true);

@@ -64,6 +64,7 @@ export async function gradsCommand(options: GradsOptions): Promise<void> {
 
   let loss: number;
   let grads: Float32Array;
+  let adapter: string | null = null;
   if (options.backend === 'cpu') {
     const model = new CpuGpt<Float32Array>(config, B, S, Float32Array);
     loss = model.forward(params, inputs, targets);
@@ -71,7 +72,7 @@ export async function gradsCommand(options: GradsOptions): Promise<void> {
     model.backward(params, grads);
   } else {
     const { gpuGradients } = await import('./grads-webgpu.ts');
-    ({ loss, grads } = await gpuGradients(config, params, inputs, targets, B, S));
+    ({ loss, grads, adapter } = await gpuGradients(config, params, inputs, targets, B, S));
   }
 
   const tensors = layout.tensors.map((t) => ({
@@ -87,6 +88,7 @@ export async function gradsCommand(options: GradsOptions): Promise<void> {
       JSON.stringify({
         loss,
         backend: options.backend,
+        adapter,
         batch: B,
         seq: S,
         tensors: tensors.length,
@@ -96,7 +98,7 @@ export async function gradsCommand(options: GradsOptions): Promise<void> {
     );
   } else {
     console.log(
-      `loss ${loss.toFixed(6)}; gradients of ${tensors.length} tensors written to ${options.out} (${options.backend}, ${seconds.toFixed(2)} s)`,
+      `loss ${loss.toFixed(6)}; gradients of ${tensors.length} tensors written to ${options.out} (${adapter ?? options.backend}, ${seconds.toFixed(2)} s)`,
     );
   }
 }

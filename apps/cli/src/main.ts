@@ -72,7 +72,7 @@ program
   .option('--seq <T>', 'tokens per sequence (default: the preset block size)', parsePositiveInt)
   .option('--lr <rate>', 'peak learning rate (warmup, then cosine decay to lr/10)', parseFloat, 1e-3)
   .option('--seed <n>', 'initialisation and data seed', (v) => Number.parseInt(v, 10), 1337)
-  .option('--backend <backend>', 'cpu | webgpu (webgpu: not available yet)', parseBackend, 'cpu')
+  .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
   .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); the last 10% is validation')
   .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')
   .option('--checkpoint-dir <dir>', 'where checkpoints go', 'checkpoints')

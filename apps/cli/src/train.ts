@@ -5,7 +5,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchSampler, loadCorpus, type SamplerState, validationBatches } from '@shoal/data';
-import { learningRate } from '@shoal/gpu';
+import { formatAdapter, learningRate } from '@shoal/gpu';
 import {
   buildLayout,
   CpuTrainer,
@@ -15,6 +15,7 @@ import {
   encodeState,
   encodeWeights,
   type GptConfig,
+  GpuTrainer,
   initParameters,
   presetConfig,
   type TrainConfig,
@@ -22,6 +23,7 @@ import {
 } from '@shoal/model';
 import cliProgress from 'cli-progress';
 import { readInput, writeAtomically } from './files.ts';
+import { acquireCliGpu } from './grads-webgpu.ts';
 import { UsageError } from './usage.ts';
 
 export interface TrainOptions {
@@ -51,18 +53,26 @@ type SavedRun = {
   corpus: string;
 };
 
+/** How often a webgpu run reads its loss back (every step would stall the GPU queue each step). */
+const LOSS_EVERY = 10;
+
 const statePath = (weightsPath: string) => weightsPath.replace(/\.safetensors$/, '') + '.state.safetensors';
 
-function createTrainer(
+async function createTrainer(
   backend: TrainOptions['backend'],
   config: GptConfig,
   train: TrainConfig,
   params: Float32Array,
-): Trainer {
-  if (backend === 'cpu') return new CpuTrainer(config, train, params);
-  // Every WGSL kernel exists and is tested (packages/gpu); composing them into one recorded
-  // training step is the next piece of work.
-  throw new UsageError('the webgpu training backend is not available yet in this build; use --backend cpu');
+): Promise<{ trainer: Trainer; adapter: string | null; release(): void }> {
+  if (backend === 'cpu') return { trainer: new CpuTrainer(config, train, params), adapter: null, release() {} };
+  const gpu = await acquireCliGpu();
+  try {
+    const trainer = await GpuTrainer.create(gpu.device, config, train, params);
+    return { trainer, adapter: formatAdapter(gpu.report), release: () => gpu.destroy() };
+  } catch (error) {
+    gpu.destroy();
+    throw error instanceof RangeError ? new UsageError(error.message) : error;
+  }
 }
 
 export async function trainCommand(options: TrainOptions): Promise<void> {
@@ -133,7 +143,11 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   });
 
   // --- optimiser --------------------------------------------------------------------------------
-  const trainer = createTrainer(options.backend, config, train, params);
+  const engine = await createTrainer(options.backend, config, train, params);
+  const { trainer } = engine;
+  if (engine.adapter && !options.json) console.error(`adapter: ${engine.adapter}`);
+  // The GPU queues steps back to back and reads the loss every LOSS_EVERY steps (and at the last).
+  const lossEvery = options.backend === 'webgpu' ? LOSS_EVERY : 1;
   if (saved) await trainer.setOptimizerState({ m: saved.m, v: saved.v, step: saved.adamStep });
   const tokensPerStep = train.batchSize * seqLen;
   let step = saved?.run.step ?? 0;
@@ -174,6 +188,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   );
   bar.start(lastStep, step, { loss: '—', val: '—', tps: '—' });
   const recent: number[] = [];
+  let lastLoss = Number.NaN;
   let valLoss: number | null = null;
   const loopStarted = performance.now();
   const firstStep = step;
@@ -184,18 +199,22 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
       warmupSteps: train.warmupSteps,
       totalSteps: train.totalSteps,
     });
-    const loss = await trainer.step(sampler.next(), lr);
-    if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}: lower --lr`);
+    const readLoss = (step + 1) % lossEvery === 0 || step + 1 === lastStep;
+    const loss = await trainer.step(sampler.next(), lr, { readLoss });
+    if (readLoss && !Number.isFinite(loss)) throw new UsageError(`loss became ${loss} at step ${step}: lower --lr`);
     step++;
     tokens += tokensPerStep;
-    recent.push(loss);
-    if (recent.length > 20) recent.shift();
+    if (readLoss) {
+      lastLoss = loss;
+      recent.push(loss);
+      if (recent.length > 20) recent.shift();
+    }
     if ((options.evalEvery > 0 && step % options.evalEvery === 0) || step === lastStep)
       valLoss = await trainer.evaluate(evalSet);
     if (options.checkpointEvery > 0 && step % options.checkpointEvery === 0) await checkpoint();
     const seconds = (performance.now() - loopStarted) / 1000;
     bar.update(step, {
-      loss: loss.toFixed(3),
+      loss: Number.isNaN(lastLoss) ? '—' : lastLoss.toFixed(3),
       val: valLoss === null ? '—' : valLoss.toFixed(3),
       tps: Math.round(((step - firstStep) * tokensPerStep) / seconds).toLocaleString(),
     });
@@ -203,6 +222,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   bar.stop();
   await checkpoint();
   trainer.destroy();
+  engine.release();
 
   const trainLoss = recent.reduce((a, b) => a + b, 0) / Math.max(1, recent.length);
   const seconds = (performance.now() - started) / 1000;
@@ -215,6 +235,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
         tokens,
         seconds,
         backend: options.backend,
+        adapter: engine.adapter,
         checkpoint: weightsPath,
       }),
     );

@@ -5,6 +5,7 @@ export * from './cpu/trainer.ts';
 export * from './gpu/arena.ts';
 export * from './gpu/gpt.ts';
 export * from './gpu/trainer.ts';
+export * from './gradient-check.ts';
 export * from './init.ts';
 export * from './layout.ts';
 export * from './safetensors.ts';

@@ -274,6 +274,11 @@ export class GpuGpt {
     return this.submit(false);
   }
 
+  /** The bound kernels of a step, in dispatch order (for profiling one kernel at a time). */
+  get stepKernels(): { forward: readonly BoundKernel[]; backward: readonly BoundKernel[] } {
+    return { forward: this.forwardKernels, backward: this.backwardKernels };
+  }
+
   /** Logits [B·T, V] of the last forward pass (debugging, sampling, ONNX comparisons). */
   async readLogits(): Promise<Float32Array> {
     const view = this.acts.view('logits');
