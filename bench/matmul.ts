@@ -14,6 +14,7 @@ import type { BoundKernel } from '../packages/gpu/src/kernel.ts';
 import { MatmulKernels } from '../packages/gpu/src/matmul/matmul.ts';
 import { randomFloats } from '../packages/gpu/src/random.ts';
 import { formatAdapter } from '../packages/gpu/src/report.ts';
+import { DispatchTimer } from './timing.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -29,61 +30,11 @@ const gpu = await acquireGpu();
 const { device, report } = gpu;
 const sizes = args.sizes?.split(',').map(Number) ?? (report.isSoftware ? [256, 512, 1024] : [256, 512, 1024, 4096]);
 const kernels = await MatmulKernels.create(device, { workgroupX, workgroupY, tileK });
-const useTimestamps = device.features.has('timestamp-query');
-
-/** Seconds for `reps` dispatches of `kernel` in one compute pass. */
-async function time(kernel: BoundKernel, reps: number): Promise<number> {
-  const encoder = device.createCommandEncoder({ label: 'MatmulBench.encoder' });
-  let querySet: GPUQuerySet | undefined;
-  let resolve: GPUBuffer | undefined;
-  let readback: GPUBuffer | undefined;
-  if (useTimestamps) {
-    querySet = device.createQuerySet({ label: 'MatmulBench.querySet', type: 'timestamp', count: 2 });
-    resolve = device.createBuffer({
-      label: 'MatmulBench.resolve',
-      size: 16,
-      usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
-    });
-    readback = device.createBuffer({
-      label: 'MatmulBench.readback',
-      size: 16,
-      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-    });
-  }
-  const pass = encoder.beginComputePass({
-    label: 'MatmulBench.pass',
-    ...(querySet ? { timestampWrites: { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } } : {}),
-  });
-  for (let i = 0; i < reps; i++) kernel.dispatch(pass);
-  pass.end();
-  if (querySet && resolve && readback) {
-    encoder.resolveQuerySet(querySet, 0, 2, resolve, 0);
-    encoder.copyBufferToBuffer(resolve, 0, readback, 0, 16);
-  }
-  const start = performance.now();
-  device.queue.submit([encoder.finish()]);
-  await device.queue.onSubmittedWorkDone();
-  const wall = (performance.now() - start) / 1000;
-  if (!readback) return wall;
-  await readback.mapAsync(GPUMapMode.READ);
-  const [begin, end] = new BigInt64Array(readback.getMappedRange().slice(0));
-  readback.destroy();
-  resolve?.destroy();
-  querySet?.destroy();
-  const seconds = Number((end as bigint) - (begin as bigint)) / 1e9;
-  // Some drivers report zero or garbage timestamps; fall back to the wall clock then.
-  return seconds > 0 && seconds < wall * 2 ? seconds : wall;
-}
-
-/** GFLOP/s of one bound kernel doing `flops` per dispatch: warm up, then ~0.5 s of repeats. */
-async function gflops(kernel: BoundKernel, flops: number): Promise<number> {
-  const once = await time(kernel, 1);
-  const reps = Math.max(2, Math.min(200, Math.ceil(0.5 / Math.max(once, 1e-6))));
-  return (flops * reps) / (await time(kernel, reps)) / 1e9;
-}
+const timer = new DispatchTimer(device);
+const gflops = (kernel: BoundKernel, flops: number) => timer.rate(kernel, flops);
 
 console.log(`${formatAdapter(report)}; tiles ${kernels.tiles.tileM}×${kernels.tiles.tileN}×${tileK}`);
-console.log(`timing: ${useTimestamps ? 'timestamp queries' : 'wall clock'}`);
+console.log(`timing: ${timer.method}`);
 console.log('size   forward  backwardInput  backwardWeight   (GFLOP/s)');
 const results: Record<string, number | string>[] = [];
 for (const size of sizes) {
@@ -127,7 +78,7 @@ console.log(
   JSON.stringify({
     bench: 'matmul',
     adapter: formatAdapter(report),
-    timing: useTimestamps ? 'timestamp' : 'wall',
+    timing: timer.method,
     tiles: kernels.tiles,
     results,
   }),

@@ -1,0 +1,375 @@
+/**
+ * The engine benchmark (`npm run bench:engine`): on this machine's WebGPU adapter,
+ *   1. every kernel family at each preset's shapes: GFLOP/s (compute-bound) or GB/s (memory-bound);
+ *   2. a whole training step (forward, backward, clip, AdamW) per preset: our WebGPU engine
+ *      against TensorFlow.js's WebGPU backend on the same adapter, same model, batch and settings;
+ *   3. the CPU backend against TensorFlow.js's WASM backend on nano (1,024 tokens per step).
+ * Presets whose step would take longer than --max-step-seconds on this adapter (estimated from
+ * nano's measured rate and the FLOP ratio) are skipped and say so. Prints tables, then one JSON line.
+ *
+ *   npm run bench:engine -- [--presets nano,tiny,small,base] [--steps N] [--warmup N]
+ *                           [--max-step-seconds 30] [--no-tfjs] [--out FILE.json]
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import {
+  AdamWKernels,
+  AttentionKernels,
+  type BoundKernel,
+  CrossEntropyKernels,
+  createStorageBuffer,
+  GeluKernels,
+  GradNormKernels,
+  LayernormKernels,
+  MatmulKernels,
+  randomFloats,
+} from '../packages/gpu/src/common.ts';
+import { acquireGpu } from '../packages/gpu/src/device.node.ts';
+import { formatAdapter } from '../packages/gpu/src/report.ts';
+import { type GptConfig, PRESETS, type PresetName } from '../packages/model/src/config.ts';
+import { CpuTrainer } from '../packages/model/src/cpu/trainer.ts';
+import { GpuTrainer } from '../packages/model/src/gpu/trainer.ts';
+import { initParameters } from '../packages/model/src/init.ts';
+import { buildLayout } from '../packages/model/src/layout.ts';
+import type { Trainer } from '../packages/model/src/train/trainer.ts';
+import { defaultTrainConfig } from '../packages/model/src/train-config.ts';
+import { benchBatches, measureTfjsStep, type TfjsStepResult } from './tfjs.ts';
+import { DispatchTimer } from './timing.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    presets: { type: 'string', default: 'nano,tiny,small,base' },
+    steps: { type: 'string' },
+    warmup: { type: 'string' },
+    'max-step-seconds': { type: 'string', default: '30' },
+    'no-tfjs': { type: 'boolean', default: false },
+    out: { type: 'string' },
+  },
+});
+
+/** Batch shape per preset: nano's 1,024-token step (the issue's CPU target), then 4,096 tokens. */
+const SHAPES: Record<PresetName, { B: number; T: number }> = {
+  nano: { B: 16, T: 64 },
+  tiny: { B: 32, T: 128 },
+  small: { B: 16, T: 256 },
+  base: { B: 8, T: 512 },
+};
+
+const gpu = await acquireGpu();
+const { device, report } = gpu;
+const software = report.isSoftware;
+const steps = Number(args.steps ?? (software ? 4 : 20));
+const warmup = Number(args.warmup ?? (software ? 1 : 5));
+const maxStepSeconds = Number(args['max-step-seconds']);
+const presets = (args.presets ?? '').split(',').filter(Boolean) as PresetName[];
+for (const name of presets) if (!(name in PRESETS)) throw new Error(`unknown preset ${name}`);
+const timer = new DispatchTimer(device);
+const adapter = formatAdapter(report);
+console.log(`adapter: ${adapter} (timing: ${timer.method}); steps ${steps} after ${warmup} warm-up`);
+
+/** Training FLOPs of one step: 6 per parameter per token for the matmuls, plus causal attention. */
+function stepFlops(config: GptConfig, B: number, T: number): number {
+  const { nLayer: L, nEmbd: C } = config;
+  const matmulParams = L * 12 * C * C + config.vocabSize * C;
+  const attention = L * 2 * B * C * T * (T + 1); // QKᵀ and PV, causal half, ×2 FLOPs per MAC
+  return 6 * matmulParams * B * T + 3 * attention;
+}
+
+// --- 1. kernels at each preset's shapes ----------------------------------------------------------
+interface KernelRow {
+  preset: string;
+  kernel: string;
+  shape: string;
+  ms: number;
+  gflops?: number;
+  gbps?: number;
+}
+const kernelRows: KernelRow[] = [];
+const families = {
+  matmul: await MatmulKernels.create(device),
+  layernorm: await LayernormKernels.create(device),
+  gelu: await GeluKernels.create(device),
+  crossEntropy: await CrossEntropyKernels.create(device),
+  adamw: await AdamWKernels.create(device),
+  gradNorm: await GradNormKernels.create(device),
+};
+
+async function benchKernels(preset: PresetName): Promise<void> {
+  const config = PRESETS[preset];
+  const { B, T } = SHAPES[preset];
+  const { nEmbd: C, nHead: NH, vocabSize: V } = config;
+  const N = B * T;
+  const owned: GPUBuffer[] = [];
+  const tensor = (floats: number, seed = floats) => {
+    const buffer = createStorageBuffer(device, 'Bench.tensor', randomFloats(floats, seed % 1000, -1, 1));
+    owned.push(buffer);
+    return { buffer };
+  };
+  const attention = await AttentionKernels.create(device, C / NH);
+  const jobs: [string, string, () => BoundKernel, { flops?: number; bytes?: number }][] = [];
+  for (const [name, inC, outC] of [
+    ['qkv', C, 3 * C],
+    ['fc', C, 4 * C],
+    ['fcproj', 4 * C, C],
+    ['head', C, V],
+  ] as const) {
+    const shape = `${N}×${inC}→${outC}`;
+    const flops = 2 * N * inC * outC;
+    const inp = tensor(N * inC);
+    const out = tensor(N * outC);
+    const weight = tensor(outC * inC);
+    const bias = tensor(outC);
+    jobs.push(
+      [
+        `matmul.forward ${name}`,
+        shape,
+        () => families.matmul.forward({ out, inp, weight, bias, N, C: inC, OC: outC }),
+        { flops },
+      ],
+      [
+        `matmul.backwardInput ${name}`,
+        shape,
+        () => families.matmul.backwardInput({ dinp: inp, dout: out, weight, N, C: inC, OC: outC }),
+        { flops },
+      ],
+      [
+        `matmul.backwardWeight ${name}`,
+        shape,
+        () => families.matmul.backwardWeight({ dweight: weight, dbias: bias, dout: out, inp, N, C: inC, OC: outC }),
+        { flops: flops + N * outC },
+      ],
+    );
+  }
+  const qkv = tensor(N * 3 * C);
+  const atty = tensor(N * C);
+  const lse = tensor(B * NH * T);
+  const datty = tensor(N * C);
+  const dqkv = tensor(N * 3 * C);
+  const attentionFlops = 2 * B * C * T * (T + 1);
+  const attentionShape = `B${B} T${T} NH${NH} hs${C / NH} (${attention.strategy})`;
+  jobs.push(
+    [
+      'attention.forward',
+      attentionShape,
+      () => attention.forward({ qkv, out: atty, lse }, { B, T, C, NH }),
+      { flops: attentionFlops },
+    ],
+    [
+      'attention.backward',
+      attentionShape,
+      () => attention.backward({ qkv, out: atty, lse, dout: datty, dqkv }, { B, T, C, NH }),
+      { flops: 2.5 * attentionFlops },
+    ],
+  );
+  const x = tensor(N * C);
+  const y = tensor(N * C);
+  const dx = tensor(N * C);
+  const w = tensor(C);
+  const b = tensor(C);
+  const mean = tensor(N);
+  const rstd = tensor(N);
+  jobs.push(
+    [
+      'layernorm.forward',
+      `${N}×${C}`,
+      () => families.layernorm.forward(y, mean, rstd, x, w, b, N, C),
+      { bytes: 8 * N * C },
+    ],
+    [
+      'layernorm.backward',
+      `${N}×${C}`,
+      () => families.layernorm.backward(dx, w, b, y, x, w, mean, rstd, N, C),
+      { bytes: 16 * N * C },
+    ],
+  );
+  const h = tensor(N * 4 * C);
+  const hg = tensor(N * 4 * C);
+  const dh = tensor(N * 4 * C);
+  jobs.push(
+    ['gelu.forward', `${N * 4 * C}`, () => families.gelu.forward(hg, h, N * 4 * C), { bytes: 8 * N * 4 * C }],
+    ['gelu.backward', `${N * 4 * C}`, () => families.gelu.backward(dh, h, hg, N * 4 * C), { bytes: 16 * N * 4 * C }],
+  );
+  const logits = tensor(N * V);
+  const targets = {
+    buffer: createStorageBuffer(
+      device,
+      'Bench.targets',
+      Int32Array.from({ length: N }, (_, i) => (i * 7) % V),
+    ),
+  };
+  owned.push(targets.buffer);
+  const losses = tensor(N);
+  const dlogits = tensor(N * V);
+  jobs.push(
+    [
+      'crossentropy.forward',
+      `${N}×${V}`,
+      () => families.crossEntropy.forward({ logits, targets, losses }, N, V),
+      { bytes: 4 * N * V },
+    ],
+    [
+      'crossentropy.backward',
+      `${N}×${V}`,
+      () => families.crossEntropy.backward({ logits, targets, dlogits }, N, V),
+      { bytes: 8 * N * V },
+    ],
+  );
+  const P = buildLayout(config).paddedSize;
+  const [params, grads, m, v, norm] = [tensor(P), tensor(P), tensor(P), tensor(P), tensor(2)];
+  const stepUniform = families.adamw.createStepBuffer();
+  owned.push(stepUniform);
+  families.adamw.writeStep(stepUniform, { lr: 1e-4, t: 1 });
+  jobs.push(
+    ['gradnorm', `${P}`, () => families.gradNorm.norm([{ buffer: grads.buffer, n: P }], norm, 1), { bytes: 4 * P }],
+    [
+      'adamw',
+      `${P}`,
+      () =>
+        families.adamw.update(
+          { params: params.buffer, grads: grads.buffer, m: m.buffer, v: v.buffer },
+          [{ offset: 0, n: P, weightDecay: 0.1 }],
+          stepUniform,
+        ),
+      { bytes: 28 * P },
+    ],
+  );
+  for (const [kernel, shape, make, units] of jobs) {
+    const bound = make();
+    const seconds = await timer.perDispatch(bound, software ? 0.3 : 0.5);
+    bound.destroy();
+    const row: KernelRow = { preset, kernel, shape, ms: seconds * 1000 };
+    if (units.flops) row.gflops = units.flops / seconds / 1e9;
+    if (units.bytes) row.gbps = units.bytes / seconds / 1e9;
+    kernelRows.push(row);
+  }
+  for (const buffer of owned) buffer.destroy();
+}
+
+// --- 2. training steps ---------------------------------------------------------------------------
+interface StepRow {
+  preset: string;
+  B: number;
+  T: number;
+  parameters: number;
+  shoalMsPerStep?: number;
+  shoalTokensPerSecond?: number;
+  shoalGflops?: number;
+  tfjsMsPerStep?: number;
+  tfjsTokensPerSecond?: number;
+  ratio?: number;
+  firstLossDifference?: number;
+  skipped?: string;
+}
+
+async function timeSteps(trainer: Trainer, batches: ReturnType<typeof benchBatches>, count: number) {
+  const lr = 1e-3;
+  const losses: number[] = [];
+  for (const batch of batches.slice(0, warmup)) losses.push(await trainer.step(batch, lr));
+  const started = performance.now();
+  for (const batch of batches.slice(warmup, warmup + count)) {
+    losses.push(await trainer.step(batch, lr, { readLoss: false }));
+  }
+  if (trainer instanceof GpuTrainer) await trainer.flush();
+  return { msPerStep: (performance.now() - started) / count, losses };
+}
+
+const stepRows: StepRow[] = [];
+let flopRate: number | null = null; // measured FLOP/s of our step, to estimate the larger presets
+for (const preset of presets) {
+  const config = PRESETS[preset];
+  const { B, T } = SHAPES[preset];
+  const layout = buildLayout(config);
+  const row: StepRow = { preset, B, T, parameters: layout.size };
+  stepRows.push(row);
+  const flops = stepFlops(config, B, T);
+  if (flopRate !== null && flops / flopRate > maxStepSeconds) {
+    row.skipped = `about ${(flops / flopRate).toFixed(0)} s per step on this adapter (over --max-step-seconds ${maxStepSeconds})`;
+    console.log(`${preset}: skipped, ${row.skipped}`);
+    continue;
+  }
+  await benchKernels(preset);
+  const settings = defaultTrainConfig({ batchSize: B, seqLen: T });
+  const batches = benchBatches(config, B, T, warmup + steps);
+  const trainer = await GpuTrainer.create(device, config, settings, initParameters(layout, 1337));
+  const ours = await timeSteps(trainer, batches, steps);
+  trainer.destroy();
+  row.shoalMsPerStep = ours.msPerStep;
+  row.shoalTokensPerSecond = (B * T * 1000) / ours.msPerStep;
+  row.shoalGflops = flops / (ours.msPerStep / 1000) / 1e9;
+  flopRate = flops / (ours.msPerStep / 1000);
+  if (!args['no-tfjs']) {
+    const tfjs: TfjsStepResult = await measureTfjsStep({ backend: 'webgpu', config, B, T, warmup, steps });
+    row.tfjsMsPerStep = tfjs.msPerStep;
+    row.tfjsTokensPerSecond = tfjs.tokensPerSecond;
+    row.ratio = tfjs.msPerStep / ours.msPerStep;
+    row.firstLossDifference = Math.abs(tfjs.firstLoss - (ours.losses[0] ?? Number.NaN));
+  }
+  console.log(`${preset}: measured`);
+}
+
+// --- 3. CPU backend against TF.js WASM (nano, 1,024 tokens) ------------------------------------------
+const cpuRow: Record<string, number | string> = {};
+{
+  const config = PRESETS.nano;
+  const { B, T } = SHAPES.nano;
+  const batches = benchBatches(config, B, T, warmup + steps);
+  const trainer = new CpuTrainer(
+    config,
+    defaultTrainConfig({ batchSize: B, seqLen: T }),
+    initParameters(buildLayout(config), 1337),
+  );
+  const ours = await timeSteps(trainer, batches, steps);
+  cpuRow.shoalCpuMsPerStep = ours.msPerStep;
+  if (!args['no-tfjs']) {
+    const wasm = await measureTfjsStep({ backend: 'wasm', config, B, T, warmup, steps });
+    cpuRow.tfjsWasmMsPerStep = wasm.msPerStep;
+    cpuRow.tfjsWasm = wasm.device;
+    cpuRow.ratio = wasm.msPerStep / ours.msPerStep;
+    cpuRow.firstLossDifference = Math.abs(wasm.firstLoss - (ours.losses[0] ?? Number.NaN));
+  }
+}
+
+// --- report ----------------------------------------------------------------------------------------
+const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
+console.log(`\nKernels (${adapter})`);
+console.log(`${'preset'.padEnd(7)}${'kernel'.padEnd(30)}${'shape'.padEnd(34)}${'ms'.padStart(9)}  rate`);
+for (const r of kernelRows) {
+  const rate = r.gflops !== undefined ? `${r.gflops.toFixed(2)} GFLOP/s` : `${fixed(r.gbps, 2)} GB/s`;
+  console.log(
+    `${r.preset.padEnd(7)}${r.kernel.padEnd(30)}${r.shape.padEnd(34)}${r.ms.toFixed(3).padStart(9)}  ${rate}`,
+  );
+}
+console.log(`\nTraining step (forward + backward + clip + AdamW), ${adapter}`);
+console.log('preset  params      B×T        Shoal ms   tokens/s  GFLOP/s   TF.js-WebGPU ms  tokens/s   Shoal ÷ TF.js');
+for (const r of stepRows) {
+  if (r.skipped) {
+    console.log(`${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}skipped: ${r.skipped}`);
+    continue;
+  }
+  console.log(
+    `${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}${`${r.B}×${r.T}`.padEnd(11)}` +
+      `${fixed(r.shoalMsPerStep).padStart(9)}${fixed(r.shoalTokensPerSecond, 0).padStart(11)}` +
+      `${fixed(r.shoalGflops, 2).padStart(9)}${fixed(r.tfjsMsPerStep).padStart(19)}` +
+      `${fixed(r.tfjsTokensPerSecond, 0).padStart(10)}${`${fixed(r.ratio, 2)}×`.padStart(16)}`,
+  );
+}
+console.log(
+  `\nCPU backend, nano, 1,024 tokens per step: Shoal ${fixed(cpuRow.shoalCpuMsPerStep as number)} ms, ` +
+    `TF.js-WASM ${fixed(cpuRow.tfjsWasmMsPerStep as number | undefined)} ms (${cpuRow.tfjsWasm ?? 'not run'}); ` +
+    `Shoal is ${fixed(cpuRow.ratio as number | undefined, 2)}× as fast`,
+);
+const result = {
+  bench: 'engine',
+  adapter,
+  timing: timer.method,
+  steps,
+  warmup,
+  kernels: kernelRows,
+  trainingSteps: stepRows,
+  cpu: cpuRow,
+};
+console.log(JSON.stringify(result));
+if (args.out) writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
+gpu.destroy();
+// Dawn (and TF.js's device) keep the event loop alive.
+process.exit(0);
