@@ -1,6 +1,7 @@
 /**
  * The model-level golden test: TF.js (its own ops and autodiff, on its cpu and wasm backends)
- * against our float64 CpuGpt, for the loss and every gradient tensor; then TfjsTrainer against
+ * against our float64 CpuGpt and against the WebGPU engine, for the loss and every gradient
+ * tensor; then TfjsTrainer against
  * CpuTrainer for a few steps, which checks the clipping and AdamW semantics the engine benchmark
  * compares, and that TfjsTrainer leaks no tensors.
  */
@@ -10,15 +11,19 @@ import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-backend-wasm';
 // TF.js keeps its gradients out of tfjs-core's Node bundle; Vite loads this ESM file for us.
 import '@tensorflow/tfjs-core/dist/register_all_gradients.js';
+import { useGpu } from '@shoal/gpu/test-gpu';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { GptConfig } from '../config.ts';
 import { CpuGpt } from '../cpu/gpt.ts';
 import { CpuTrainer } from '../cpu/trainer.ts';
+import { GpuGpt } from '../gpu/gpt.ts';
 import { compareGradients } from '../gradient-check.ts';
 import { initParameters } from '../init.ts';
 import { buildLayout } from '../layout.ts';
 import { defaultTrainConfig } from '../train-config.ts';
 import { TfjsTrainer, tfjsLossAndGrads } from './gpt.ts';
+
+const gpu = useGpu();
 
 const config: GptConfig = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, vocabSize: 256 };
 const B = 2;
@@ -112,6 +117,27 @@ describe.each(['cpu', 'wasm'] as const)('tfjsLossAndGrads on TF.js %s vs CpuGpt<
     await expect(tfjsLossAndGrads(tf, config, params, inputs, inputs, 1, 17)).rejects.toThrow(
       /sequence length 17 exceeds block_size 16/,
     );
+  });
+});
+
+describe('the WebGPU engine (GpuGpt) vs TF.js cpu, directly', () => {
+  beforeAll(() => useBackend('cpu'));
+
+  it.each([16, 11])('loss within 1e-5 and every gradient tensor within 1e-3 relative (T = %i)', async (T) => {
+    const params = testParams(9, 5);
+    const inputs = tokens(500 + T, B * T);
+    const targets = tokens(600 + T, B * T);
+    const want = await tfjsLossAndGrads(tf, config, params, inputs, targets, B, T);
+    const model = await GpuGpt.create(gpu().device, config, B, T);
+    try {
+      model.writeParams(params);
+      const loss = await model.forwardBackward(inputs, targets);
+      expect(Math.abs(loss - want.loss) / want.loss, `loss ${loss} vs ${want.loss}`).toBeLessThan(1e-5);
+      const result = compareGradients(layout, await model.readGrads(), want.grads, 1e-3);
+      expect(result.ok, result.message).toBe(true);
+    } finally {
+      model.destroy();
+    }
   });
 });
 
