@@ -66,6 +66,7 @@ for (const name of presets) if (!(name in PRESETS)) throw new Error(`unknown pre
 const timer = new DispatchTimer(device);
 const adapter = formatAdapter(report);
 console.log(`adapter: ${adapter} (timing: ${timer.method}); steps ${steps} after ${warmup} warm-up`);
+const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
 
 /** Training FLOPs of one step: 6 per parameter per token for the matmuls, plus causal attention. */
 function stepFlops(config: GptConfig, B: number, T: number): number {
@@ -245,6 +246,36 @@ async function benchKernels(preset: PresetName): Promise<void> {
   for (const buffer of owned) buffer.destroy();
 }
 
+function printKernels(rows: KernelRow[]): void {
+  console.log(`\nKernels (${adapter})`);
+  console.log(`${'preset'.padEnd(7)}${'kernel'.padEnd(30)}${'shape'.padEnd(34)}${'ms'.padStart(9)}  rate`);
+  for (const r of rows) {
+    const rate = r.gflops !== undefined ? `${r.gflops.toFixed(2)} GFLOP/s` : `${fixed(r.gbps, 2)} GB/s`;
+    console.log(
+      `${r.preset.padEnd(7)}${r.kernel.padEnd(30)}${r.shape.padEnd(34)}${r.ms.toFixed(3).padStart(9)}  ${rate}`,
+    );
+  }
+}
+
+function printSteps(rows: StepRow[]): void {
+  console.log(`\nTraining step (forward + backward + clip + AdamW), ${adapter}`);
+  console.log(
+    'preset  params      B×T        Shoal ms   tokens/s  GFLOP/s   TF.js-WebGPU ms  tokens/s   Shoal ÷ TF.js',
+  );
+  for (const r of rows) {
+    if (r.skipped) {
+      console.log(`${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}skipped: ${r.skipped}`);
+      continue;
+    }
+    console.log(
+      `${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}${`${r.B}×${r.T}`.padEnd(11)}` +
+        `${fixed(r.shoalMsPerStep).padStart(9)}${fixed(r.shoalTokensPerSecond, 0).padStart(11)}` +
+        `${fixed(r.shoalGflops, 2).padStart(9)}${fixed(r.tfjsMsPerStep).padStart(19)}` +
+        `${fixed(r.tfjsTokensPerSecond, 0).padStart(10)}${`${fixed(r.ratio, 2)}×`.padStart(16)}`,
+    );
+  }
+}
+
 // --- 2. training steps ---------------------------------------------------------------------------
 interface StepRow {
   preset: string;
@@ -304,7 +335,8 @@ for (const preset of presets) {
     row.ratio = tfjs.msPerStep / ours.msPerStep;
     row.firstLossDifference = Math.abs(tfjs.firstLoss - (ours.losses[0] ?? Number.NaN));
   }
-  console.log(`${preset}: measured`);
+  printKernels(kernelRows.filter((k) => k.preset === preset));
+  printSteps([row]);
 }
 
 // --- 3. CPU backend against TF.js WASM (nano, 1,024 tokens) ------------------------------------------
@@ -329,30 +361,9 @@ const cpuRow: Record<string, number | string> = {};
   }
 }
 
-// --- report ----------------------------------------------------------------------------------------
-const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
-console.log(`\nKernels (${adapter})`);
-console.log(`${'preset'.padEnd(7)}${'kernel'.padEnd(30)}${'shape'.padEnd(34)}${'ms'.padStart(9)}  rate`);
-for (const r of kernelRows) {
-  const rate = r.gflops !== undefined ? `${r.gflops.toFixed(2)} GFLOP/s` : `${fixed(r.gbps, 2)} GB/s`;
-  console.log(
-    `${r.preset.padEnd(7)}${r.kernel.padEnd(30)}${r.shape.padEnd(34)}${r.ms.toFixed(3).padStart(9)}  ${rate}`,
-  );
-}
-console.log(`\nTraining step (forward + backward + clip + AdamW), ${adapter}`);
-console.log('preset  params      B×T        Shoal ms   tokens/s  GFLOP/s   TF.js-WebGPU ms  tokens/s   Shoal ÷ TF.js');
-for (const r of stepRows) {
-  if (r.skipped) {
-    console.log(`${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}skipped: ${r.skipped}`);
-    continue;
-  }
-  console.log(
-    `${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}${`${r.B}×${r.T}`.padEnd(11)}` +
-      `${fixed(r.shoalMsPerStep).padStart(9)}${fixed(r.shoalTokensPerSecond, 0).padStart(11)}` +
-      `${fixed(r.shoalGflops, 2).padStart(9)}${fixed(r.tfjsMsPerStep).padStart(19)}` +
-      `${fixed(r.tfjsTokensPerSecond, 0).padStart(10)}${`${fixed(r.ratio, 2)}×`.padStart(16)}`,
-  );
-}
+// --- report (the tables again at the end, after the CPU line, so they read together) -------------
+printKernels(kernelRows);
+printSteps(stepRows);
 console.log(
   `\nCPU backend, nano, 1,024 tokens per step: Shoal ${fixed(cpuRow.shoalCpuMsPerStep as number)} ms, ` +
     `TF.js-WASM ${fixed(cpuRow.tfjsWasmMsPerStep as number | undefined)} ms (${cpuRow.tfjsWasm ?? 'not run'}); ` +
