@@ -1,0 +1,251 @@
+/**
+ * Aggregation rules: how a shard owner combines the K participants' decoded Δ (one shard each,
+ * same length) into the one Δ̄ that every replica's outer step uses.
+ *
+ * - `mean`: weighted mean, Σ w_k·Δ_k / Σ w_k. Weights are tokens trained (the coordinator caps
+ *   them at 4× the median before they get here).
+ * - `clipped-mean`: each Δ_k is first scaled down to at most `clipFactor` × the median L2 norm,
+ *   then the weighted mean. The median of an even count is the lower middle norm, so with K = 2
+ *   one huge contribution cannot lift its own threshold. Needs an honest majority to mean anything.
+ * - `trimmed-mean`: per coordinate, drop the t lowest and t highest values, weighted mean of the
+ *   rest (their weights renormalised per coordinate). t = ⌊trimFraction·K⌋, but at least 1 when
+ *   K ≥ 3 and trimFraction > 0 (10% of a room of 4 rounds to nothing, which would silently make
+ *   this the plain mean) and at most ⌊(K − 1)/2⌋ so a value is left; K = 3 is the coordinate-wise
+ *   median. For K ≤ 2 nothing can be trimmed: t = 0, the weighted mean, and the result says so.
+ *   Ties are broken by contribution index (a lower index counts as the smaller).
+ *
+ * Every rule first sets aside contributions with a wrong length, a non-finite value or a weight
+ * that is not a finite number > 0, and says which and why in the result (never a throw); the rest
+ * are aggregated, or, if none is left, the result says that instead.
+ *
+ * Determinism: each output coordinate is a float64 sum over the accepted contributions in index
+ * order, rounded once to float32, so every owner computes the same bits from the same inputs.
+ */
+
+export interface Contribution {
+  values: Float32Array;
+  /** Tokens behind this Δ; must be finite and > 0. */
+  weight: number;
+}
+
+export type RejectionReason = 'length' | 'non-finite' | 'weight';
+
+export interface Rejection {
+  /** Position in the contributions array. */
+  index: number;
+  reason: RejectionReason;
+  message: string;
+}
+
+export interface AggregateSuccess {
+  ok: true;
+  values: Float32Array;
+  /** Indices of the contributions that were aggregated, ascending. */
+  accepted: number[];
+  rejected: Rejection[];
+}
+
+export interface ClippedMeanSuccess extends AggregateSuccess {
+  medianNorm: number;
+  threshold: number;
+  /** Contributions scaled down, with their L2 norm and the factor applied (< 1). */
+  clipped: { index: number; norm: number; factor: number }[];
+}
+
+export interface TrimmedMeanSuccess extends AggregateSuccess {
+  /** Values dropped at each end, per coordinate; 0 means this was the weighted mean. */
+  trimPerSide: number;
+}
+
+export interface AggregateFailure {
+  ok: false;
+  reason: 'no-valid-contributions';
+  message: string;
+  rejected: Rejection[];
+}
+
+export interface AggregateOptions {
+  /** The shard length; defaults to the first contribution's length. Pass it when known. */
+  length?: number;
+}
+
+export type AggregationRule =
+  | { kind: 'mean' }
+  | { kind: 'clipped-mean'; clipFactor?: number }
+  | { kind: 'trimmed-mean'; trimFraction?: number };
+
+export const DEFAULT_CLIP_FACTOR = 2;
+export const DEFAULT_TRIM_FRACTION = 0.1;
+
+interface Screened {
+  accepted: number[];
+  rejected: Rejection[];
+  length: number;
+}
+
+/** Sets aside contributions with a wrong length, a non-finite value or a bad weight. */
+export function screenContributions(contributions: readonly Contribution[], options: AggregateOptions = {}): Screened {
+  const length = options.length ?? contributions[0]?.values.length ?? 0;
+  const accepted: number[] = [];
+  const rejected: Rejection[] = [];
+  contributions.forEach(({ values, weight }, index) => {
+    if (!(Number.isFinite(weight) && weight > 0)) {
+      rejected.push({ index, reason: 'weight', message: `weight ${weight} is not a finite number > 0` });
+    } else if (values.length !== length) {
+      rejected.push({ index, reason: 'length', message: `${values.length} values, the shard has ${length}` });
+    } else {
+      let bad = -1;
+      for (let i = 0; i < length && bad < 0; i++) if (!Number.isFinite(values[i])) bad = i;
+      if (bad >= 0) rejected.push({ index, reason: 'non-finite', message: `value ${values[bad]} at index ${bad}` });
+      else accepted.push(index);
+    }
+  });
+  return { accepted, rejected, length };
+}
+
+function noneLeft(contributions: readonly Contribution[], rejected: Rejection[]): AggregateFailure {
+  const message =
+    contributions.length === 0 ? 'no contributions' : `all ${contributions.length} contributions were rejected`;
+  return { ok: false, reason: 'no-valid-contributions', message, rejected };
+}
+
+/** Σ_k coefficient_k · values_k in index order, float64, rounded to float32 once per coordinate. */
+function combine(contributions: readonly Contribution[], accepted: number[], coefficients: number[], length: number) {
+  const sum = new Float64Array(length);
+  accepted.forEach((k, j) => {
+    const values = (contributions[k] as Contribution).values;
+    const c = coefficients[j] as number;
+    for (let i = 0; i < length; i++) sum[i] = (sum[i] as number) + c * (values[i] as number);
+  });
+  return new Float32Array(sum); // one rounding per coordinate
+}
+
+const weightsOf = (contributions: readonly Contribution[], accepted: number[]) =>
+  accepted.map((k) => (contributions[k] as Contribution).weight);
+
+export function weightedMean(
+  contributions: readonly Contribution[],
+  options: AggregateOptions = {},
+): AggregateSuccess | AggregateFailure {
+  const { accepted, rejected, length } = screenContributions(contributions, options);
+  if (accepted.length === 0) return noneLeft(contributions, rejected);
+  const weights = weightsOf(contributions, accepted);
+  const total = weights.reduce((a, b) => a + b, 0);
+  const values = combine(
+    contributions,
+    accepted,
+    weights.map((w) => w / total),
+    length,
+  );
+  return { ok: true, values, accepted, rejected };
+}
+
+/** L2 norm in float64, summed in index order. */
+export function l2Norm(values: Float32Array): number {
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) sum += (values[i] as number) * (values[i] as number);
+  return Math.sqrt(sum);
+}
+
+export function clippedMean(
+  contributions: readonly Contribution[],
+  options: AggregateOptions & { clipFactor?: number } = {},
+): ClippedMeanSuccess | AggregateFailure {
+  const clipFactor = options.clipFactor ?? DEFAULT_CLIP_FACTOR;
+  if (!(Number.isFinite(clipFactor) && clipFactor > 0)) {
+    throw new RangeError(`clipFactor must be a finite number > 0, got ${clipFactor}`);
+  }
+  const { accepted, rejected, length } = screenContributions(contributions, options);
+  if (accepted.length === 0) return noneLeft(contributions, rejected);
+  const norms = accepted.map((k) => l2Norm((contributions[k] as Contribution).values));
+  const sorted = [...norms].sort((a, b) => a - b);
+  const medianNorm = sorted[Math.floor((sorted.length - 1) / 2)] as number; // lower middle
+  const threshold = clipFactor * medianNorm;
+  const clipped: ClippedMeanSuccess['clipped'] = [];
+  const factors = norms.map((norm, j) => {
+    if (norm <= threshold) return 1;
+    const factor = threshold / norm;
+    clipped.push({ index: accepted[j] as number, norm, factor });
+    return factor;
+  });
+  const weights = weightsOf(contributions, accepted);
+  const total = weights.reduce((a, b) => a + b, 0);
+  const coefficients = weights.map((w, j) => (w / total) * (factors[j] as number));
+  const values = combine(contributions, accepted, coefficients, length);
+  return { ok: true, values, accepted, rejected, medianNorm, threshold, clipped };
+}
+
+/** Values dropped at each end for K contributions (see the file comment). */
+export function trimPerSide(count: number, trimFraction: number): number {
+  if (trimFraction === 0 || count < 3) return 0;
+  return Math.min(Math.max(1, Math.floor(trimFraction * count)), Math.floor((count - 1) / 2));
+}
+
+export function trimmedMean(
+  contributions: readonly Contribution[],
+  options: AggregateOptions & { trimFraction?: number } = {},
+): TrimmedMeanSuccess | AggregateFailure {
+  const trimFraction = options.trimFraction ?? DEFAULT_TRIM_FRACTION;
+  if (!(trimFraction >= 0 && trimFraction < 0.5)) {
+    throw new RangeError(`trimFraction must be in [0, 0.5), got ${trimFraction}`);
+  }
+  const { accepted, rejected, length } = screenContributions(contributions, options);
+  if (accepted.length === 0) return noneLeft(contributions, rejected);
+  const K = accepted.length;
+  const t = trimPerSide(K, trimFraction);
+  const rows = accepted.map((k) => (contributions[k] as Contribution).values);
+  const weights = weightsOf(contributions, accepted);
+  if (t === 0) {
+    const total = weights.reduce((a, b) => a + b, 0);
+    const values = combine(
+      contributions,
+      accepted,
+      weights.map((w) => w / total),
+      length,
+    );
+    return { ok: true, values, accepted, rejected, trimPerSide: 0 };
+  }
+  const values = new Float32Array(length);
+  const dropped = new Uint8Array(K);
+  for (let i = 0; i < length; i++) {
+    dropped.fill(0);
+    // t passes: drop the smallest and the largest (value, index) still in
+    for (let pass = 0; pass < t; pass++) {
+      let low = -1;
+      let high = -1;
+      for (let j = 0; j < K; j++) {
+        if (dropped[j]) continue;
+        const x = (rows[j] as Float32Array)[i] as number;
+        if (low < 0 || x < ((rows[low] as Float32Array)[i] as number)) low = j;
+        if (high < 0 || x >= ((rows[high] as Float32Array)[i] as number)) high = j;
+      }
+      dropped[low] = 1;
+      dropped[high] = 1;
+    }
+    let sum = 0;
+    let weightSum = 0;
+    for (let j = 0; j < K; j++) {
+      if (dropped[j]) continue;
+      sum += (weights[j] as number) * ((rows[j] as Float32Array)[i] as number);
+      weightSum += weights[j] as number;
+    }
+    values[i] = sum / weightSum;
+  }
+  return { ok: true, values, accepted, rejected, trimPerSide: t };
+}
+
+/** Dispatches on a rule, for configuration (`--aggregate trimmed-mean`). */
+export function aggregate(
+  contributions: readonly Contribution[],
+  rule: AggregationRule,
+  options: AggregateOptions = {},
+): AggregateSuccess | AggregateFailure {
+  switch (rule.kind) {
+    case 'mean':
+      return weightedMean(contributions, options);
+    case 'clipped-mean':
+      return clippedMean(contributions, { ...options, clipFactor: rule.clipFactor });
+    case 'trimmed-mean':
+      return trimmedMean(contributions, { ...options, trimFraction: rule.trimFraction });
+  }
+}

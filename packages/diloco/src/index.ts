@@ -1,0 +1,9 @@
+/**
+ * @shoal/diloco: Streaming DiLoCo's pure algorithm. No I/O, no GPU, no Node-only APIs: the same
+ * code runs in a browser Web Worker, in Node and in the in-process simulator.
+ */
+export * from './aggregate.ts';
+export * from './codecs/index.ts';
+export * from './fragments.ts';
+export * from './hash.ts';
+export * from './outer.ts';

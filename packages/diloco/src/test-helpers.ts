@@ -1,0 +1,35 @@
+/** Deterministic inputs for the tests (not exported from the package). */
+
+/** mulberry32: a tiny seeded generator of uniform numbers in [0, 1). */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Pseudo-gradient-like values: normal-ish, magnitudes spread over a few decades from block to
+ * block, with occasional outliers.
+ */
+export function gradientLike(length: number, seed = 1): Float32Array {
+  const random = seededRandom(seed);
+  const out = new Float32Array(length);
+  for (let i = 0; i < length; i++) {
+    const normal = random() + random() + random() - 1.5;
+    const decade = 10 ** -Math.floor(random() * 4);
+    out[i] = normal * decade * 1e-2 * (random() < 0.01 ? 50 : 1);
+  }
+  return out;
+}
+
+/** Index of the first element where a and b differ (bitwise for floats: −0 ≠ +0), or −1. */
+export function firstDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return i;
+  return -1;
+}
