@@ -1,0 +1,147 @@
+/**
+ * Building blocks of the message schemas (zod 4): peer ids, hashes, counters, and the run
+ * configuration a coordinator hands to every member that joins.
+ *
+ * Objects strip keys they do not know instead of rejecting them, so a peer of a newer minor
+ * version may add optional fields without breaking older ones (a new required field is a major
+ * version). Numbers are finite by construction (JSON has no NaN or Infinity; zod rejects them
+ * too); integer fields are safe integers.
+ *
+ * The model and inner-optimiser parts are typed against @shoal/model's GptConfig and
+ * TrainConfig, so a field added there fails typechecking here until the wire carries it.
+ */
+import { CODEC_NAMES, type CodecName } from '@shoal/diloco';
+import type { GptConfig, TrainConfig } from '@shoal/model';
+import { z } from 'zod';
+import {
+  MAX_CODEC_BLOCK_SIZE,
+  MAX_DEADLINE_MS,
+  MAX_FRAGMENTS,
+  MAX_PEER_ID_LENGTH,
+  MAX_REASON_LENGTH,
+  MAX_TEXT_LENGTH,
+} from './limits.ts';
+
+export const peerIdSchema = z
+  .string()
+  .min(1)
+  .max(MAX_PEER_ID_LENGTH)
+  .regex(/^[\x21-\x7e]+$/, 'peer ids are printable ASCII without spaces');
+
+/** Distinct peer ids, at most `max`. */
+export const peerListSchema = (max: number) =>
+  z
+    .array(peerIdSchema)
+    .max(max)
+    .refine((peers) => new Set(peers).size === peers.length, 'peer ids must be unique');
+
+/** Lowercase hex of 64 to 512 bits: the fragment hashes of @shoal/diloco (xxh128, blake3). */
+export const hashHexSchema = z.string().regex(/^(?:[0-9a-f]{2}){8,64}$/, 'a hash is 16 to 128 lowercase hex digits');
+
+export const textSchema = z.string().max(MAX_TEXT_LENGTH);
+export const reasonSchema = z
+  .string()
+  .min(1)
+  .max(MAX_REASON_LENGTH)
+  .regex(/^[a-z0-9][a-z0-9:-]*$/, 'reason codes are lowercase words joined by - or :');
+
+/** Counters: tokens, steps, bytes (a safe integer ≥ 0). */
+export const countSchema = z.int().min(0);
+/** Values into a fragment's contiguous form. */
+export const offsetSchema = z.int().min(0);
+export const fragmentIndexSchema = z
+  .int()
+  .min(0)
+  .max(MAX_FRAGMENTS - 1);
+export const roundSchema = z.int().min(0).max(0xffff_fffe);
+export const nonNegativeSchema = z.number().min(0);
+export const deadlineSchema = z.int().min(1).max(MAX_DEADLINE_MS);
+export const codecNameSchema = z.enum(CODEC_NAMES as [CodecName, ...CodecName[]]);
+export const blockSizeSchema = z.int().min(1).max(MAX_CODEC_BLOCK_SIZE);
+
+export const roleSchema = z.enum(['worker', 'replica', 'spectator']);
+/** worker: trains and contributes; replica: holds θ_global but does not train (a host); spectator: watches. */
+export type Role = z.infer<typeof roleSchema>;
+
+export const capabilitiesSchema = z.object({
+  /** The compute backend, or 'none' for a member that does not train. */
+  backend: z.enum(['webgpu', 'cpu', 'wasm', 'none']),
+  /** The adapter in words, for the roster ("NVIDIA H100 (vulkan)", "SwiftShader"). */
+  adapter: textSchema,
+  /** Inner-loop tokens per second: measured, or a benchmark's estimate before the first step. */
+  tokensPerSecond: nonNegativeSchema,
+});
+export type Capabilities = z.infer<typeof capabilitiesSchema>;
+
+/** A fragment's last committed state: what a joiner or a diverged replica must reach. */
+export const fragmentStateSchema = z.object({
+  fragment: fragmentIndexSchema,
+  /** The last committed round; 0 before the first commit. */
+  round: roundSchema,
+  /** hash(θ_global[p] ‖ m[p]) after it. */
+  hash: hashHexSchema,
+});
+export type FragmentState = z.infer<typeof fragmentStateSchema>;
+
+const modelConfigSchema: z.ZodType<GptConfig> = z.object({
+  nLayer: z.int().min(1).max(MAX_FRAGMENTS),
+  nHead: z.int().min(1),
+  nEmbd: z.int().min(1),
+  blockSize: z.int().min(1),
+  vocabSize: z.int().min(1),
+});
+
+const trainConfigSchema: z.ZodType<TrainConfig> = z.object({
+  batchSize: z.int().min(1),
+  seqLen: z.int().min(1),
+  maxLr: nonNegativeSchema,
+  minLr: nonNegativeSchema,
+  warmupSteps: countSchema,
+  totalSteps: z.int().min(1),
+  beta1: z.number().min(0).max(1),
+  beta2: z.number().min(0).max(1),
+  eps: nonNegativeSchema,
+  weightDecay: nonNegativeSchema,
+  gradClip: nonNegativeSchema,
+  seed: z.int(),
+});
+
+const aggregationSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('mean') }),
+  z.object({ kind: z.literal('clipped-mean'), clipFactor: z.number().positive().optional() }),
+  z.object({ kind: z.literal('trimmed-mean'), trimFraction: z.number().min(0).lt(0.5).optional() }),
+]);
+
+/** Streaming DiLoCo's settings; names as in `shoal simulate`'s options. */
+const dilocoConfigSchema = z.object({
+  fragments: z.int().min(1).max(MAX_FRAGMENTS),
+  fragmentMode: z.enum(['sequential', 'strided']),
+  /** H: inner steps of the median worker between two rounds of one fragment. */
+  innerSteps: z.int().min(1),
+  /** τ: inner steps between a contribution and the merge of its round. */
+  overlap: z.int().min(0),
+  /** Merge weight α of θ_local. */
+  alpha: z.number().min(0).max(1),
+  outerLr: nonNegativeSchema,
+  outerMomentum: z.number().min(0).max(1),
+  codec: codecNameSchema,
+  codecBlockSize: blockSizeSchema,
+  errorFeedback: z.boolean(),
+  aggregation: aggregationSchema,
+  hashAlgorithm: z.enum(['xxh128', 'blake3']),
+  /** A contribution's weight is capped at this multiple of the median (4 in the design). */
+  weightCapFactor: z.number().min(1),
+  /** Fraction of a round's participants whose hashes must agree for it to commit. */
+  quorum: z.number().gt(0).max(1),
+});
+
+export const runConfigSchema = z.object({
+  model: modelConfigSchema,
+  /** AdamW; its step schedule is read off the room's tokens (tokens ÷ (batchSize·seqLen)). */
+  train: trainConfigSchema,
+  diloco: dilocoConfigSchema,
+  data: z.object({ corpus: textSchema, seed: z.int() }),
+  /** How often members send heartbeats. */
+  heartbeatMs: z.int().min(100).max(60_000),
+});
+export type RunConfig = z.infer<typeof runConfigSchema>;
