@@ -8,6 +8,9 @@
  */
 import type { FloatArray } from '../kernel.ts';
 
+// The float32 WebAssembly SIMD version the CPU training backend runs.
+export { SimdAttention } from './attention.simd.cpu.ts';
+
 export function attentionForward(
   out: FloatArray,
   preatt: FloatArray,

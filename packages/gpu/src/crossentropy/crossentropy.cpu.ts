@@ -5,6 +5,9 @@
  */
 import type { FloatArray } from '../kernel.ts';
 
+// The float32 WebAssembly SIMD version the CPU training backend runs.
+export { SimdCrossEntropy } from './crossentropy.simd.cpu.ts';
+
 /** losses[r] = −log softmax(logits[r])[targets[r]], stable with the row max. Returns the mean loss. */
 export function crossEntropyForward(
   losses: FloatArray,

@@ -9,6 +9,9 @@
  */
 import type { FloatArray } from '../kernel.ts';
 
+// The float32 WebAssembly SIMD version the CPU training backend runs.
+export { SimdGelu } from './gelu.simd.cpu.ts';
+
 export const GELU_SCALE = Math.sqrt(2 / Math.PI);
 export const GELU_CUBIC = 0.044715;
 

@@ -14,6 +14,9 @@
  */
 import type { FloatArray } from '../kernel.ts';
 
+// The float32 WebAssembly SIMD version the CPU training backend runs.
+export { SimdLayernorm } from './layernorm.simd.cpu.ts';
+
 export const LAYERNORM_EPS = 1e-5;
 
 export function layernormForward(

@@ -6,6 +6,9 @@
  */
 import type { FloatArray } from '../kernel.ts';
 
+// The float32 WebAssembly SIMD version the CPU training backend runs.
+export { SimdResidual } from './residual.simd.cpu.ts';
+
 export function residualForward(out: FloatArray, a: FloatArray, b: FloatArray, n: number): void {
   for (let i = 0; i < n; i++) out[i] = (a[i] as number) + (b[i] as number);
 }

@@ -1,6 +1,7 @@
 /**
  * Activation buffers for one (B, T) batch, llm.c style: every intermediate the backward pass
- * needs, allocated once as views into one array. Sizes in floats, shapes in comments.
+ * needs, allocated once as views into one array (from the backend's allocator: for the float32
+ * backend, in the SIMD kernels' memory). Sizes in floats, shapes in comments.
  */
 import type { FloatArray } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
@@ -35,14 +36,8 @@ export interface Activations<A extends FloatArray> {
   size: number;
 }
 
-export type FloatArrayConstructor<A extends FloatArray> = new (length: number) => A;
-
-export function allocateActivations<A extends FloatArray>(
-  config: GptConfig,
-  B: number,
-  T: number,
-  ArrayType: FloatArrayConstructor<A>,
-): Activations<A> {
+/** Floats per layer activation and in all, for one (B, T) batch. */
+function activationSizes(config: GptConfig, B: number, T: number) {
   const { nLayer: L, nHead: NH, nEmbd: C, vocabSize: V } = config;
   const BT = B * T;
   const perLayer = {
@@ -62,10 +57,27 @@ export function allocateActivations<A extends FloatArray>(
     fchGelu: BT * 4 * C,
     fcproj: BT * C,
     residual3: BT * C,
-  } satisfies Record<keyof LayerActivations<A>, number>;
+  } satisfies Record<keyof LayerActivations<FloatArray>, number>;
   const layerSize = Object.values(perLayer).reduce((a, b) => a + b, 0);
-  const size = BT * C + L * layerSize + BT * C + 2 * BT + BT * V + BT;
-  const memory = new ArrayType(size);
+  return { perLayer, size: BT * C + L * layerSize + BT * C + 2 * BT + BT * V + BT };
+}
+
+/** Floats `allocateActivations` takes for one (B, T) batch. */
+export function activationFloats(config: GptConfig, B: number, T: number): number {
+  return activationSizes(config, B, T).size;
+}
+
+/** The activations as views into one block of `allocate(activationFloats(…))`. */
+export function allocateActivations<A extends FloatArray>(
+  config: GptConfig,
+  B: number,
+  T: number,
+  allocate: (n: number) => A,
+): Activations<A> {
+  const { nLayer: L, nEmbd: C, vocabSize: V } = config;
+  const BT = B * T;
+  const { perLayer, size } = activationSizes(config, B, T);
+  const memory = allocate(size);
   let offset = 0;
   const take = (n: number) => {
     const view = memory.subarray(offset, offset + n) as A;

@@ -1,29 +1,21 @@
 /**
  * The GPT-2 forward and backward pass on the CPU, composed from the kernels' CPU references
  * (llm.c's train_gpt2.c, layer by layer). Generic over the float type: Float64Array gives the
- * reference the WebGPU engine and finite differences are checked against; Float32Array is the
- * CPU training backend.
+ * reference the WebGPU engine and finite differences are checked against, on the JS references;
+ * Float32Array is the CPU training backend, on the WebAssembly SIMD kernels with its activations
+ * in their memory (kernels.ts). Nothing is allocated per step.
  */
-import {
-  attentionBackward,
-  attentionForward,
-  crossEntropyBackward,
-  crossEntropyForward,
-  embeddingBackward,
-  embeddingForward,
-  type FloatArray,
-  geluBackward,
-  geluForward,
-  layernormBackward,
-  layernormForward,
-  matmulBackward,
-  matmulForward,
-  residualBackward,
-  residualForward,
-} from '@shoal/gpu';
+import type { FloatArray } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
 import { buildLayout, type ParamLayout } from '../layout.ts';
-import { type Activations, allocateActivations, type FloatArrayConstructor } from './activations.ts';
+import { type Activations, activationFloats, allocateActivations } from './activations.ts';
+import {
+  type CpuBackend,
+  type CpuBackendOptions,
+  type CpuKernels,
+  createCpuBackend,
+  type FloatArrayConstructor,
+} from './kernels.ts';
 
 /** Named views of one block's parameters (or gradients). */
 interface BlockTensors<A extends FloatArray> {
@@ -83,27 +75,72 @@ function pointTensors<A extends FloatArray>(layout: ParamLayout, flat: A): Model
   };
 }
 
+/** Throws on the first token outside [0, V). */
+function checkTokens(tokens: Int32Array, V: number): void {
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i] as number;
+    if (!(token >= 0 && token < V)) throw new RangeError(`token ${token} at position ${i} is outside [0, ${V})`);
+  }
+}
+
+/** The gradient buffers that backward kernels add into, zeroed before each backward pass. */
+const ACCUMULATED = ['fcproj', 'fchGelu', 'fch', 'ln2', 'attproj', 'atty', 'qkv', 'ln1'] as const;
+
+export interface CpuGptOptions<A extends FloatArray> extends CpuBackendOptions {
+  /** Replaces the kernels (the benchmark wraps them in timers). */
+  wrapKernels?: (kernels: CpuKernels<A>) => CpuKernels<A>;
+}
+
 /**
  * One model shape and batch shape, with activations and their gradients allocated once.
  * `forward` then `backward` per step; parameters and gradients are flat logical vectors.
  */
 export class CpuGpt<A extends FloatArray> {
   readonly layout: ParamLayout;
+  /** 'wasm-simd' when the float32 kernels run in WebAssembly SIMD (where available), else 'js'. */
+  readonly backendName: CpuBackend<A>['name'];
+  private readonly kernels: CpuKernels<A>;
   private readonly acts: Activations<A>;
   private readonly grads: Activations<A>;
   private inputs: Int32Array | null = null;
   private targets: Int32Array | null = null;
+  /** Named views of the last parameter and gradient vectors seen, kept while the same arrays come back. */
+  private paramViews: { flat: A; tensors: ModelTensors<A> } | null = null;
+  private gradViews: { flat: A; tensors: ModelTensors<A> } | null = null;
 
   constructor(
     readonly config: GptConfig,
     readonly B: number,
     readonly T: number,
     readonly ArrayType: FloatArrayConstructor<A>,
+    options: CpuGptOptions<A> = {},
   ) {
     if (T > config.blockSize) throw new RangeError(`sequence length ${T} exceeds block_size ${config.blockSize}`);
     this.layout = buildLayout(config);
-    this.acts = allocateActivations(config, B, T, ArrayType);
-    this.grads = allocateActivations(config, B, T, ArrayType);
+    const { nEmbd: C, nHead: NH, vocabSize: V } = config;
+    const BT = B * T;
+    const floats = activationFloats(config, B, T);
+    const matmuls: [number, number, number][] = [
+      [BT, C, 3 * C],
+      [BT, C, C],
+      [BT, C, 4 * C],
+      [BT, 4 * C, C],
+      [BT, C, V],
+    ];
+    // Two blocks (activations and their gradients), each rounded up to 4 floats by the arena.
+    const backend = createCpuBackend(ArrayType, 2 * (floats + 4), { matmuls, T, C, NH, N: BT, V }, options);
+    this.backendName = backend.name;
+    this.kernels = options.wrapKernels ? options.wrapKernels(backend.kernels) : backend.kernels;
+    this.acts = allocateActivations(config, B, T, backend.allocate);
+    this.grads = allocateActivations(config, B, T, backend.allocate);
+  }
+
+  private views(which: 'paramViews' | 'gradViews', flat: A): ModelTensors<A> {
+    const cached = this[which];
+    if (cached && cached.flat === flat) return cached.tensors;
+    const tensors = pointTensors(this.layout, flat);
+    this[which] = { flat, tensors };
+    return tensors;
   }
 
   /** Runs the model; with targets, returns the mean cross-entropy loss. */
@@ -114,38 +151,35 @@ export class CpuGpt<A extends FloatArray> {
     if (inputs.length !== BT || (targets && targets.length !== BT)) {
       throw new RangeError(`expected ${BT} inputs and targets, got ${inputs.length} and ${targets?.length}`);
     }
-    for (const tokens of targets ? [inputs, targets] : [inputs]) {
-      for (let i = 0; i < tokens.length; i++) {
-        const token = tokens[i] as number;
-        if (!(token >= 0 && token < V)) throw new RangeError(`token ${token} at position ${i} is outside [0, ${V})`);
-      }
-    }
+    checkTokens(inputs, V);
+    if (targets) checkTokens(targets, V);
     this.inputs = inputs;
     this.targets = targets;
-    const p = pointTensors(this.layout, params);
+    const p = this.views('paramViews', params);
+    const k = this.kernels;
 
-    embeddingForward(acts.encoded, inputs, p.wte, p.wpe, B, T, C);
+    k.embeddingForward(acts.encoded, inputs, p.wte, p.wpe, B, T, C);
     let residual = acts.encoded;
     for (let l = 0; l < L; l++) {
       const a = acts.layers[l] as Activations<A>['layers'][number];
       const w = p.blocks[l] as BlockTensors<A>;
-      layernormForward(a.ln1, a.ln1Mean, a.ln1Rstd, residual, w.ln1w, w.ln1b, BT, C);
-      matmulForward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
-      attentionForward(a.atty, a.preatt, a.att, a.qkv, B, T, C, NH);
-      matmulForward(a.attproj, a.atty, w.attprojw, w.attprojb, BT, C, C);
-      residualForward(a.residual2, residual, a.attproj, BT * C);
-      layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
-      matmulForward(a.fch, a.ln2, w.fcw, w.fcb, BT, C, 4 * C);
-      geluForward(a.fchGelu, a.fch, BT * 4 * C);
-      matmulForward(a.fcproj, a.fchGelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
-      residualForward(a.residual3, a.residual2, a.fcproj, BT * C);
+      k.layernormForward(a.ln1, a.ln1Mean, a.ln1Rstd, residual, w.ln1w, w.ln1b, BT, C);
+      k.matmulForward(a.qkv, a.ln1, w.qkvw, w.qkvb, BT, C, 3 * C);
+      k.attentionForward(a.atty, a.preatt, a.att, a.qkv, B, T, C, NH);
+      k.matmulForward(a.attproj, a.atty, w.attprojw, w.attprojb, BT, C, C);
+      k.residualForward(a.residual2, residual, a.attproj, BT * C);
+      k.layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.residual2, w.ln2w, w.ln2b, BT, C);
+      k.matmulForward(a.fch, a.ln2, w.fcw, w.fcb, BT, C, 4 * C);
+      k.geluForward(a.fchGelu, a.fch, BT * 4 * C);
+      k.matmulForward(a.fcproj, a.fchGelu, w.fcprojw, w.fcprojb, BT, 4 * C, C);
+      k.residualForward(a.residual3, a.residual2, a.fcproj, BT * C);
       residual = a.residual3;
     }
-    layernormForward(acts.lnf, acts.lnfMean, acts.lnfRstd, residual, p.lnfw, p.lnfb, BT, C);
+    k.layernormForward(acts.lnf, acts.lnfMean, acts.lnfRstd, residual, p.lnfw, p.lnfb, BT, C);
     // Tied head: logits = lnf · wteᵀ, no bias.
-    matmulForward(acts.logits, acts.lnf, p.wte, null, BT, C, V);
+    k.matmulForward(acts.logits, acts.lnf, p.wte, null, BT, C, V);
     if (!targets) return Number.NaN;
-    return crossEntropyForward(acts.losses, acts.logits, targets, BT, V);
+    return k.crossEntropyForward(acts.losses, acts.logits, targets, BT, V);
   }
 
   /** The logits of the last forward pass, (B,T,V). Valid until `backward` runs. */
@@ -161,18 +195,22 @@ export class CpuGpt<A extends FloatArray> {
     if (!this.inputs || !this.targets) throw new Error('backward needs a forward pass with targets first');
     const d = this.grads;
     grads.fill(0);
-    for (const layer of d.layers) for (const key of ['residual2', 'residual3'] as const) layer[key].fill(0);
+    for (const layer of d.layers) {
+      layer.residual2.fill(0);
+      layer.residual3.fill(0);
+    }
     d.encoded.fill(0);
-    const p = pointTensors(this.layout, params);
-    const g = pointTensors(this.layout, grads);
+    const p = this.views('paramViews', params);
+    const g = this.views('gradViews', grads);
+    const k = this.kernels;
 
     // dlogits = (softmax − onehot) / BT, in place of the logits.
-    crossEntropyBackward(acts.logits, acts.logits, this.targets, BT, V);
+    k.crossEntropyBackward(acts.logits, acts.logits, this.targets, BT, V);
     d.lnf.fill(0);
-    matmulBackward(d.lnf, g.wte, null, acts.logits, acts.lnf, p.wte, BT, C, V);
+    k.matmulBackward(d.lnf, g.wte, null, acts.logits, acts.lnf, p.wte, BT, C, V);
     const lastResidual = L > 0 ? (acts.layers[L - 1] as Activations<A>['layers'][number]).residual3 : acts.encoded;
     const dLastResidual = L > 0 ? (d.layers[L - 1] as Activations<A>['layers'][number]).residual3 : d.encoded;
-    layernormBackward(dLastResidual, g.lnfw, g.lnfb, d.lnf, lastResidual, p.lnfw, acts.lnfMean, acts.lnfRstd, BT, C);
+    k.layernormBackward(dLastResidual, g.lnfw, g.lnfb, d.lnf, lastResidual, p.lnfw, acts.lnfMean, acts.lnfRstd, BT, C);
 
     for (let l = L - 1; l >= 0; l--) {
       const a = acts.layers[l] as Activations<A>['layers'][number];
@@ -181,33 +219,21 @@ export class CpuGpt<A extends FloatArray> {
       const dw = g.blocks[l] as BlockTensors<A>;
       const residual = l === 0 ? acts.encoded : (acts.layers[l - 1] as Activations<A>['layers'][number]).residual3;
       const dresidual = l === 0 ? d.encoded : (d.layers[l - 1] as Activations<A>['layers'][number]).residual3;
-      for (const key of [
-        'fcproj',
-        'fchGelu',
-        'fch',
-        'ln2',
-        'attproj',
-        'atty',
-        'preatt',
-        'att',
-        'qkv',
-        'ln1',
-      ] as const) {
-        da[key].fill(0);
-      }
+      // dpreatt and datt need no zeroing: attentionBackward overwrites the entries it uses.
+      for (const key of ACCUMULATED) da[key].fill(0);
 
-      residualBackward(da.residual2, da.fcproj, da.residual3, BT * C);
-      matmulBackward(da.fchGelu, dw.fcprojw, dw.fcprojb, da.fcproj, a.fchGelu, w.fcprojw, BT, 4 * C, C);
-      geluBackward(da.fch, a.fch, da.fchGelu, BT * 4 * C);
-      matmulBackward(da.ln2, dw.fcw, dw.fcb, da.fch, a.ln2, w.fcw, BT, C, 4 * C);
-      layernormBackward(da.residual2, dw.ln2w, dw.ln2b, da.ln2, a.residual2, w.ln2w, a.ln2Mean, a.ln2Rstd, BT, C);
-      residualBackward(dresidual, da.attproj, da.residual2, BT * C);
-      matmulBackward(da.atty, dw.attprojw, dw.attprojb, da.attproj, a.atty, w.attprojw, BT, C, C);
-      attentionBackward(da.qkv, da.preatt, da.att, da.atty, a.qkv, a.att, B, T, C, NH);
-      matmulBackward(da.ln1, dw.qkvw, dw.qkvb, da.qkv, a.ln1, w.qkvw, BT, C, 3 * C);
-      layernormBackward(dresidual, dw.ln1w, dw.ln1b, da.ln1, residual, w.ln1w, a.ln1Mean, a.ln1Rstd, BT, C);
+      k.residualBackward(da.residual2, da.fcproj, da.residual3, BT * C);
+      k.matmulBackward(da.fchGelu, dw.fcprojw, dw.fcprojb, da.fcproj, a.fchGelu, w.fcprojw, BT, 4 * C, C);
+      k.geluBackward(da.fch, a.fch, da.fchGelu, BT * 4 * C);
+      k.matmulBackward(da.ln2, dw.fcw, dw.fcb, da.fch, a.ln2, w.fcw, BT, C, 4 * C);
+      k.layernormBackward(da.residual2, dw.ln2w, dw.ln2b, da.ln2, a.residual2, w.ln2w, a.ln2Mean, a.ln2Rstd, BT, C);
+      k.residualBackward(dresidual, da.attproj, da.residual2, BT * C);
+      k.matmulBackward(da.atty, dw.attprojw, dw.attprojb, da.attproj, a.atty, w.attprojw, BT, C, C);
+      k.attentionBackward(da.qkv, da.preatt, da.att, da.atty, a.qkv, a.att, B, T, C, NH);
+      k.matmulBackward(da.ln1, dw.qkvw, dw.qkvb, da.qkv, a.ln1, w.qkvw, BT, C, 3 * C);
+      k.layernormBackward(dresidual, dw.ln1w, dw.ln1b, da.ln1, residual, w.ln1w, a.ln1Mean, a.ln1Rstd, BT, C);
     }
-    embeddingBackward(g.wte, g.wpe, d.encoded, this.inputs, B, T, C);
+    k.embeddingBackward(g.wte, g.wpe, d.encoded, this.inputs, B, T, C);
     this.targets = null; // the logits now hold dlogits: another backward needs another forward
   }
 }

@@ -8,6 +8,7 @@ import type { ParamLayout } from '../layout.ts';
 import type { Batch, OptimizerState, Trainer } from '../train/trainer.ts';
 import type { TrainConfig } from '../train-config.ts';
 import { CpuGpt } from './gpt.ts';
+import type { CpuBackendOptions } from './kernels.ts';
 
 export class CpuTrainer implements Trainer {
   readonly backend = 'cpu' as const;
@@ -19,13 +20,17 @@ export class CpuTrainer implements Trainer {
   private adamStep = 0;
   /** Contiguous runs of tensors with the same decay flag: one AdamW call each. */
   private readonly decayRuns: { offset: number; size: number; decay: boolean }[] = [];
+  /** Each run's views of params, grads, m and v, made when those arrays change, not per step. */
+  private runViews: { params: Float32Array; grads: Float32Array; m: Float32Array; v: Float32Array; decay: boolean }[] =
+    [];
 
   constructor(
     config: GptConfig,
     readonly train: TrainConfig,
     private params: Float32Array,
+    options: CpuBackendOptions = {},
   ) {
-    this.model = new CpuGpt<Float32Array>(config, train.batchSize, train.seqLen, Float32Array);
+    this.model = new CpuGpt<Float32Array>(config, train.batchSize, train.seqLen, Float32Array, options);
     this.layout = this.model.layout;
     if (params.length !== this.layout.size)
       throw new RangeError(`params have ${params.length} values, the model needs ${this.layout.size}`);
@@ -37,6 +42,14 @@ export class CpuTrainer implements Trainer {
       if (last && last.decay === t.decay) last.size += t.size;
       else this.decayRuns.push({ offset: t.offset, size: t.size, decay: t.decay });
     }
+    this.pointRuns();
+  }
+
+  private pointRuns(): void {
+    this.runViews = this.decayRuns.map(({ offset, size, decay }) => {
+      const range = (a: Float32Array) => a.subarray(offset, offset + size);
+      return { params: range(this.params), grads: range(this.grads), m: range(this.m), v: range(this.v), decay };
+    });
   }
 
   async step(batch: Batch, lr: number): Promise<number> {
@@ -45,14 +58,13 @@ export class CpuTrainer implements Trainer {
     const scale = clipScale(gradNorm(this.grads), this.train.gradClip);
     this.adamStep++;
     const { beta1, beta2, eps, weightDecay } = this.train;
-    for (const run of this.decayRuns) {
-      const range = (a: Float32Array) => a.subarray(run.offset, run.offset + run.size);
+    for (const run of this.runViews) {
       adamwUpdate(
-        range(this.params),
-        range(this.grads),
-        range(this.m),
-        range(this.v),
-        run.size,
+        run.params,
+        run.grads,
+        run.m,
+        run.v,
+        run.params.length,
         lr,
         beta1,
         beta2,
@@ -79,6 +91,7 @@ export class CpuTrainer implements Trainer {
     if (params.length !== this.layout.size)
       throw new RangeError(`params have ${params.length} values, the model needs ${this.layout.size}`);
     this.params = params.slice();
+    this.pointRuns();
   }
 
   async getOptimizerState(): Promise<OptimizerState> {
@@ -94,6 +107,7 @@ export class CpuTrainer implements Trainer {
     this.m = state.m.slice();
     this.v = state.v.slice();
     this.adamStep = state.step;
+    this.pointRuns();
   }
 
   destroy(): void {}

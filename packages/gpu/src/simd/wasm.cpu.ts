@@ -1,0 +1,290 @@
+/**
+ * A minimal WebAssembly assembler: just enough of the binary format for the CPU backend's SIMD
+ * kernels (*.simd.cpu.ts) to be built at run time from TypeScript. The repository then needs no
+ * wasm toolchain and holds no binary blob: a kernel is a TS function that emits instructions,
+ * read like the loop it is, and unrolled by ordinary TS loops (register tiles of any shape from
+ * one generator). Only the instructions the kernels use are here.
+ *
+ * Binary format: https://webassembly.github.io/spec/core/binary/ (SIMD opcodes: the 0xFD prefix
+ * and a LEB128 opcode, https://github.com/WebAssembly/simd/blob/main/proposals/simd/BinarySIMD.md).
+ */
+
+/** One instruction (or several), as bytes. */
+export type Instr = readonly number[];
+
+export type ValType = 'i32' | 'f32' | 'v128';
+const VALTYPE: Record<ValType, number> = { i32: 0x7f, f32: 0x7d, v128: 0x7b };
+
+/** Unsigned LEB128. */
+export function uleb(value: number): number[] {
+  const out: number[] = [];
+  let n = value >>> 0;
+  do {
+    let byte = n & 0x7f;
+    n >>>= 7;
+    if (n !== 0) byte |= 0x80;
+    out.push(byte);
+  } while (n !== 0);
+  return out;
+}
+
+/** Signed LEB128 (i32 constants). */
+export function sleb(value: number): number[] {
+  const out: number[] = [];
+  let n = value | 0;
+  for (;;) {
+    const byte = n & 0x7f;
+    n >>= 7;
+    if ((n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)) {
+      out.push(byte);
+      return out;
+    }
+    out.push(byte | 0x80);
+  }
+}
+
+const f32Bytes = (value: number) => [...new Uint8Array(new Float32Array([value]).buffer)];
+const i32Bytes = (value: number) => [...new Uint8Array(new Int32Array([value]).buffer)];
+const name = (text: string) => [...uleb(text.length), ...new TextEncoder().encode(text)];
+const vector = (items: readonly Instr[]) => [...uleb(items.length), ...items.flat()];
+const section = (id: number, bytes: readonly number[]) => [id, ...uleb(bytes.length), ...bytes];
+/** memarg: alignment hint 2^2 bytes (every access here is to f32 data), then the static offset. */
+const memarg = (offset: number) => [2, ...uleb(offset)];
+const simd = (opcode: number, ...immediates: number[]): Instr => [0xfd, ...uleb(opcode), ...immediates];
+
+/** The instructions the kernels use. Addresses are byte offsets into the imported memory. */
+export const op = {
+  localGet: (index: number): Instr => [0x20, ...uleb(index)],
+  localSet: (index: number): Instr => [0x21, ...uleb(index)],
+  localTee: (index: number): Instr => [0x22, ...uleb(index)],
+  i32Const: (value: number): Instr => [0x41, ...sleb(value)],
+  f32Const: (value: number): Instr => [0x43, ...f32Bytes(value)],
+  i32Add: [0x6a] as Instr,
+  i32Mul: [0x6c] as Instr,
+  i32Eq: [0x46] as Instr,
+  i32GeS: [0x4e] as Instr,
+  i32And: [0x71] as Instr,
+  i32Shl: [0x74] as Instr,
+  i32Ne: [0x47] as Instr,
+  f32Load: (offset = 0): Instr => [0x2a, ...memarg(offset)],
+  f32Sqrt: [0x91] as Instr,
+  f32Add: [0x92] as Instr,
+  f32Mul: [0x94] as Instr,
+  f32Div: [0x95] as Instr,
+  f32Max: [0x97] as Instr,
+  if: [0x04, 0x40] as Instr, // with no result
+  block: [0x02, 0x40] as Instr, // with no result
+  loop: [0x03, 0x40] as Instr,
+  end: [0x0b] as Instr,
+  br: (depth: number): Instr => [0x0c, ...uleb(depth)],
+  brIf: (depth: number): Instr => [0x0d, ...uleb(depth)],
+  f32Store: (offset = 0): Instr => [0x38, ...memarg(offset)],
+  v128Load: (offset = 0): Instr => simd(0x00, ...memarg(offset)),
+  /** Loads one f32 and repeats it in all four lanes. */
+  v128Load32Splat: (offset = 0): Instr => simd(0x09, ...memarg(offset)),
+  v128Store: (offset = 0): Instr => simd(0x0b, ...memarg(offset)),
+  /** Four copies of one f32 constant. */
+  f32x4Const: (value: number): Instr => simd(0x0c, ...[0, 1, 2, 3].flatMap(() => f32Bytes(value))),
+  /** Four copies of one i32 constant. */
+  i32x4Const: (value: number): Instr => simd(0x0c, ...[0, 1, 2, 3].flatMap(() => i32Bytes(value))),
+  /** Four i32 lanes. */
+  i32x4Lanes: (...lanes: [number, number, number, number]): Instr => simd(0x0c, ...lanes.flatMap(i32Bytes)),
+  i32x4Splat: simd(0x11),
+  f32x4Splat: simd(0x13),
+  f32x4ExtractLane: (lane: number): Instr => simd(0x1f, lane),
+  i32x4LtS: simd(0x39),
+  v128And: simd(0x4e),
+  /** (a & mask) | (b & ~mask), operands a, b, mask. */
+  v128Bitselect: simd(0x52),
+  f32x4Nearest: simd(0x6a),
+  i32x4Shl: simd(0xab),
+  i32x4Add: simd(0xae),
+  f32x4Add: simd(0xe4),
+  f32x4Sub: simd(0xe5),
+  f32x4Mul: simd(0xe6),
+  f32x4Div: simd(0xe7),
+  f32x4Min: simd(0xe8),
+  f32x4Max: simd(0xe9),
+  /** b < a ? b : a: one minps on x64, where f32x4.min's NaN and −0 rules cost several instructions. */
+  f32x4Pmin: simd(0xea),
+  /** a < b ? b : a: one maxps. */
+  f32x4Pmax: simd(0xeb),
+  i32x4TruncSatF32x4S: simd(0xf8),
+} as const;
+
+/**
+ * One function under construction: named, typed parameters, typed locals, an optional result
+ * and a body of instructions. `forLoop` writes the loop shape the kernels need.
+ */
+export class FunctionBuilder<P extends string = string> {
+  /** Parameter indices by name. */
+  readonly params: Readonly<Record<P, number>>;
+  private readonly body: number[] = [];
+  private readonly locals: ValType[] = [];
+
+  constructor(
+    readonly exportName: string,
+    readonly paramTypes: readonly (readonly [P, ValType])[],
+    readonly result: ValType | null = null,
+  ) {
+    this.params = Object.fromEntries(paramTypes.map(([param], index) => [param, index])) as Record<P, number>;
+  }
+
+  /** The signature, as the type section encodes it. */
+  get signature(): number[] {
+    return [
+      0x60,
+      ...vector(this.paramTypes.map(([, type]) => [VALTYPE[type]])),
+      ...vector(this.result ? [[VALTYPE[this.result]]] : []),
+    ];
+  }
+
+  /** Declares a local and returns its index. */
+  local(type: ValType): number {
+    this.locals.push(type);
+    return this.paramTypes.length + this.locals.length - 1;
+  }
+
+  /** Declares one local of `type` per name: `const { i, end } = f.named('i32', ['i', 'end'])`. */
+  named<L extends string>(type: ValType, names: readonly L[]): Record<L, number> {
+    return Object.fromEntries(names.map((local) => [local, this.local(type)])) as Record<L, number>;
+  }
+
+  emit(...instructions: Instr[]): void {
+    for (const instruction of instructions) this.body.push(...instruction);
+  }
+
+  /** `for (counter = from; counter < limit; counter += step) body()`, signed i32, tested at the top. */
+  forLoop(counter: number, from: Instr, limit: Instr, step: number, body: () => void): void {
+    this.emit(from, op.localSet(counter), op.block, op.loop);
+    this.emit(op.localGet(counter), limit, op.i32GeS, op.brIf(1));
+    body();
+    this.emit(op.localGet(counter), op.i32Const(step), op.i32Add, op.localSet(counter), op.br(0), op.end, op.end);
+  }
+
+  /** The code-section entry: locals (run-length by type) and the body. */
+  encode(): number[] {
+    const runs: Instr[] = [];
+    for (let i = 0; i < this.locals.length; ) {
+      let j = i;
+      while (j < this.locals.length && this.locals[j] === this.locals[i]) j++;
+      runs.push([...uleb(j - i), VALTYPE[this.locals[i] as ValType]]);
+      i = j;
+    }
+    const code = [...vector(runs), ...this.body, ...op.end];
+    return [...uleb(code.length), ...code];
+  }
+}
+
+/** A module that imports its memory as `env.memory` and exports each function under its name. */
+export function assembleModule(functions: readonly FunctionBuilder[]): Uint8Array<ArrayBuffer> {
+  const signatures = [...new Set(functions.map((f) => f.signature.join(',')))];
+  const types = signatures.map((key) => key.split(',').map(Number));
+  const memoryImport = [...name('env'), ...name('memory'), 0x02, 0x00, 0x01]; // memory, min 1 page, no max
+  return new Uint8Array([
+    ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00], // "\0asm", version 1
+    ...section(1, vector(types)),
+    ...section(2, vector([memoryImport])),
+    ...section(3, vector(functions.map((f) => uleb(signatures.indexOf(f.signature.join(',')))))),
+    ...section(7, vector(functions.map((f, index) => [...name(f.exportName), 0x00, ...uleb(index)]))),
+    ...section(10, vector(functions.map((f) => f.encode()))),
+  ]);
+}
+
+/**
+ * Compiles `build()`'s module once per process (synchronously: the modules are a few kB, which
+ * browsers allow on any thread), or returns null where WebAssembly SIMD is missing or compiling
+ * is forbidden (a Content-Security-Policy without 'wasm-unsafe-eval').
+ */
+export function compileOnce(build: () => Uint8Array<ArrayBuffer>): () => WebAssembly.Module | null {
+  let compiled: WebAssembly.Module | null | undefined;
+  return () => {
+    if (compiled === undefined) {
+      compiled = null;
+      if (typeof WebAssembly === 'object') {
+        try {
+          const bytes = build();
+          if (WebAssembly.validate(bytes)) compiled = new WebAssembly.Module(bytes);
+        } catch {
+          // keep null: the caller falls back to the JS kernels
+        }
+      }
+    }
+    return compiled;
+  };
+}
+
+/** Emits the horizontal sum (or max) of v128 local `v`'s four lanes, leaving one f32 on the stack. */
+export function emitHorizontal(f: FunctionBuilder, v: number, reduce: 'add' | 'max'): void {
+  const combine = reduce === 'add' ? op.f32Add : op.f32Max;
+  f.emit(op.localGet(v), op.f32x4ExtractLane(0), op.localGet(v), op.f32x4ExtractLane(1), combine);
+  f.emit(op.localGet(v), op.f32x4ExtractLane(2), combine, op.localGet(v), op.f32x4ExtractLane(3), combine);
+}
+
+/** Cephes' expf polynomial, highest degree first (p(r) = 1 + r + r²·(…)). */
+const EXP_POLYNOMIAL = [
+  1.98756915e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1,
+];
+/**
+ * 1.5·2²³ + 127: added to x·log2 e, it rounds to an integer k in the low mantissa bits, which
+ * hold k + 127 there; shifted left 23 they are the float 2^k (the constant's own bits shift out).
+ */
+const EXP_ROUNDER = 12582912 + 127;
+
+/** v128 locals holding emitExp's constants, set once by `declareExpConstants` before a loop. */
+export interface ExpConstants {
+  low: number;
+  high: number;
+  log2e: number;
+  rounder: number;
+  ln2Hi: number;
+  ln2Lo: number;
+  polynomial: number[];
+  one: number;
+}
+
+/** Declares emitExp's constants as locals and sets them (outside the loop that calls emitExp). */
+export function declareExpConstants(f: FunctionBuilder): ExpConstants {
+  const constant = (value: number) => {
+    const local = f.local('v128');
+    f.emit(op.f32x4Const(value), op.localSet(local));
+    return local;
+  };
+  return {
+    low: constant(-87),
+    high: constant(88),
+    log2e: constant(Math.LOG2E),
+    rounder: constant(EXP_ROUNDER),
+    ln2Hi: constant(0.693359375),
+    ln2Lo: constant(-2.1219444e-4),
+    polynomial: EXP_POLYNOMIAL.map(constant),
+    one: constant(1),
+  };
+}
+
+/**
+ * Emits e^x for the four lanes of local `x` into local `out` (both v128; `x` is clobbered), with
+ * Cephes' expf: e^x = 2^k · p(r), k = round(x·log2 e), r = x − k·ln 2 (in two parts, exact
+ * enough), p a degree-7 polynomial. Within 2 ulp of Math.exp on [−87, 88]; inputs outside are
+ * clamped there (e^−87 ≈ 1.6e−38 stands in for 0, e^88 ≈ 1.7e38 for ∞). Every step is one x64
+ * instruction: rounding and 2^k come from EXP_ROUNDER's bits and the clamps are pmin/pmax, where
+ * f32x4.nearest, i32x4.trunc_sat and f32x4.min/max cost V8 several instructions each (GELU
+ * forward went from 3.5 to 2.4 ns a value with this change alone).
+ */
+export function emitExp(f: FunctionBuilder, x: number, out: number, c: ExpConstants): void {
+  const { localGet: get, localSet: set } = op;
+  const k = f.local('v128');
+  const scale = f.local('v128');
+  f.emit(get(x), get(c.low), op.f32x4Pmax, get(c.high), op.f32x4Pmin, set(x));
+  f.emit(get(x), get(c.log2e), op.f32x4Mul, get(c.rounder), op.f32x4Add, set(scale));
+  f.emit(get(scale), get(c.rounder), op.f32x4Sub, set(k));
+  // r = x − k·ln2_hi − k·ln2_lo (ln2_hi has few mantissa bits, so k·ln2_hi is exact).
+  f.emit(get(x), get(k), get(c.ln2Hi), op.f32x4Mul, op.f32x4Sub);
+  f.emit(get(k), get(c.ln2Lo), op.f32x4Mul, op.f32x4Sub, set(x));
+  // p(r) by Horner, then 1 + r + r²·p, times 2^k.
+  const [first, ...rest] = c.polynomial as [number, ...number[]];
+  f.emit(get(first));
+  for (const coefficient of rest) f.emit(get(x), op.f32x4Mul, get(coefficient), op.f32x4Add);
+  f.emit(get(x), op.f32x4Mul, get(x), op.f32x4Mul, get(x), op.f32x4Add, get(c.one), op.f32x4Add);
+  f.emit(get(scale), op.i32Const(23), op.i32x4Shl, op.f32x4Mul, set(out));
+}

@@ -1,0 +1,203 @@
+/**
+ * The kernels and storage behind one CpuGpt. Float64Array (the gradient-check reference) runs the
+ * kernels' CPU references as they are. Float32Array (the training backend) runs every kernel
+ * but the embedding (<1% of a step) in WebAssembly SIMD (the *.simd.cpu.ts kernels, 5–10× their
+ * JS references), with the activations allocated in the kernels' shared memory (a WasmArena), so
+ * no activation is ever copied. Where WebAssembly SIMD is missing, or a shape does not suit a
+ * SIMD kernel (T, the head size or C not a multiple of 4, V not a multiple of 16), the JS
+ * references run instead.
+ */
+import {
+  attentionBackward,
+  attentionForward,
+  crossEntropyBackward,
+  crossEntropyForward,
+  embeddingBackward,
+  embeddingForward,
+  type FloatArray,
+  geluBackward,
+  geluForward,
+  layernormBackward,
+  layernormForward,
+  matmulBackward,
+  matmulForward,
+  residualBackward,
+  residualForward,
+  SimdAttention,
+  SimdCrossEntropy,
+  SimdGelu,
+  SimdLayernorm,
+  SimdMatmul,
+  SimdResidual,
+  WasmArena,
+} from '@shoal/gpu';
+
+/** Every kernel CpuGpt calls, with the signatures of the CPU references. */
+export interface CpuKernels<A extends FloatArray> {
+  embeddingForward(out: A, tokens: Int32Array, wte: A, wpe: A, B: number, T: number, C: number): void;
+  embeddingBackward(dwte: A, dwpe: A, dout: A, tokens: Int32Array, B: number, T: number, C: number): void;
+  layernormForward(out: A, mean: A, rstd: A, inp: A, weight: A, bias: A, N: number, C: number): void;
+  layernormBackward(
+    dinp: A,
+    dweight: A,
+    dbias: A,
+    dout: A,
+    inp: A,
+    weight: A,
+    mean: A,
+    rstd: A,
+    N: number,
+    C: number,
+  ): void;
+  matmulForward(out: A, inp: A, weight: A, bias: A | null, N: number, C: number, OC: number): void;
+  matmulBackward(
+    dinp: A,
+    dweight: A,
+    dbias: A | null,
+    dout: A,
+    inp: A,
+    weight: A,
+    N: number,
+    C: number,
+    OC: number,
+  ): void;
+  attentionForward(out: A, preatt: A, att: A, qkv: A, B: number, T: number, C: number, NH: number): void;
+  attentionBackward(
+    dqkv: A,
+    dpreatt: A,
+    datt: A,
+    dout: A,
+    qkv: A,
+    att: A,
+    B: number,
+    T: number,
+    C: number,
+    NH: number,
+  ): void;
+  geluForward(out: A, inp: A, n: number): void;
+  geluBackward(dinp: A, inp: A, dout: A, n: number): void;
+  residualForward(out: A, a: A, b: A, n: number): void;
+  residualBackward(da: A, db: A, dout: A, n: number): void;
+  crossEntropyForward(losses: A, logits: A, targets: Int32Array, N: number, V: number): number;
+  crossEntropyBackward(dlogits: A, logits: A, targets: Int32Array, N: number, V: number): void;
+}
+
+/** The kernels' CPU references, generic over the float type: the definition the others must match. */
+export const CPU_REFERENCE_KERNELS: Readonly<CpuKernels<FloatArray>> = Object.freeze({
+  embeddingForward,
+  embeddingBackward,
+  layernormForward,
+  layernormBackward,
+  matmulForward,
+  matmulBackward,
+  attentionForward,
+  attentionBackward,
+  geluForward,
+  geluBackward,
+  residualForward,
+  residualBackward,
+  crossEntropyForward,
+  crossEntropyBackward,
+});
+
+export type FloatArrayConstructor<A extends FloatArray> = new (length: number) => A;
+
+/** What a CpuGpt computes with: its kernels, and where its activations live. */
+export interface CpuBackend<A extends FloatArray> {
+  /** 'wasm-simd' when the matmuls run in WebAssembly SIMD, else 'js'. */
+  readonly name: 'js' | 'wasm-simd';
+  readonly kernels: CpuKernels<A>;
+  /** `n` zeroed floats for activations (views into one block: call once per array you need). */
+  allocate(n: number): A;
+}
+
+export interface CpuBackendOptions {
+  /** Float32Array only: run matmuls in WebAssembly SIMD when available (default true). */
+  simd?: boolean;
+}
+
+/**
+ * The backend for `floats` floats of activations and matmuls of the given shapes [N, C, OC]
+ * (the arena reserves scratch for the largest call, so no call ever needs to grow its memory).
+ */
+export function createCpuBackend<A extends FloatArray>(
+  ArrayType: FloatArrayConstructor<A>,
+  floats: number,
+  shapes: CpuModelShapes,
+  options: CpuBackendOptions = {},
+): CpuBackend<A> {
+  const simd =
+    (ArrayType as unknown) === Float32Array && options.simd !== false ? createSimdKernels(floats, shapes) : null;
+  if (!simd) return { name: 'js', kernels: CPU_REFERENCE_KERNELS, allocate: (n) => new ArrayType(n) };
+  return simd as unknown as CpuBackend<A>;
+}
+
+/** The shapes one CpuGpt's kernels see, to size the SIMD scratch. */
+export interface CpuModelShapes {
+  /** [N, C, OC] of every matmul. */
+  matmuls: readonly [number, number, number][];
+  T: number;
+  C: number;
+  NH: number;
+  /** Rows and vocabulary of the cross-entropy. */
+  N: number;
+  V: number;
+}
+
+/**
+ * The float32 backend on WebAssembly SIMD, or null where it cannot run (no SIMD, or no memory).
+ * Each other family falls back to its JS reference on its own when its module does not compile
+ * (the GELU module, unrolled, is 4.8 kB; the others 0.3–1.8 kB) or the shapes do not suit it.
+ */
+function createSimdKernels(floats: number, shapes: CpuModelShapes): CpuBackend<Float32Array> | null {
+  if (!SimdMatmul.available) return null;
+  const { matmuls, T, C, NH, N, V } = shapes;
+  const scratchFloats = Math.max(
+    ...matmuls.map(([n, c, oc]) => SimdMatmul.scratchFloats(n, c, oc)),
+    SimdAttention.scratchFloats(T, C, NH),
+    SimdCrossEntropy.scratchFloats(N, V),
+    SimdLayernorm.scratchFloats(N, C),
+    // SimdGelu and SimdResidual copy nothing here (their operands are activations): no scratch.
+  );
+  const arena = WasmArena.create({ floats, scratchFloats });
+  const matmul = arena && SimdMatmul.create(arena);
+  if (!arena || !matmul) return null;
+  const attention = SimdAttention.supports(T, C, NH) ? SimdAttention.create(arena, matmul) : null;
+  const crossEntropy = SimdCrossEntropy.supports(V) ? SimdCrossEntropy.create(arena) : null;
+  const layernorm = SimdLayernorm.supports(C) ? SimdLayernorm.create(arena) : null;
+  const gelu = SimdGelu.create(arena);
+  const residual = SimdResidual.create(arena);
+  const js = CPU_REFERENCE_KERNELS;
+  const kernels: CpuKernels<Float32Array> = {
+    embeddingForward: js.embeddingForward,
+    embeddingBackward: js.embeddingBackward,
+    layernormForward: layernorm
+      ? (out, mean, rstd, inp, weight, bias, N, C) => layernorm.forward(out, mean, rstd, inp, weight, bias, N, C)
+      : js.layernormForward,
+    layernormBackward: layernorm
+      ? (dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C) =>
+          layernorm.backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C)
+      : js.layernormBackward,
+    matmulForward: (out, inp, weight, bias, N, C, OC) => matmul.forward(out, inp, weight, bias, N, C, OC),
+    matmulBackward: (dinp, dweight, dbias, dout, inp, weight, N, C, OC) =>
+      matmul.backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC),
+    attentionForward: attention
+      ? (out, preatt, att, qkv, B, T, C, NH) => attention.forward(out, preatt, att, qkv, B, T, C, NH)
+      : js.attentionForward,
+    attentionBackward: attention
+      ? (dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH) =>
+          attention.backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH)
+      : js.attentionBackward,
+    geluForward: gelu ? (out, inp, n) => gelu.forward(out, inp, n) : js.geluForward,
+    geluBackward: gelu ? (dinp, inp, dout, n) => gelu.backward(dinp, inp, dout, n) : js.geluBackward,
+    residualForward: residual ? (out, a, b, n) => residual.forward(out, a, b, n) : js.residualForward,
+    residualBackward: residual ? (da, db, dout, n) => residual.backward(da, db, dout, n) : js.residualBackward,
+    crossEntropyForward: crossEntropy
+      ? (losses, logits, targets, N, V) => crossEntropy.forward(losses, logits, targets, N, V)
+      : js.crossEntropyForward,
+    crossEntropyBackward: crossEntropy
+      ? (dlogits, logits, targets, N, V) => crossEntropy.backward(dlogits, logits, targets, N, V)
+      : js.crossEntropyBackward,
+  };
+  return { name: 'wasm-simd', kernels, allocate: (n) => arena.allocate(n) };
+}
