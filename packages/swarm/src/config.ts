@@ -1,0 +1,52 @@
+/**
+ * A room's run configuration with the design's defaults (ARCHITECTURE.md, "The algorithm"):
+ * Streaming DiLoCo with P fragments synced every H inner steps, overlap τ, merge α, outer Nesterov
+ * η 0.7 / μ 0.9, 4-bit fp4 contributions in blocks of 64. Option names follow `shoal simulate`.
+ */
+import { defaultTrainConfig, type GptConfig, presetConfig, type TrainConfig } from '@shoal/model';
+import type { RunConfig } from '@shoal/protocol';
+
+export type DilocoSettings = RunConfig['diloco'];
+
+export const DEFAULT_DILOCO: DilocoSettings = {
+  fragments: 2,
+  fragmentMode: 'sequential',
+  innerSteps: 50,
+  overlap: 2,
+  alpha: 0.5,
+  outerLr: 0.7,
+  outerMomentum: 0.9,
+  codec: 'fp4',
+  codecBlockSize: 64,
+  errorFeedback: false,
+  aggregation: { kind: 'mean' },
+  hashAlgorithm: 'xxh128',
+  weightCapFactor: 4,
+  // Half the participants must report the committed hash: a round survives a crash or two.
+  quorum: 0.5,
+};
+
+export interface RunConfigOptions {
+  preset?: string;
+  model?: GptConfig;
+  train?: Partial<TrainConfig>;
+  diloco?: Partial<DilocoSettings>;
+  corpus?: string;
+  heartbeatMs?: number;
+}
+
+export function createRunConfig(options: RunConfigOptions = {}): RunConfig {
+  const model = options.model ?? presetConfig(options.preset ?? 'nano');
+  const train = defaultTrainConfig({ seqLen: Math.min(64, model.blockSize), ...options.train });
+  const diloco = { ...DEFAULT_DILOCO, ...options.diloco };
+  if (diloco.fragments > model.nLayer) {
+    throw new RangeError(`--fragments ${diloco.fragments} exceeds the model's ${model.nLayer} blocks`);
+  }
+  return {
+    model,
+    train,
+    diloco,
+    data: { corpus: options.corpus ?? 'moby-dick', seed: train.seed },
+    heartbeatMs: options.heartbeatMs ?? 1000,
+  };
+}

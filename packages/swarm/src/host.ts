@@ -1,0 +1,73 @@
+/**
+ * The host (ARCHITECTURE.md, "The host is a replica"): the coordinator plus a replica of
+ * θ_global and m that follows every round whether or not it trains, evaluates validation loss on
+ * θ_global with its own engine, and serves state to late joiners. `shoal host`, the dashboard
+ * and the simulator all run one.
+ */
+import { buildFragments, createFragmentHasher, type Fragment } from '@shoal/diloco';
+import { buildLayout, initParameters } from '@shoal/model';
+import type { RunConfig } from '@shoal/protocol';
+import { Coordinator, type CoordinatorEvent } from './coordinator.ts';
+import type { Member } from './member.ts';
+import { ReplicaState } from './replica.ts';
+import { ReplicaNode } from './replica-node.ts';
+
+export interface HostOptions {
+  member: Member;
+  config: RunConfig;
+  /** θ_global to start from (a checkpoint); the seeded init when omitted. */
+  params?: Float32Array;
+  momentum?: Float32Array;
+  deadlineMs?: number;
+  onEvent?: (event: CoordinatorEvent) => void;
+}
+
+export class Host {
+  private constructor(
+    readonly member: Member,
+    readonly config: RunConfig,
+    readonly fragments: Fragment[],
+    readonly replica: ReplicaNode,
+    readonly coordinator: Coordinator,
+  ) {}
+
+  static async create(options: HostOptions): Promise<Host> {
+    const { member, config } = options;
+    const layout = buildLayout(config.model);
+    const fragments = buildFragments(layout, config.diloco.fragments, config.diloco.fragmentMode);
+    const hasher = await createFragmentHasher(config.diloco.hashAlgorithm);
+    const state = new ReplicaState(
+      fragments,
+      options.params ?? initParameters(layout, config.train.seed),
+      hasher,
+      { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
+      options.momentum,
+    );
+    const coordinator = new Coordinator({
+      config,
+      member,
+      replica: state,
+      fragments,
+      deadlineMs: options.deadlineMs,
+      onEvent: options.onEvent,
+    });
+    const replica = new ReplicaNode(
+      member,
+      state,
+      () => member.self,
+      {},
+      (commit) => commit?.contributors[0] ?? member.self,
+    );
+    return new Host(member, config, fragments, replica, coordinator);
+  }
+
+  /** θ_global in the logical layout. */
+  params(): Float32Array {
+    return this.replica.state.params(new Float32Array(buildLayout(this.config.model).size));
+  }
+
+  /** The committed round and hash of every fragment. */
+  fragmentStates(): { fragment: number; round: number; hash: string }[] {
+    return this.replica.state.fragments.map((f, fragment) => ({ fragment, round: f.round, hash: f.hash }));
+  }
+}

@@ -1,0 +1,13 @@
+/**
+ * @shoal/swarm: the coordinator and the worker as state machines over an injected Transport and
+ * engine, and the in-process simulator they run in for tests and `shoal simulate`.
+ */
+export * from './config.ts';
+export * from './coordinator.ts';
+export * from './host.ts';
+export * from './member.ts';
+export * from './owner.ts';
+export * from './replica.ts';
+export * from './replica-node.ts';
+export * from './sim/index.ts';
+export * from './worker.ts';

@@ -1,0 +1,161 @@
+/**
+ * What every swarm role shares: a Transport, the wire codec, a receiver that validates and counts
+ * every incoming message, byte counters, and delivery to self (a worker that owns a shard sends
+ * its own contribution to itself; the coordinator is also a replica). Handlers see decoded,
+ * schema-checked messages only; a handler that throws is a bug, logged and counted, never fatal.
+ */
+import type { Message, MessageKind, MessageOf, PeerId, Transport, WireCodec } from '@shoal/protocol';
+import { MessageReceiver, RejectionCounters, TransportError } from '@shoal/protocol';
+
+/** Time as the swarm sees it: virtual in the simulator, the wall clock on a real mesh. */
+export interface SwarmClock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+  /** Calls `callback` after `ms`; returns a function that cancels it. */
+  setTimer(ms: number, callback: () => void): () => void;
+  /**
+   * Real work awaited inside swarm code (an engine step, WebAssembly start-up): the simulator's
+   * clock holds virtual time still until it settles, so runs stay deterministic.
+   */
+  track<T>(work: PromiseLike<T>): Promise<T>;
+}
+
+/** The wall clock, for real meshes. */
+export const wallClock: SwarmClock = {
+  now: () => performance.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  setTimer(ms, callback) {
+    const timer = setTimeout(callback, ms);
+    return () => clearTimeout(timer);
+  },
+  track: (work) => Promise.resolve(work),
+};
+
+export type Handler<K extends MessageKind> = (from: PeerId, message: MessageOf<K>) => void;
+
+export class Member {
+  readonly counters = new RejectionCounters();
+  readonly receiver: MessageReceiver;
+  bytesSent = 0;
+  bytesReceived = 0;
+  /** Messages whose send failed (the peer went down): the round logic copes with the loss. */
+  sendFailures = 0;
+  private readonly handlers = new Map<MessageKind, Handler<MessageKind>[]>();
+  private readonly unsubscribe: (() => void)[] = [];
+  private closed = false;
+
+  constructor(
+    readonly transport: Transport,
+    readonly codec: WireCodec,
+    readonly clock: SwarmClock,
+    public runId: number,
+  ) {
+    this.receiver = new MessageReceiver(codec, { counters: this.counters, runId: runId === 0 ? undefined : runId });
+    this.unsubscribe.push(
+      transport.on('message', (from, bytes) => {
+        this.bytesReceived += bytes.byteLength;
+        const message = this.receiver.receive(from, bytes);
+        if (message) this.dispatch(from, message);
+      }),
+    );
+  }
+
+  get self(): PeerId {
+    return this.transport.self;
+  }
+
+  on<K extends MessageKind>(kind: K, handler: Handler<K>): void {
+    const list = this.handlers.get(kind) ?? [];
+    list.push(handler as unknown as Handler<MessageKind>);
+    this.handlers.set(kind, list);
+  }
+
+  onPeerDown(listener: (peer: PeerId, reason: string) => void): void {
+    this.unsubscribe.push(this.transport.on('peer-down', (peer, reason) => listener(peer, reason.code)));
+  }
+
+  onPeerUp(listener: (peer: PeerId) => void): void {
+    this.unsubscribe.push(this.transport.on('peer-up', listener));
+  }
+
+  /** Resolves once `peer` is up (at once if it already is). */
+  waitForPeer(peer: PeerId): Promise<void> {
+    if (peer === this.self || this.transport.peers().includes(peer)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const off = this.transport.on('peer-up', (up) => {
+        if (up !== peer) return;
+        off();
+        resolve();
+      });
+    });
+  }
+
+  /** Sends one message; to self it is delivered on a later microtask, without the wire. */
+  async send(to: PeerId, message: Message): Promise<void> {
+    if (this.closed) return;
+    if (to === this.self) {
+      queueMicrotask(() => this.dispatch(to, message));
+      return;
+    }
+    const bytes = this.codec.encode(message, this.runId);
+    try {
+      await this.transport.send(to, bytes);
+      this.bytesSent += bytes.byteLength;
+    } catch (error) {
+      if (!(error instanceof TransportError)) throw error;
+      this.sendFailures++;
+    }
+  }
+
+  /** The same message to several peers (encoded once). */
+  async broadcast(peers: Iterable<PeerId>, message: Message): Promise<void> {
+    let bytes: Uint8Array | null = null;
+    const sends: Promise<void>[] = [];
+    for (const peer of new Set(peers)) {
+      if (peer === this.self) {
+        sends.push(this.send(peer, message));
+        continue;
+      }
+      bytes ??= this.codec.encode(message, this.runId);
+      const encoded = bytes;
+      sends.push(
+        this.transport.send(peer, encoded).then(
+          () => {
+            this.bytesSent += encoded.byteLength;
+          },
+          (error) => {
+            if (!(error instanceof TransportError)) throw error;
+            this.sendFailures++;
+          },
+        ),
+      );
+    }
+    await Promise.all(sends);
+  }
+
+  /** Counts a message refused above the wire (stale round, wrong role). */
+  refuse(from: PeerId, kind: MessageKind, reason: string, detail: string): void {
+    this.receiver.reject(from, reason, detail, kind);
+  }
+
+  setRun(runId: number): void {
+    this.runId = runId;
+    this.receiver.runId = runId;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const off of this.unsubscribe) off();
+    await this.transport.close();
+  }
+
+  private dispatch(from: PeerId, message: Message): void {
+    for (const handler of this.handlers.get(message.kind) ?? []) {
+      try {
+        handler(from, message as never);
+      } catch (error) {
+        this.receiver.reject(from, 'handler-error', String((error as Error)?.stack ?? error), message.kind);
+      }
+    }
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * A shard owner's side of the collective (ARCHITECTURE.md, "The collective"): for one shard of
+ * one round, collect each participant's encoded Δ shard with its token weight, validate it
+ * (decodes with the round's codec, finite values, a positive weight, capped at the round's
+ * maximum), aggregate by the run's rule and encode the result once for every replica.
+ *
+ * Contributions are combined in the round's participant order, whatever order they arrived in,
+ * so the result is the same bits on any owner (a reassigned shard included).
+ */
+import { type AggregationRule, aggregate, type Codec, CodecError, type Contribution } from '@shoal/diloco';
+import type { ContributionVerdict } from '@shoal/protocol';
+
+export interface ShardJob {
+  fragment: number;
+  round: number;
+  shard: number;
+  /** Values in this shard. */
+  length: number;
+  codec: Codec;
+  /** The round's participants, in the round's order: everyone expected to contribute. */
+  participants: readonly string[];
+  rule: AggregationRule;
+  /** Weights above this are capped (4× the median in the design). */
+  maxWeight: number;
+}
+
+export type AddOutcome = { accepted: true } | { accepted: false; reason: string; message: string };
+
+export interface ShardResult {
+  /** The encoded aggregate; empty when no contribution was accepted. */
+  payload: Uint8Array;
+  verdicts: ContributionVerdict[];
+  /** Sum of the accepted weights (tokens). */
+  tokens: number;
+}
+
+export class ShardCollector {
+  private readonly received = new Map<string, { values: Float32Array; weight: number }>();
+  private readonly refused = new Map<string, { reason: string; message: string }>();
+  private readonly gone = new Set<string>();
+
+  constructor(readonly job: ShardJob) {}
+
+  /** A participant's contribution. Refusals are final for this round (one contribution each). */
+  add(from: string, weight: number, payload: Uint8Array): AddOutcome {
+    const refuse = (reason: string, message: string): AddOutcome => {
+      if (!this.received.has(from)) this.refused.set(from, { reason, message });
+      return { accepted: false, reason, message };
+    };
+    if (!this.job.participants.includes(from))
+      return { accepted: false, reason: 'not-participant', message: `${from} is not in this round` };
+    if (this.received.has(from) || this.refused.has(from)) {
+      return { accepted: false, reason: 'duplicate', message: `${from} already contributed to this shard` };
+    }
+    if (!(Number.isSafeInteger(weight) && weight > 0))
+      return refuse('weight', `weight ${weight} is not a positive integer`);
+    let values: Float32Array;
+    try {
+      values = this.job.codec.decode(payload, this.job.length);
+    } catch (error) {
+      if (error instanceof CodecError || error instanceof RangeError) return refuse('codec', error.message);
+      throw error;
+    }
+    for (let i = 0; i < values.length; i++) {
+      if (!Number.isFinite(values[i] as number)) return refuse('non-finite', `value ${values[i]} at index ${i}`);
+    }
+    this.received.set(from, { values, weight: Math.min(weight, this.job.maxWeight) });
+    return { accepted: true };
+  }
+
+  /** A participant that went down: not waited for any more. */
+  drop(peer: string): void {
+    this.gone.add(peer);
+  }
+
+  /** Every participant still up has contributed (or been refused). */
+  isComplete(): boolean {
+    return this.job.participants.every((p) => this.received.has(p) || this.refused.has(p) || this.gone.has(p));
+  }
+
+  /** Aggregates what arrived (call when complete, or at the deadline). */
+  finish(): ShardResult {
+    const order = this.job.participants.filter((p) => this.received.has(p));
+    const contributions: Contribution[] = order.map((p) => this.received.get(p) as Contribution);
+    const verdicts: ContributionVerdict[] = [];
+    let payload: Uint8Array = new Uint8Array(0);
+    let tokens = 0;
+    const result =
+      contributions.length > 0 ? aggregate(contributions, this.job.rule, { length: this.job.length }) : null;
+    if (result?.ok) {
+      payload = this.job.codec.encode(result.values);
+      for (const index of result.accepted) {
+        const weight = (contributions[index] as Contribution).weight;
+        tokens += weight;
+        verdicts.push({ peer: order[index] as string, weight, reason: '', message: '' });
+      }
+    }
+    for (const rejection of result?.rejected ?? []) {
+      verdicts.push({
+        peer: order[rejection.index] as string,
+        weight: 0,
+        reason: rejection.reason,
+        message: rejection.message,
+      });
+    }
+    for (const [peer, { reason, message }] of this.refused) verdicts.push({ peer, weight: 0, reason, message });
+    for (const peer of this.job.participants) {
+      if (!this.received.has(peer) && !this.refused.has(peer)) {
+        verdicts.push({
+          peer,
+          weight: 0,
+          reason: 'missing',
+          message: this.gone.has(peer) ? 'peer went down' : 'deadline',
+        });
+      }
+    }
+    return { payload, verdicts, tokens };
+  }
+}

@@ -1,0 +1,5 @@
+/** The in-process simulator: a virtual clock and a simulated network of Transports on it. */
+export * from './clock.ts';
+export * from './links.ts';
+export * from './network.ts';
+export * from './sim-transport.ts';

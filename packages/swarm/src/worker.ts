@@ -1,0 +1,453 @@
+/**
+ * A training worker: the inner AdamW loop on its engine, and its part in every round it is named
+ * in (ARCHITECTURE.md, "The algorithm", "Rounds…", "The collective"):
+ * - at its next inner-step boundary after a round-open naming it, it sends Δ = θ_global[p] −
+ *   θ_local[p], encoded once and cut into the round's shards, to each shard's owner, weighted by
+ *   the tokens it trained since its last contribution to p; it keeps the encoded shards until
+ *   the round ends, so a reassigned owner can be served again;
+ * - it owns one shard: collects, aggregates and sends the result to every replica;
+ * - as a replica it applies the outer step tentatively, reports the hash and adopts on commit;
+ * - it merges θ_local[p] ← α·θ_local[p] + (1 − α)·θ_global[p] at the first inner step at or after
+ *   its contribution step + τ at which the round has committed.
+ * Inner steps never wait for the network, except that a fragment's next contribution first
+ * merges its previous round (at most one round in flight per fragment).
+ */
+import {
+  buildFragments,
+  type Codec,
+  createCodec,
+  createFragmentHasher,
+  ErrorFeedback,
+  type Fragment,
+  gatherFragment,
+  scatterFragment,
+} from '@shoal/diloco';
+import { learningRate } from '@shoal/gpu';
+import { type Batch, buildLayout, initParameters, type Trainer } from '@shoal/model';
+import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
+import type { Member } from './member.ts';
+import { ShardCollector } from './owner.ts';
+import { ReplicaState } from './replica.ts';
+import { ReplicaNode } from './replica-node.ts';
+
+export interface WorkerOptions {
+  member: Member;
+  coordinator: PeerId;
+  capabilities: Capabilities;
+  /** Builds the engine once the run's config is known (from the welcome). */
+  createTrainer(config: RunConfig, params: Float32Array): Promise<Trainer>;
+  /** This worker's batches (its own seed or shard of the corpus). */
+  nextBatch(): Batch;
+  /** Modelled compute time of one inner step (the simulator); omitted on real hardware. */
+  stepMs?: () => number;
+}
+
+interface RoundInFlight {
+  open: RoundOpenMessage;
+  participant: boolean;
+  /** Encoded Δ per shard, once contributed. */
+  payloads: Uint8Array[] | null;
+  weight: number;
+  contributionStep: number;
+  committedAt: number | null;
+}
+
+export interface WorkerMetrics {
+  innerStep: number;
+  tokens: number;
+  loss: number | null;
+  tokensPerSecond: number;
+  stalls: number;
+  contributions: number;
+  merges: number;
+}
+
+export class Worker {
+  readonly metrics: WorkerMetrics = {
+    innerStep: 0,
+    tokens: 0,
+    loss: null,
+    tokensPerSecond: 0,
+    stalls: 0,
+    contributions: 0,
+    merges: 0,
+  };
+  config: RunConfig | null = null;
+  replica: ReplicaNode | null = null;
+  private trainer: Trainer | null = null;
+  private fragments: Fragment[] = [];
+  private tokensSince: number[] = [];
+  private readonly rounds = new Map<number, RoundInFlight>();
+  private readonly collectors = new Map<string, { collector: ShardCollector; cancel: () => void }>();
+  private readonly early: {
+    from: PeerId;
+    fragment: number;
+    round: number;
+    shard: number;
+    weight: number;
+    payload: Uint8Array;
+  }[] = [];
+  private feedback: ErrorFeedback[] = [];
+  private codec: Codec | null = null;
+  private synced = false;
+  private stopped = false;
+  private lastHeartbeat = Number.NEGATIVE_INFINITY;
+  private welcome: Promise<void>;
+
+  constructor(private readonly options: WorkerOptions) {
+    const { member } = options;
+    let resolveWelcome = () => {};
+    this.welcome = new Promise((resolve) => {
+      resolveWelcome = resolve;
+    });
+    member.on('welcome', (from, message) => {
+      if (from !== options.coordinator || this.config) return;
+      void this.start(message.config, message.stateFrom, message.fragments.length).then(resolveWelcome);
+    });
+    member.on('round-open', (from, message) => this.onOpen(from, message));
+    member.on('contribution', (from, message) => this.onContribution(from, message));
+    member.on('reassign', (from, message) => {
+      if (from !== options.coordinator) return;
+      const round = this.rounds.get(message.fragment);
+      if (!round || round.open.round !== message.round) return;
+      round.open.shards[message.shard] = {
+        ...(round.open.shards[message.shard] as RoundOpenMessage['shards'][number]),
+        owner: message.owner,
+      };
+      if (message.owner === member.self) this.own(round.open, message.shard, message.deadlineMs);
+      if (round.payloads) this.sendShard(round, message.shard);
+    });
+    member.onPeerDown((peer) => {
+      for (const { collector } of this.collectors.values()) {
+        collector.drop(peer);
+        this.maybeFinishShard(collector);
+      }
+    });
+  }
+
+  /** Says hello and waits for the welcome (and for the state, when joining late). */
+  async join(): Promise<void> {
+    await this.options.member.waitForPeer(this.options.coordinator);
+    await this.options.member.send(this.options.coordinator, {
+      kind: 'hello',
+      role: 'worker',
+      client: 'shoal-swarm 0.1.0',
+      capabilities: this.options.capabilities,
+      holds: [],
+    });
+    await this.welcome;
+  }
+
+  get isSynced(): boolean {
+    return this.synced;
+  }
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** The inner loop, until stop() or `until()` says so. */
+  async run(until: () => boolean = () => false): Promise<void> {
+    const { member } = this.options;
+    while (!this.stopped && !until()) {
+      if (!this.synced || !this.trainer || !this.config) {
+        await member.clock.sleep(50);
+        continue;
+      }
+      await this.atBoundary();
+      const { train } = this.config;
+      const started = member.clock.now();
+      const lr = learningRate(this.scheduleStep(), train);
+      const loss = await member.clock.track(this.trainer.step(this.options.nextBatch(), lr));
+      if (this.options.stepMs) await member.clock.sleep(this.options.stepMs());
+      const tokens = train.batchSize * train.seqLen;
+      this.metrics.innerStep++;
+      this.metrics.tokens += tokens;
+      this.metrics.loss = loss;
+      const elapsed = member.clock.now() - started;
+      if (elapsed > 0) this.metrics.tokensPerSecond = (tokens * 1000) / elapsed;
+      for (let p = 0; p < this.tokensSince.length; p++) this.tokensSince[p] = (this.tokensSince[p] as number) + tokens;
+      if (member.clock.now() - this.lastHeartbeat >= this.config.heartbeatMs) this.heartbeat();
+    }
+  }
+
+  /** θ_local, for evaluation and tests. */
+  async params(): Promise<Float32Array> {
+    if (!this.trainer) throw new Error('the worker has not started');
+    return this.options.member.clock.track(this.trainer.getParams());
+  }
+
+  destroy(): void {
+    this.trainer?.destroy();
+    for (const { cancel } of this.collectors.values()) cancel();
+  }
+
+  private heartbeat(): void {
+    const { member } = this.options;
+    this.lastHeartbeat = member.clock.now();
+    void member.send(this.options.coordinator, {
+      kind: 'heartbeat',
+      innerStep: this.metrics.innerStep,
+      tokensSinceContribution: this.tokensSince,
+      loss: this.metrics.loss,
+      tokensPerSecond: this.metrics.tokensPerSecond,
+      bytesSent: member.bytesSent,
+      bytesReceived: member.bytesReceived,
+      stalls: this.metrics.stalls,
+      reachable: member.transport.peers(),
+    });
+  }
+
+  /** The inner schedule's step: this worker's steps, offset for a late joiner (see onOpen). */
+  private scheduleStep(): number {
+    return this.metrics.innerStep + this.scheduleOffset;
+  }
+  private scheduleOffset = 0;
+  private lateJoiner = false;
+
+  private async start(config: RunConfig, stateFrom: PeerId | null, fragmentCount: number): Promise<void> {
+    const { member } = this.options;
+    this.config = config;
+    const layout = buildLayout(config.model);
+    this.fragments = buildFragments(layout, config.diloco.fragments, config.diloco.fragmentMode);
+    if (this.fragments.length !== fragmentCount) throw new Error('the welcome disagrees with the fragment count');
+    this.tokensSince = this.fragments.map(() => 0);
+    const init = initParameters(layout, config.train.seed);
+    const hasher = await member.clock.track(createFragmentHasher(config.diloco.hashAlgorithm));
+    const state = new ReplicaState(this.fragments, init, hasher, {
+      lr: config.diloco.outerLr,
+      momentum: config.diloco.outerMomentum,
+    });
+    this.codec = createCodec(config.diloco.codec, { blockSize: config.diloco.codecBlockSize });
+    if (config.diloco.errorFeedback) {
+      this.feedback = this.fragments.map((f) => new ErrorFeedback(this.codec as Codec, f.size));
+    }
+    const pendingSync = new Set<number>(stateFrom ? this.fragments.map((f) => f.index) : []);
+    const synced = async () => {
+      const params = state.params(new Float32Array(layout.size));
+      if (this.trainer) await member.clock.track(this.trainer.setParams(params));
+      else this.trainer = await member.clock.track(this.options.createTrainer(config, params));
+      this.synced = true;
+      await member.send(this.options.coordinator, {
+        kind: 'hello',
+        role: 'worker',
+        client: 'shoal-swarm 0.1.0',
+        capabilities: this.options.capabilities,
+        holds: state.fragments.map((f, fragment) => ({ fragment, round: f.round, hash: f.hash })),
+      });
+    };
+    this.replica = new ReplicaNode(member, state, () => this.options.coordinator, {
+      committed: (p, round) => {
+        const inFlight = this.rounds.get(p);
+        if (inFlight && inFlight.open.round === round) {
+          inFlight.committedAt = this.metrics.innerStep;
+          if (this.feedback[p]?.pending) this.feedback[p]?.commit();
+        }
+      },
+      aborted: (p, round) => {
+        if (this.pendingOpens.get(p)?.open.round === round) this.pendingOpens.delete(p);
+        const inFlight = this.rounds.get(p);
+        if (inFlight && inFlight.open.round === round) {
+          this.rounds.delete(p);
+          if (this.feedback[p]?.pending) this.feedback[p]?.discard();
+        }
+      },
+      diverged: (p) => {
+        this.rounds.delete(p);
+        if (this.feedback[p]?.pending) this.feedback[p]?.discard();
+        pendingSync.add(p);
+        this.synced = false;
+      },
+      synced: (p) => {
+        pendingSync.delete(p);
+        if (pendingSync.size === 0) void synced();
+      },
+    });
+    if (stateFrom) {
+      this.lateJoiner = true;
+      this.replica.fetch(stateFrom, [...pendingSync]);
+    } else {
+      await synced();
+    }
+  }
+
+  private onOpen(from: PeerId, open: RoundOpenMessage): void {
+    if (from !== this.options.coordinator || !this.synced) return;
+    const participant = open.participants.includes(this.options.member.self);
+    if (!participant) return;
+    if (this.lateJoiner && this.config) {
+      // A late joiner continues the room's learning-rate schedule: the room's tokens per participant.
+      const perStep = this.config.train.batchSize * this.config.train.seqLen * open.participants.length;
+      this.scheduleOffset = Math.max(0, Math.round(open.roomTokens / perStep) - this.metrics.innerStep);
+      this.lateJoiner = false;
+    }
+    this.pendingOpens.set(open.fragment, {
+      open,
+      participant,
+      payloads: null,
+      weight: 0,
+      contributionStep: 0,
+      committedAt: null,
+    });
+    for (const [k, shard] of open.shards.entries()) {
+      if (shard.owner === this.options.member.self) this.own(open, k, open.deadlineMs);
+    }
+  }
+  private readonly pendingOpens = new Map<number, RoundInFlight>();
+
+  /** Merges finished rounds and sends due contributions; runs between inner steps. */
+  private async atBoundary(): Promise<void> {
+    const trainer = this.trainer;
+    const replica = this.replica;
+    const config = this.config;
+    if (!trainer || !replica || !config) return;
+    let params: Float32Array | null = null;
+    let merged = false;
+    const step = this.metrics.innerStep;
+    for (const [p, round] of this.rounds) {
+      const due = round.committedAt !== null && step >= round.contributionStep + config.diloco.overlap;
+      const forced = round.committedAt !== null && this.pendingOpens.has(p);
+      if (!due && !forced) continue;
+      params ??= await this.options.member.clock.track(trainer.getParams());
+      this.merge(params, p, config.diloco.alpha);
+      merged = true;
+      this.rounds.delete(p);
+    }
+    for (const [p, round] of this.pendingOpens) {
+      if (this.rounds.has(p)) {
+        this.metrics.stalls++; // the previous round of p is still open: contribute later
+        continue;
+      }
+      this.pendingOpens.delete(p);
+      params ??= await this.options.member.clock.track(trainer.getParams());
+      this.contribute(params, round);
+      this.rounds.set(p, round);
+    }
+    if (params && merged) await this.options.member.clock.track(trainer.setParams(params));
+  }
+
+  private merge(params: Float32Array, p: number, alpha: number): void {
+    const fragment = this.fragments[p] as Fragment;
+    const global = this.replica?.state.fragment(p).theta as Float32Array;
+    const local = gatherFragment(params, fragment);
+    for (let i = 0; i < local.length; i++) {
+      local[i] = alpha * (local[i] as number) + (1 - alpha) * (global[i] as number);
+    }
+    scatterFragment(local, fragment, params);
+    this.metrics.merges++;
+  }
+
+  private contribute(params: Float32Array, round: RoundInFlight): void {
+    const p = round.open.fragment;
+    const fragment = this.fragments[p] as Fragment;
+    const global = this.replica?.state.fragment(p).theta as Float32Array;
+    const delta = gatherFragment(params, fragment);
+    for (let i = 0; i < delta.length; i++) delta[i] = (global[i] as number) - (delta[i] as number);
+    const codec = createCodec(round.open.codec, { blockSize: round.open.blockSize });
+    const feedback = this.feedback[p];
+    const encoded =
+      feedback && feedback.pending === false && codec.name === this.codec?.name
+        ? feedback.encode(delta)
+        : codec.encode(delta);
+    round.payloads = round.open.shards.map((shard) =>
+      encoded.subarray(codec.encodedSize(shard.start), codec.encodedSize(shard.end)),
+    );
+    round.weight = Math.max(1, this.tokensSince[p] as number);
+    round.contributionStep = this.metrics.innerStep;
+    this.tokensSince[p] = 0;
+    this.metrics.contributions++;
+    for (let k = 0; k < round.open.shards.length; k++) this.sendShard(round, k);
+  }
+
+  private sendShard(round: RoundInFlight, k: number): void {
+    const shard = round.open.shards[k];
+    const payload = round.payloads?.[k];
+    if (!shard || !payload) return;
+    void this.options.member.send(shard.owner, {
+      kind: 'contribution',
+      fragment: round.open.fragment,
+      round: round.open.round,
+      shard: k,
+      codec: round.open.codec,
+      weight: round.weight,
+      payload,
+    });
+  }
+
+  /** Takes on shard k of a round: collect, aggregate at completion or deadline, send the result. */
+  private own(open: RoundOpenMessage, k: number, deadlineMs: number): void {
+    const key = `${open.fragment}:${open.round}:${k}`;
+    if (this.collectors.has(key) || !this.config) return;
+    const shard = open.shards[k] as RoundOpenMessage['shards'][number];
+    const collector = new ShardCollector({
+      fragment: open.fragment,
+      round: open.round,
+      shard: k,
+      length: shard.end - shard.start,
+      codec: createCodec(open.codec, { blockSize: open.blockSize }),
+      participants: open.participants,
+      rule: this.config.diloco.aggregation,
+      maxWeight: open.maxWeight,
+    });
+    const cancel = this.options.member.clock.setTimer(deadlineMs, () => this.finishShard(collector));
+    this.collectors.set(key, { collector, cancel });
+    for (const entry of this.early.filter(
+      (e) => e.fragment === open.fragment && e.round === open.round && e.shard === k,
+    )) {
+      this.early.splice(this.early.indexOf(entry), 1);
+      collector.add(entry.from, entry.weight, entry.payload);
+    }
+    this.maybeFinishShard(collector);
+  }
+
+  private onContribution(
+    from: PeerId,
+    message: { fragment: number; round: number; shard: number; weight: number; payload: Uint8Array },
+  ): void {
+    const key = `${message.fragment}:${message.round}:${message.shard}`;
+    const entry = this.collectors.get(key);
+    if (!entry) {
+      if (this.early.length < 1024) this.early.push({ from, ...message });
+      else this.options.member.refuse(from, 'contribution', 'unknown-round', key);
+      return;
+    }
+    const outcome = entry.collector.add(from, message.weight, message.payload);
+    if (!outcome.accepted) {
+      this.options.member.refuse(from, 'contribution', outcome.reason, outcome.message);
+      void this.options.member.send(from, {
+        kind: 'rejected',
+        about: 'contribution',
+        reason: outcome.reason,
+        message: outcome.message,
+        fragment: message.fragment,
+        round: message.round,
+        shard: message.shard,
+      });
+    }
+    this.maybeFinishShard(entry.collector);
+  }
+
+  private maybeFinishShard(collector: ShardCollector): void {
+    if (collector.isComplete()) this.finishShard(collector);
+  }
+
+  private finishShard(collector: ShardCollector): void {
+    const { fragment, round, shard } = collector.job;
+    const key = `${fragment}:${round}:${shard}`;
+    const entry = this.collectors.get(key);
+    if (!entry || entry.collector !== collector) return;
+    this.collectors.delete(key);
+    entry.cancel();
+    const result = collector.finish();
+    const replicas = [this.options.coordinator, ...this.options.member.transport.peers()];
+    void this.options.member.broadcast([...replicas, this.options.member.self], {
+      kind: 'shard-result',
+      fragment,
+      round,
+      shard,
+      codec: collector.job.codec.name,
+      verdicts: result.verdicts,
+      payload: result.payload,
+    });
+  }
+}
