@@ -26,7 +26,7 @@ import {
 } from '../packages/gpu/src/common.ts';
 import { acquireGpu } from '../packages/gpu/src/device.node.ts';
 import { formatAdapter } from '../packages/gpu/src/report.ts';
-import { type GptConfig, PRESETS, type PresetName } from '../packages/model/src/config.ts';
+import { PRESETS, type PresetName, trainingStepFlops } from '../packages/model/src/config.ts';
 import { CpuTrainer } from '../packages/model/src/cpu/trainer.ts';
 import { GpuTrainer } from '../packages/model/src/gpu/trainer.ts';
 import { initParameters } from '../packages/model/src/init.ts';
@@ -68,13 +68,7 @@ const adapter = formatAdapter(report);
 console.log(`adapter: ${adapter} (timing: ${timer.method}); steps ${steps} after ${warmup} warm-up`);
 const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
 
-/** Training FLOPs of one step: 6 per parameter per token for the matmuls, plus causal attention. */
-function stepFlops(config: GptConfig, B: number, T: number): number {
-  const { nLayer: L, nEmbd: C } = config;
-  const matmulParams = L * 12 * C * C + config.vocabSize * C;
-  const attention = L * 2 * B * C * T * (T + 1); // QKᵀ and PV, causal half, ×2 FLOPs per MAC
-  return 6 * matmulParams * B * T + 3 * attention;
-}
+const stepFlops = trainingStepFlops;
 
 // --- 1. kernels at each preset's shapes ----------------------------------------------------------
 interface KernelRow {

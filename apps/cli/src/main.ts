@@ -2,6 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
 import { serverCommand } from './server.ts';
+import { simulateCommand } from './simulate.ts';
 import { trainCommand } from './train.ts';
 import { UsageError } from './usage.ts';
 
@@ -86,6 +87,49 @@ program
   .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 32)
   .option('--json', 'print a final JSON line {valLoss, trainLoss, steps, tokens, seconds}')
   .action(guarded(trainCommand));
+
+const parseNumber = (value: string) => {
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new InvalidArgumentError('expected a number');
+  return n;
+};
+const parseCount = (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a whole number ≥ 0');
+  return n;
+};
+
+program
+  .command('simulate')
+  .description(
+    'M workers and a host in one process on the real engine, over a simulated network: dp vs DiLoCo vs Streaming DiLoCo',
+  )
+  .option('--preset <name>', 'nano | tiny | small | base', 'nano')
+  .option('--workers <M>', 'simulated workers', parsePositiveInt, 4)
+  .option('--batch <b>', 'sequences per worker per inner step', parsePositiveInt, 16)
+  .option('--seq <T>', 'tokens per sequence (default: min(64, block size))', parsePositiveInt)
+  .option('--lr <rate>', 'inner AdamW peak learning rate', parseNumber, 3e-3)
+  .option('--inner-steps <H>', 'inner steps between two rounds of one fragment', parsePositiveInt, 50)
+  .option('--fragments <P>', 'fragments (1 … n_layer)', parsePositiveInt, 2)
+  .option('--overlap <τ>', 'inner steps between a contribution and its merge', parseCount, 2)
+  .option('--alpha <α>', 'merge weight of θ_local', parseNumber, 0.5)
+  .option('--codec <codec>', 'streaming-fp4 codec: fp4 | int4 | int8 | bf16 | fp32', 'fp4')
+  .option('--tokens <n>', 'training tokens per method, all workers together', parsePositiveInt, 1_000_000)
+  .option(
+    '--methods <list>',
+    'comma-separated: dp, diloco, streaming, streaming-fp4',
+    'dp,diloco,streaming,streaming-fp4',
+  )
+  .option('--backend <backend>', 'cpu | webgpu', parseBackend, 'cpu')
+  .option('--seed <n>', 'initialisation and data seed', (v) => Number.parseInt(v, 10), 1)
+  .option('--csv <dir>', 'write each method’s loss curve to DIR/<method>.csv')
+  .option('--gpu-tflops <n>', 'modelled GPU speed for the compute time per inner step', parseNumber, 10)
+  .option('--step-ms <ms>', 'compute time per inner step (overrides --gpu-tflops)', parseNumber)
+  .option('--link-mbps <n>', 'each peer’s up and down link, Mbit/s', parseNumber, 10)
+  .option('--latency-ms <ms>', 'one-way latency between peers', parseNumber, 50)
+  .option('--dry-run', 'model time and bytes without training (no evaluation)')
+  .option('--json', 'end with one JSON line {"methods": [...]}')
+  .action(guarded(simulateCommand));
 
 program
   .command('server')

@@ -55,3 +55,15 @@ export function validateConfig(config: GptConfig): GptConfig {
   }
   return config;
 }
+
+/**
+ * FLOPs of one training step (forward + backward) on B×T tokens: 6 per parameter per token for
+ * the matmuls (wpe and LayerNorms excluded, the tied head included), plus causal attention
+ * (QKᵀ and PV over the lower triangle, 2 FLOPs per multiply-add, ×3 for forward + backward).
+ */
+export function trainingStepFlops(config: GptConfig, B: number, T: number): number {
+  const { nLayer: L, nEmbd: C, vocabSize: V } = config;
+  const matmulParams = L * 12 * C * C + V * C;
+  const attention = L * 2 * B * C * T * (T + 1);
+  return 6 * matmulParams * B * T + 3 * attention;
+}

@@ -79,6 +79,12 @@ export class Coordinator {
   private departedTokens = 0;
   private epoch = 0;
   private readonly lastRound: number[];
+  /**
+   * The hash of each fragment's last commit, the base of its next round. Not the host replica's:
+   * a round opened right after a commit (it was due while the previous one was in flight) would
+   * name the base from before the commit, which the host adopts only when the commit reaches it.
+   */
+  private readonly committedHash: (string | null)[];
   private readonly nextOpenStep: number[];
   private readonly inFlight: (OpenRound | null)[];
   private readonly config: RunConfig;
@@ -92,6 +98,7 @@ export class Coordinator {
     this.deadlineMs = options.deadlineMs ?? 60_000;
     const { innerSteps: H, fragments: P } = config.diloco;
     this.lastRound = fragments.map(() => 0);
+    this.committedHash = fragments.map(() => null);
     this.inFlight = fragments.map(() => null);
     this.nextOpenStep = fragments.map((_, p) => H + Math.floor((p * H) / P));
     member.on('hello', (from, message) => this.onHello(from, message.role, message.capabilities, message.holds));
@@ -228,6 +235,22 @@ export class Coordinator {
     this.maybeOpenRounds();
   }
 
+  /**
+   * Opens a round of fragment p now if none is in flight, whatever the schedule says (the
+   * simulator's final sync before evaluation). False when it could not.
+   */
+  openNow(p: number): boolean {
+    const workers = this.syncedWorkers();
+    if (workers.length === 0 || this.inFlight[p]) return false;
+    this.open(p, workers);
+    return true;
+  }
+
+  /** Whether fragment p has a round in flight. */
+  isInFlight(p: number): boolean {
+    return this.inFlight[p] !== null;
+  }
+
   /** Opens every fragment's round that the median worker's progress calls for. */
   maybeOpenRounds(): void {
     const workers = this.syncedWorkers();
@@ -272,7 +295,7 @@ export class Coordinator {
       blockSize,
       deadlineMs: this.deadlineMs,
       roomTokens: this.roomTokens,
-      baseHash: this.options.replica.fragment(p).hash,
+      baseHash: this.committedHash[p] ?? this.options.replica.fragment(p).hash,
       maxWeight,
     });
   }
@@ -317,6 +340,7 @@ export class Coordinator {
         if (info) info.status = reported === hash ? 'synced' : 'diverged';
       }
       this.committedRounds++;
+      this.committedHash[fragment] = hash;
       void this.member.broadcast(this.everyone(), {
         kind: 'commit',
         fragment,

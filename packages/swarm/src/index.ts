@@ -10,4 +10,5 @@ export * from './owner.ts';
 export * from './replica.ts';
 export * from './replica-node.ts';
 export * from './sim/index.ts';
+export * from './simulate.ts';
 export * from './worker.ts';

@@ -58,6 +58,8 @@ export interface WorkerMetrics {
   loss: number | null;
   tokensPerSecond: number;
   stalls: number;
+  /** Time spent waiting on the network instead of training (τ = 0 only), ms. */
+  stalledMs: number;
   contributions: number;
   merges: number;
 }
@@ -69,6 +71,7 @@ export class Worker {
     loss: null,
     tokensPerSecond: 0,
     stalls: 0,
+    stalledMs: 0,
     contributions: 0,
     merges: 0,
   };
@@ -155,6 +158,7 @@ export class Worker {
         continue;
       }
       await this.atBoundary();
+      if (this.config.diloco.overlap === 0) await this.waitForRounds();
       const { train } = this.config;
       const started = member.clock.now();
       const lr = learningRate(this.scheduleStep(), train);
@@ -167,8 +171,34 @@ export class Worker {
       const elapsed = member.clock.now() - started;
       if (elapsed > 0) this.metrics.tokensPerSecond = (tokens * 1000) / elapsed;
       for (let p = 0; p < this.tokensSince.length; p++) this.tokensSince[p] = (this.tokensSince[p] as number) + tokens;
-      if (member.clock.now() - this.lastHeartbeat >= this.config.heartbeatMs) this.heartbeat();
+      // Progress also every H/5 steps: the coordinator opens rounds from it, and fast steps would
+      // otherwise cross several H between two timed heartbeats.
+      const everySteps = Math.max(1, Math.floor(this.config.diloco.innerSteps / 5));
+      const due = member.clock.now() - this.lastHeartbeat >= this.config.heartbeatMs;
+      if (due || this.metrics.innerStep % everySteps === 0) this.heartbeat();
     }
+  }
+
+  /**
+   * τ = 0 is DiLoCo without overlap: the worker waits for each round it contributed to, merges,
+   * and only then trains on (the stall time shows up in the simulator's compute utilisation).
+   */
+  private async waitForRounds(): Promise<void> {
+    const { clock } = this.options.member;
+    while (!this.stopped && [...this.rounds.values()].some((r) => r.payloads !== null)) {
+      await clock.sleep(5);
+      this.metrics.stalledMs += 5;
+      await this.atBoundary();
+    }
+  }
+
+  /**
+   * Runs the step-boundary work (merges, due contributions) without training: the simulator's
+   * final sync, after the inner loop has stopped. True while rounds of this worker are in flight.
+   */
+  async boundary(): Promise<boolean> {
+    await this.atBoundary();
+    return this.pendingOpens.size > 0 || this.rounds.size > 0;
   }
 
   /** θ_local, for evaluation and tests. */
@@ -389,6 +419,10 @@ export class Worker {
       rule: this.config.diloco.aggregation,
       maxWeight: open.maxWeight,
     });
+    // A participant already down (a shard reassigned after its owner crashed) is not waited for:
+    // the peer-down that drops it from collectors came before this one existed.
+    const up = new Set(this.options.member.transport.peers());
+    for (const peer of open.participants) if (peer !== this.options.member.self && !up.has(peer)) collector.drop(peer);
     const cancel = this.options.member.clock.setTimer(deadlineMs, () => this.finishShard(collector));
     this.collectors.set(key, { collector, cancel });
     for (const entry of this.early.filter(

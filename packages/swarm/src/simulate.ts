@@ -1,0 +1,374 @@
+/**
+ * `shoal simulate`'s engine: one method's run (dp, diloco, streaming, streaming-fp4) with M
+ * workers and a host replica in one process, on the real training engine, over the simulated
+ * network on a virtual clock (sim/). Compute time per inner step is modelled (FLOPs at a given
+ * TFLOP/s, or a fixed --step-ms); bytes are what the Transport carried, headers included.
+ *
+ * - dp: one replica with batch M·b (the M workers' batches side by side; mathematically M
+ *   synchronised workers), the same AdamW settings; its bytes are a ring all-reduce of fp32
+ *   gradients every step, 2·(M−1)/M·4 bytes per parameter per worker, and its time per step is
+ *   compute + the all-reduce (2·(M−1) hops of latency + a 1/M slice at link speed).
+ * - diloco: the whole model (P = 1) every H steps, fp32, no overlap (τ = 0: workers wait for the
+ *   round) and θ_local replaced by θ_global (α = 0), as in DiLoCo.
+ * - streaming: P fragments, overlap τ, merge α, fp32. streaming-fp4: the same with --codec.
+ * Evaluation: θ_global after a final round of every fragment, on the same validation batches.
+ */
+import { BatchSampler } from '@shoal/data';
+import type { CodecName } from '@shoal/diloco';
+import { learningRate } from '@shoal/gpu';
+import {
+  type Batch,
+  buildLayout,
+  defaultTrainConfig,
+  type GptConfig,
+  initParameters,
+  presetConfig,
+  type TrainConfig,
+  type Trainer,
+  trainingStepFlops,
+} from '@shoal/model';
+import { createWireCodec, MESSAGE_SPECS, type RunConfig } from '@shoal/protocol';
+import { createRunConfig } from './config.ts';
+import type { CoordinatorEvent } from './coordinator.ts';
+import { Host } from './host.ts';
+import { Member } from './member.ts';
+import { SimNetwork, VirtualClock } from './sim/index.ts';
+import { Worker } from './worker.ts';
+
+export const METHODS = ['dp', 'diloco', 'streaming', 'streaming-fp4'] as const;
+export type MethodName = (typeof METHODS)[number];
+
+export interface SimulateOptions {
+  preset: string;
+  workers: number;
+  /** Sequences per worker per inner step (b). */
+  batch: number;
+  seqLen?: number;
+  lr: number;
+  innerSteps: number;
+  fragments: number;
+  overlap: number;
+  alpha: number;
+  codec: CodecName;
+  /** Total training tokens per method, across all workers. */
+  tokens: number;
+  seed: number;
+  gpuTflops: number;
+  /** Overrides the modelled compute time per inner step. */
+  stepMs?: number;
+  linkMbps: number;
+  latencyMs: number;
+  /** Model time and bytes without training (no evaluation). */
+  dryRun: boolean;
+  /** The engine (cpu or webgpu); unused under dryRun. */
+  createTrainer(model: GptConfig, train: TrainConfig, params: Float32Array): Promise<Trainer>;
+  trainTokens: Uint8Array;
+  evalBatches: Batch[];
+  onProgress?(tokens: number): void;
+  /** The host's coordinator events, with the virtual time (ms): rounds opened, committed, aborted. */
+  onEvent?(event: CoordinatorEvent, atMs: number): void;
+}
+
+export interface CurvePoint {
+  tokens: number;
+  simSeconds: number;
+  trainLoss: number | null;
+}
+
+export interface MethodResult {
+  name: MethodName;
+  evalLoss: number | null;
+  bytesPerWorker: number;
+  peakSyncBytes: number;
+  simSeconds: number;
+  computeUtilization: number;
+  curve: CurvePoint[];
+  committedRounds: number;
+  abortedRounds: number;
+}
+
+const RUN_ID = 1;
+
+/** Modelled milliseconds of one inner step of b sequences. */
+export function modelledStepMs(options: SimulateOptions, model: GptConfig, seqLen: number): number {
+  if (options.stepMs !== undefined) return options.stepMs;
+  return (trainingStepFlops(model, options.batch, seqLen) / (options.gpuTflops * 1e12)) * 1000;
+}
+
+function trainConfig(options: SimulateOptions, model: GptConfig, batchSize: number): TrainConfig {
+  const seqLen = options.seqLen ?? Math.min(64, model.blockSize);
+  const steps = Math.max(1, Math.ceil(options.tokens / (options.workers * options.batch * seqLen)));
+  return defaultTrainConfig({
+    batchSize,
+    seqLen,
+    maxLr: options.lr,
+    warmupSteps: Math.min(100, Math.floor(steps / 10)),
+    totalSteps: steps,
+    seed: options.seed,
+  });
+}
+
+/** An engine that trains nothing, for --dry-run: parameters stay the init, steps take no real time. */
+class NullTrainer implements Trainer {
+  readonly backend = 'cpu' as const;
+  readonly layout;
+  constructor(
+    model: GptConfig,
+    readonly train: TrainConfig,
+    private params: Float32Array,
+  ) {
+    this.layout = buildLayout(model);
+  }
+  async step(): Promise<number> {
+    return Number.NaN;
+  }
+  async evaluate(): Promise<number> {
+    return Number.NaN;
+  }
+  async getParams(): Promise<Float32Array> {
+    return this.params.slice();
+  }
+  async setParams(params: Float32Array): Promise<void> {
+    this.params = params.slice();
+  }
+  async getOptimizerState() {
+    return { m: new Float32Array(0), v: new Float32Array(0), step: 0 };
+  }
+  async setOptimizerState(): Promise<void> {}
+  destroy(): void {}
+}
+
+export async function simulateMethod(name: MethodName, options: SimulateOptions): Promise<MethodResult> {
+  return name === 'dp' ? simulateDataParallel(options) : simulateSwarm(name, options);
+}
+
+async function simulateDataParallel(options: SimulateOptions): Promise<MethodResult> {
+  const model = presetConfig(options.preset);
+  const M = options.workers;
+  const train = trainConfig(options, model, M * options.batch);
+  const layout = buildLayout(model);
+  const P = layout.size;
+  const stepMs = modelledStepMs(options, model, train.seqLen);
+  const sliceMs = ((((4 * P) / M) * 8) / (options.linkMbps * 1e6)) * 1000;
+  const allReduceMs = M > 1 ? 2 * (M - 1) * (options.latencyMs + sliceMs) : 0;
+  const syncBytes = M > 1 ? (2 * (M - 1) * 4 * P) / M : 0;
+  const steps = train.totalSteps;
+  const tokensPerStep = M * options.batch * train.seqLen;
+  const curve: CurvePoint[] = [];
+  let evalLoss: number | null = null;
+  if (!options.dryRun) {
+    const samplers = Array.from(
+      { length: M },
+      (_, w) =>
+        new BatchSampler(options.trainTokens, {
+          batchSize: options.batch,
+          seqLen: train.seqLen,
+          seed: options.seed,
+          worker: w,
+        }),
+    );
+    const trainer = await options.createTrainer(model, train, initParameters(layout, train.seed));
+    try {
+      const recent: number[] = [];
+      for (let step = 0; step < steps; step++) {
+        const parts = samplers.map((s) => s.next());
+        const batch = {
+          inputs: concat(parts.map((b) => b.inputs)),
+          targets: concat(parts.map((b) => b.targets)),
+        };
+        recent.push(await trainer.step(batch, learningRate(step, train)));
+        if (recent.length > 10) recent.shift();
+        if ((step + 1) % 10 === 0 || step + 1 === steps) {
+          curve.push({
+            tokens: (step + 1) * tokensPerStep,
+            simSeconds: ((step + 1) * (stepMs + allReduceMs)) / 1000,
+            trainLoss: recent.reduce((a, b) => a + b, 0) / recent.length,
+          });
+        }
+        options.onProgress?.((step + 1) * tokensPerStep);
+      }
+      evalLoss = await evaluate(options, model, train, await trainer.getParams());
+    } finally {
+      trainer.destroy();
+    }
+  } else {
+    options.onProgress?.(steps * tokensPerStep);
+  }
+  return {
+    name: 'dp',
+    evalLoss,
+    bytesPerWorker: steps * syncBytes,
+    peakSyncBytes: syncBytes,
+    simSeconds: (steps * (stepMs + allReduceMs)) / 1000,
+    computeUtilization: stepMs / (stepMs + allReduceMs),
+    curve,
+    committedRounds: 0,
+    abortedRounds: 0,
+  };
+}
+
+function concat(parts: Int32Array[]): Int32Array {
+  const out = new Int32Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
+}
+
+async function evaluate(options: SimulateOptions, model: GptConfig, train: TrainConfig, params: Float32Array) {
+  const [first] = options.evalBatches;
+  if (!first) throw new RangeError('no validation batches');
+  const evalTrain = { ...train, batchSize: first.inputs.length / train.seqLen };
+  const trainer = await options.createTrainer(model, evalTrain, params);
+  try {
+    return await trainer.evaluate(options.evalBatches);
+  } finally {
+    trainer.destroy();
+  }
+}
+
+function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions, model: GptConfig): RunConfig {
+  const train = trainConfig(options, model, options.batch);
+  const streaming = { fragments: options.fragments, overlap: options.overlap, alpha: options.alpha };
+  const diloco =
+    name === 'diloco'
+      ? { fragments: 1, overlap: 0, alpha: 0, codec: 'fp32' as const }
+      : name === 'streaming'
+        ? { ...streaming, codec: 'fp32' as const }
+        : { ...streaming, codec: options.codec };
+  return createRunConfig({
+    model,
+    train,
+    diloco: { ...diloco, innerSteps: options.innerSteps, codecBlockSize: 64 },
+    heartbeatMs: 1000,
+  });
+}
+
+const CONTRIBUTION = MESSAGE_SPECS.contribution.id;
+const SHARD_RESULT = MESSAGE_SPECS['shard-result'].id;
+
+async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateOptions): Promise<MethodResult> {
+  const model = presetConfig(options.preset);
+  const config = methodConfig(name, options, model);
+  const { train } = config;
+  const M = options.workers;
+  const stepMs = modelledStepMs(options, model, train.seqLen);
+  const clock = new VirtualClock();
+  const network = new SimNetwork(clock, {
+    latencyMs: options.latencyMs,
+    upMbps: options.linkMbps,
+    downMbps: options.linkMbps,
+  });
+  const codec = await createWireCodec();
+  let committed = 0;
+  let aborted = 0;
+  const curve: CurvePoint[] = [];
+  const host = await Host.create({
+    member: new Member(network.join('host'), codec, clock, RUN_ID),
+    config,
+    // Generous: a dry run of `base` over 1 Mbit/s moves ~100 MB per round.
+    deadlineMs: 3_600_000 / 2,
+    onEvent: (event) => {
+      options.onEvent?.(event, clock.now());
+      if (event.event === 'round-committed') {
+        committed++;
+        const losses = workers.map((w) => w.metrics.loss).filter((l): l is number => l !== null && Number.isFinite(l));
+        curve.push({
+          tokens: host.coordinator.roomTokens,
+          simSeconds: clock.now() / 1000,
+          trainLoss: losses.length > 0 ? losses.reduce((a, b) => a + b, 0) / losses.length : null,
+        });
+      }
+      if (event.event === 'round-aborted') aborted++;
+    },
+  });
+  // Bytes of the collective per (worker, fragment, round): the sync's peak.
+  const syncBytes = new Map<string, number>();
+  const perWorkerTokens = Math.ceil(options.tokens / M);
+  const workers = Array.from({ length: M }, (_, i) => {
+    const peer = `w${i}`;
+    const transport = network.join(peer);
+    network.onSend(peer, (_to, bytes) => {
+      const kind = bytes[6];
+      if (kind === CONTRIBUTION || kind === SHARD_RESULT) {
+        const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+        const key = `${peer}:${view.getUint16(16, true)}:${view.getUint32(12, true)}`;
+        syncBytes.set(key, (syncBytes.get(key) ?? 0) + bytes.byteLength);
+      }
+      return 'deliver';
+    });
+    const sampler = new BatchSampler(options.trainTokens, {
+      batchSize: options.batch,
+      seqLen: train.seqLen,
+      seed: options.seed,
+      worker: i,
+    });
+    return new Worker({
+      member: new Member(transport, codec, clock, RUN_ID),
+      coordinator: 'host',
+      capabilities: { backend: options.dryRun ? 'none' : 'cpu', adapter: 'simulated', tokensPerSecond: 0 },
+      createTrainer: (run, params) =>
+        options.dryRun
+          ? Promise.resolve(new NullTrainer(run.model, run.train, params))
+          : options.createTrainer(run.model, run.train, params),
+      nextBatch: () => sampler.next(),
+      stepMs: () => stepMs,
+    });
+  });
+  try {
+    let reported = 0;
+    const running = workers.map((w) =>
+      w.join().then(() =>
+        w.run(() => {
+          const room = workers.reduce((n, x) => n + x.metrics.tokens, 0);
+          if (room - reported >= 8192 || w.metrics.tokens >= perWorkerTokens) {
+            reported = room;
+            options.onProgress?.(Math.min(room, options.tokens));
+          }
+          return w.metrics.tokens >= perWorkerTokens;
+        }),
+      ),
+    );
+    let stopped = false;
+    void Promise.all(running).then(() => {
+      stopped = true;
+    });
+    await clock.runAsync({ stopWhen: () => stopped });
+    const trainingEnd = clock.now();
+
+    // Final sync: one more round of every fragment, then evaluate θ_global.
+    const fragments = host.fragments.map((f) => f.index);
+    const pending = new Set(fragments);
+    let done = false;
+    const finalSync = (async () => {
+      while (pending.size > 0 || fragments.some((p) => host.coordinator.isInFlight(p))) {
+        for (const p of [...pending]) if (host.coordinator.openNow(p)) pending.delete(p);
+        for (const w of workers) await w.boundary();
+        await clock.sleep(10);
+      }
+      for (const w of workers) await w.boundary();
+      done = true;
+    })();
+    await clock.runAsync({ stopWhen: () => done });
+    await finalSync;
+
+    const bytesPerWorker = workers.reduce((n, _, i) => n + network.stats(`w${i}`).bytesSent, 0) / M;
+    const computeMs = workers.reduce((n, w) => n + w.metrics.innerStep * stepMs, 0);
+    const evalLoss = options.dryRun ? null : await evaluate(options, model, train, host.params());
+    return {
+      name,
+      evalLoss,
+      bytesPerWorker,
+      peakSyncBytes: Math.max(0, ...syncBytes.values()),
+      simSeconds: clock.now() / 1000,
+      computeUtilization: trainingEnd > 0 ? Math.min(1, computeMs / (M * trainingEnd)) : 0,
+      curve,
+      committedRounds: committed,
+      abortedRounds: aborted,
+    };
+  } finally {
+    for (const w of workers) w.destroy();
+  }
+}
