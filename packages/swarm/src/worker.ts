@@ -158,7 +158,7 @@ export class Worker {
         continue;
       }
       await this.atBoundary();
-      if (this.config.diloco.overlap === 0) await this.waitForRounds();
+      await this.waitForRounds();
       const { train } = this.config;
       const started = member.clock.now();
       const lr = learningRate(this.scheduleStep(), train);
@@ -180,16 +180,28 @@ export class Worker {
   }
 
   /**
-   * τ = 0 is DiLoCo without overlap: the worker waits for each round it contributed to, merges,
-   * and only then trains on (the stall time shows up in the simulator's compute utilisation).
+   * When the inner loop must wait for the network (ARCHITECTURE.md: only when a fragment's next
+   * round would start while its last one is still open): a round this worker contributed to,
+   * not yet resolved, H inner steps after the contribution. τ = 0 is DiLoCo without overlap: the
+   * worker waits for every round at once. The wait is the simulator's lost compute time.
    */
   private async waitForRounds(): Promise<void> {
     const { clock } = this.options.member;
-    while (!this.stopped && [...this.rounds.values()].some((r) => r.payloads !== null)) {
+    const { overlap, innerSteps } = (this.config as RunConfig).diloco;
+    const patience = overlap === 0 ? 0 : innerSteps;
+    const blocking = () =>
+      [...this.rounds.values()].some(
+        (r) => r.payloads !== null && r.committedAt === null && this.metrics.innerStep >= r.contributionStep + patience,
+      ) ||
+      (overlap === 0 && [...this.rounds.values()].some((r) => r.payloads !== null));
+    let waited = false;
+    while (!this.stopped && blocking()) {
       await clock.sleep(5);
       this.metrics.stalledMs += 5;
+      waited = true;
       await this.atBoundary();
     }
+    if (waited) this.metrics.stalls++;
   }
 
   /**
