@@ -114,6 +114,9 @@ program
   .option('--overlap <τ>', 'inner steps between a contribution and its merge', parseCount, 2)
   .option('--alpha <α>', 'merge weight of θ_local', parseNumber, 0.5)
   .option('--codec <codec>', 'streaming-fp4 codec: fp4 | int4 | int8 | bf16 | fp32', 'fp4')
+  .option('--block-size <n>', 'values per codec scale', parsePositiveInt, 64)
+  .option('--outer-lr <η>', 'outer Nesterov learning rate', parseNumber, 0.7)
+  .option('--outer-momentum <μ>', 'outer Nesterov momentum', parseNumber, 0.9)
   .option('--tokens <n>', 'training tokens per method, all workers together', parsePositiveInt, 1_000_000)
   .option(
     '--methods <list>',

@@ -25,6 +25,9 @@ export interface SimulateCliOptions {
   overlap: number;
   alpha: number;
   codec: string;
+  blockSize: number;
+  outerLr: number;
+  outerMomentum: number;
   tokens: number;
   methods: string;
   backend: 'webgpu' | 'cpu';
@@ -79,10 +82,14 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     ['--link-mbps', options.linkMbps],
     ['--latency-ms', options.latencyMs],
     ['--lr', options.lr],
+    ['--outer-lr', options.outerLr],
   ] as const) {
     if (!Number.isFinite(value) || value < 0) throw new UsageError(`${flag} must be a number ≥ 0, got ${value}`);
   }
   if (options.alpha > 1) throw new UsageError(`--alpha must lie in [0, 1], got ${options.alpha}`);
+  if (!(options.outerMomentum >= 0 && options.outerMomentum < 1)) {
+    throw new UsageError(`--outer-momentum must lie in [0, 1), got ${options.outerMomentum}`);
+  }
   const seqLen = options.seq ?? Math.min(64, model.blockSize);
   if (seqLen > model.blockSize) throw new UsageError(`--seq ${seqLen} exceeds block_size ${model.blockSize}`);
   const corpus = loadCorpus({ seqLen });
@@ -126,6 +133,9 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         overlap: options.overlap,
         alpha: options.alpha,
         codec: options.codec as CodecName,
+        codecBlockSize: options.blockSize,
+        outerLr: options.outerLr,
+        outerMomentum: options.outerMomentum,
         tokens: options.tokens,
         seed: options.seed,
         gpuTflops: options.gpuTflops,

@@ -145,10 +145,23 @@ export class ReplicaNode {
     const { fragment: p, round } = message;
     if (this.fetching.has(p)) return;
     const outcome = this.state.commit(p, round, message.hash);
+    this.dropEarly(p);
     if (outcome === 'adopted') this.events.committed?.(p, round, message);
     else if (outcome === 'diverged') {
       this.events.diverged?.(p);
       this.fetch(this.stateSource(message), [p]);
+    }
+  }
+
+  /**
+   * Forgets early results of rounds of p at or before its state's round: they can never be used
+   * (a fetch overtook their round), and left in the bounded buffer they would crowd out real ones.
+   */
+  private dropEarly(p: number): void {
+    const round = this.state.fragment(p).round;
+    for (let i = this.early.length - 1; i >= 0; i--) {
+      const { message } = this.early[i] as { message: ShardResultMessage };
+      if (message.fragment === p && message.round <= round) this.early.splice(i, 1);
     }
   }
 
@@ -206,8 +219,10 @@ export class ReplicaNode {
     if (transfer.received < size) return;
     this.transfers.delete(p);
     this.fetching.delete(p);
-    if (this.state.importState(p, round, transfer.theta, transfer.momentum, hash)) this.events.synced?.(p);
-    else {
+    if (this.state.importState(p, round, transfer.theta, transfer.momentum, hash)) {
+      this.dropEarly(p);
+      this.events.synced?.(p);
+    } else {
       this.member.refuse(from, 'state-transfer', 'hash', `fragment ${p} does not hash to ${hash}`);
       this.fetch(from, [p]);
     }

@@ -50,6 +50,11 @@ export interface SimulateOptions {
   overlap: number;
   alpha: number;
   codec: CodecName;
+  /** Outer Nesterov learning rate and momentum (DiLoCo's 0.7 and 0.9 by default). */
+  outerLr?: number;
+  outerMomentum?: number;
+  /** Values per codec scale (64 by default). */
+  codecBlockSize?: number;
   /** Total training tokens per method, across all workers. */
   tokens: number;
   seed: number;
@@ -241,7 +246,13 @@ function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions,
   return createRunConfig({
     model,
     train,
-    diloco: { ...diloco, innerSteps: options.innerSteps, codecBlockSize: 64 },
+    diloco: {
+      ...diloco,
+      innerSteps: options.innerSteps,
+      codecBlockSize: options.codecBlockSize ?? 64,
+      outerLr: options.outerLr ?? 0.7,
+      outerMomentum: options.outerMomentum ?? 0.9,
+    },
     heartbeatMs: 1000,
   });
 }

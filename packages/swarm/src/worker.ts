@@ -269,6 +269,9 @@ export class Worker {
       const params = state.params(new Float32Array(layout.size));
       if (this.trainer) await member.clock.track(this.trainer.setParams(params));
       else this.trainer = await member.clock.track(this.options.createTrainer(config, params));
+      // A fragment that diverged meanwhile (a commit overtook its transfer) is being fetched again:
+      // its own `synced` call says hello, with holds the coordinator can accept.
+      if (pendingSync.size > 0) return;
       this.synced = true;
       await member.send(this.options.coordinator, {
         kind: 'hello',
@@ -296,6 +299,7 @@ export class Worker {
       },
       diverged: (p) => {
         this.rounds.delete(p);
+        this.pendingOpens.delete(p); // named in a round whose base it lacks: it cannot contribute
         if (this.feedback[p]?.pending) this.feedback[p]?.discard();
         pendingSync.add(p);
         this.synced = false;

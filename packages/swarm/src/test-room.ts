@@ -1,0 +1,160 @@
+/**
+ * A room for the swarm's tests: a host and CPU workers (nano, batches of 4×64) on the simulated
+ * network and a virtual clock, plus spies on what members receive. Workers can be added after
+ * the start (late joiners), each with its own step time, engine options and batch stream.
+ */
+import { BatchSampler, loadMobyDick, splitCorpus, validationBatches } from '@shoal/data';
+import { CpuTrainer } from '@shoal/model';
+import { createWireCodec, type MessageKind, type MessageOf, type PeerId, type WireCodec } from '@shoal/protocol';
+import { createRunConfig } from './config.ts';
+import type { CoordinatorEvent } from './coordinator.ts';
+import { Host } from './host.ts';
+import { Member } from './member.ts';
+import { SimNetwork, VirtualClock } from './sim/index.ts';
+import { Worker } from './worker.ts';
+
+export const RUN = 7;
+export const corpus = splitCorpus(loadMobyDick());
+const BATCH = { batchSize: 4, seqLen: 64 };
+
+export interface WorkerSpec {
+  /** Modelled compute time of one inner step, ms. Default 100. */
+  stepMs?: number;
+  /** The CPU engine's WebAssembly SIMD kernels (false: the plain JS ones, another summation order). */
+  simd?: boolean;
+  /** Which batch stream it trains on. Default: its own index. */
+  dataWorker?: number;
+}
+
+export interface RoomOptions {
+  /** Workers created at the start, w0 … w(n−1). */
+  workers: number;
+  spec?: (i: number) => WorkerSpec;
+  /** H. Default 10. */
+  innerSteps?: number;
+  /** P. Default 2. */
+  fragments?: number;
+  /** Owners give up on a shard after this long; the coordinator on a round after twice that. */
+  deadlineMs?: number;
+  /** From a crash to the peer-down it causes, ms. */
+  detectionMs?: number;
+}
+
+export interface RoomWorker {
+  peer: PeerId;
+  member: Member;
+  worker: Worker;
+  /** join() then run(), once started. */
+  running: Promise<void> | null;
+}
+
+export interface Received<K extends MessageKind> {
+  at: number;
+  from: PeerId;
+  message: MessageOf<K>;
+}
+
+export type TestRoom = Awaited<ReturnType<typeof createRoom>>;
+
+export async function createRoom(options: RoomOptions) {
+  const clock = new VirtualClock();
+  const network = new SimNetwork(clock, { latencyMs: 20, upMbps: 50, downMbps: 50, detectionMs: options.detectionMs });
+  const codec: WireCodec = await createWireCodec();
+  const config = createRunConfig({
+    preset: 'nano',
+    train: { ...BATCH, maxLr: 3e-3, warmupSteps: 10, totalSteps: 400, seed: 1 },
+    diloco: { innerSteps: options.innerSteps ?? 10, fragments: options.fragments ?? 2 },
+    heartbeatMs: 200,
+  });
+  const events: CoordinatorEvent[] = [];
+  const hostMember = new Member(network.join('host'), codec, clock, RUN);
+  const host = await Host.create({
+    member: hostMember,
+    config,
+    deadlineMs: options.deadlineMs ?? 5_000,
+    onEvent: (event) => events.push(event),
+  });
+  const workers: RoomWorker[] = [];
+
+  /** A new worker on the network (seen by the others from now on), not yet started. */
+  const addWorker = (spec: WorkerSpec = {}): RoomWorker => {
+    const index = workers.length;
+    const peer = `w${index}`;
+    const member = new Member(network.join(peer), codec, clock, RUN);
+    const sampler = new BatchSampler(corpus.train, { ...BATCH, seed: 1, worker: spec.dataWorker ?? index });
+    const worker = new Worker({
+      member,
+      coordinator: 'host',
+      capabilities: { backend: 'cpu', adapter: 'test', tokensPerSecond: 1000 },
+      createTrainer: async (run, params) =>
+        new CpuTrainer(run.model, run.train, params, spec.simd === undefined ? {} : { simd: spec.simd }),
+      nextBatch: () => sampler.next(),
+      stepMs: () => spec.stepMs ?? 100,
+    });
+    const entry: RoomWorker = { peer, member, worker, running: null };
+    workers.push(entry);
+    return entry;
+  };
+  for (let i = 0; i < options.workers; i++) addWorker(options.spec?.(i));
+
+  /** Joins and runs `w` until it is stopped or `until()` says so. */
+  const start = (w: RoomWorker, until?: () => boolean) => {
+    w.running = w.worker.join().then(() => w.worker.run(until));
+  };
+
+  /** Runs the clock to `atMs`, stops every worker, lets the last messages land and waits for the loops. */
+  const finish = async (atMs: number) => {
+    await clock.runAsync({ until: atMs });
+    for (const w of workers) w.worker.stop();
+    await clock.runAsync({ until: atMs + 1_000 });
+    await Promise.all(workers.map((w) => w.running));
+  };
+
+  return {
+    clock,
+    network,
+    codec,
+    config,
+    host,
+    hostMember,
+    events,
+    workers,
+    addWorker,
+    start,
+    startAll: () => {
+      for (const w of workers) start(w);
+    },
+    finish,
+    /** Every message of `kind` that `member` receives from now on (after the handlers registered before). */
+    spy<K extends MessageKind>(member: Member, kind: K): Received<K>[] {
+      const log: Received<K>[] = [];
+      member.on(kind, (from, message) => log.push({ at: clock.now(), from, message }));
+      return log;
+    },
+    /** θ_local of a worker (its engine's read is tracked work: the clock must hand it back). */
+    async localParams(w: RoomWorker): Promise<Float32Array> {
+      const params = w.worker.params();
+      await clock.settle();
+      return params;
+    },
+    committed: () => events.filter((e) => e.event === 'round-committed'),
+    aborted: () => events.filter((e) => e.event === 'round-aborted'),
+  };
+}
+
+/** `value`, or an error that names what is missing (the tests' non-null assertion). */
+export function must<T>(value: T | null | undefined, what = 'a value'): T {
+  if (value === null || value === undefined) throw new Error(`expected ${what}`);
+  return value;
+}
+
+/** The committed round and hash of every fragment a worker's replica holds. */
+export function replicaStates(worker: Worker): { fragment: number; round: number; hash: string }[] | undefined {
+  return worker.replica?.state.fragments.map((f, fragment) => ({ fragment, round: f.round, hash: f.hash }));
+}
+
+/** Validation loss of `params` on 8 fixed batches. */
+export async function evaluate(config: ReturnType<typeof createRunConfig>, params: Float32Array): Promise<number> {
+  const trainer = new CpuTrainer(config.model, config.train, params);
+  return trainer.evaluate(validationBatches(corpus.validation, { ...BATCH, count: 8 }));
+}
