@@ -21,7 +21,7 @@ const { values: args } = parseArgs({
     batch: { type: 'string', default: '16' },
     'gpu-tflops': { type: 'string', default: '10' },
     fragments: { type: 'string', default: '2' },
-    rounds: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '6' },
     codec: { type: 'string', default: 'fp4' },
   },
 });

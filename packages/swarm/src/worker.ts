@@ -167,7 +167,8 @@ export class Worker {
       const tokens = train.batchSize * train.seqLen;
       this.metrics.innerStep++;
       this.metrics.tokens += tokens;
-      this.metrics.loss = loss;
+      // NaN (a dry run, or a diverged step) is reported as unknown: the wire carries finite numbers only.
+      this.metrics.loss = Number.isFinite(loss) ? loss : null;
       const elapsed = member.clock.now() - started;
       if (elapsed > 0) this.metrics.tokensPerSecond = (tokens * 1000) / elapsed;
       for (let p = 0; p < this.tokensSince.length; p++) this.tokensSince[p] = (this.tokensSince[p] as number) + tokens;
