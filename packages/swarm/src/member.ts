@@ -97,13 +97,25 @@ export class Member {
       queueMicrotask(() => this.dispatch(to, message));
       return;
     }
-    const bytes = this.codec.encode(message, this.runId);
     try {
+      const bytes = this.codec.encode(message, this.runId);
       await this.transport.send(to, bytes);
       this.bytesSent += bytes.byteLength;
     } catch (error) {
-      if (!(error instanceof TransportError)) throw error;
-      this.sendFailures++;
+      this.sendFailed(message, error);
+    }
+  }
+
+  /**
+   * A peer that went down is an expected loss (the round logic copes); anything else is a bug in
+   * a transport, counted under 'send-error' rather than left to become an unhandled rejection.
+   */
+  private sendFailed(message: Message, error: unknown): void {
+    this.sendFailures++;
+    if (!(error instanceof TransportError)) {
+      // An encode error is a bug on this side (a message that would not validate): say it once.
+      if (this.counters.total('send-error') === 0) console.error(`shoal: could not send ${message.kind}:`, error);
+      this.receiver.reject(this.self, 'send-error', String((error as Error)?.message ?? error), message.kind);
     }
   }
 
@@ -116,17 +128,19 @@ export class Member {
         sends.push(this.send(peer, message));
         continue;
       }
-      bytes ??= this.codec.encode(message, this.runId);
+      try {
+        bytes ??= this.codec.encode(message, this.runId);
+      } catch (error) {
+        this.sendFailed(message, error);
+        return;
+      }
       const encoded = bytes;
       sends.push(
         this.transport.send(peer, encoded).then(
           () => {
             this.bytesSent += encoded.byteLength;
           },
-          (error) => {
-            if (!(error instanceof TransportError)) throw error;
-            this.sendFailures++;
-          },
+          (error) => this.sendFailed(message, error),
         ),
       );
     }
