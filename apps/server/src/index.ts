@@ -1,12 +1,19 @@
 /**
- * The Shoal server: serves the built web app (dist/web) and a health endpoint. WebSocket
- * signaling and rooms join it in a later step.
+ * The Shoal server: serves the built web app (dist/web), a health endpoint, and WebSocket
+ * signaling with rooms at /signal (signaling.ts) on the same port.
  */
 import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import sirv from 'sirv';
+import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
+import type { IceServer } from './signal-messages.ts';
+import { attachSignaling, SIGNAL_PATH, type SignalingStats } from './signaling.ts';
+
+export * from './signal-config.ts';
+export * from './signal-messages.ts';
+export { SIGNAL_PATH, type SignalingStats } from './signaling.ts';
 
 export const DEFAULT_STATIC_DIR = fileURLToPath(new URL('../../../dist/web', import.meta.url));
 
@@ -15,11 +22,22 @@ export interface ServerOptions {
   host?: string;
   /** The built web app; default dist/web at the repository root. */
   staticDir?: string;
+  /** Signaling limits; each one left out takes its default (DEFAULT_SIGNALING_LIMITS). */
+  limits?: Partial<SignalingLimits>;
+  /** STUN/TURN servers handed to clients; default: SHOAL_ICE_SERVERS (JSON), else none. */
+  iceServers?: IceServer[];
+  /** One JSON line per event; default stdout, silent under Vitest. */
+  logger?: SignalLogger | null;
+  /** The clock for rate limits and timeouts (ms). */
+  now?: () => number;
 }
 
 export interface RunningServer {
   url: string;
+  /** ws://…/signal */
+  signalUrl: string;
   port: number;
+  signalingStats(): SignalingStats;
   close(): Promise<void>;
 }
 
@@ -52,20 +70,33 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     });
   };
 
+  const limits = resolveSignalingLimits(options.limits);
+  const iceServers = resolveIceServers(options.iceServers, process.env.SHOAL_ICE_SERVERS);
+  const defaultLogger = process.env.VITEST ? undefined : (line: string) => process.stdout.write(`${line}\n`);
+  const logger = options.logger === null ? undefined : (options.logger ?? defaultLogger);
+
   const server = createServer(handle);
+  const signaling = attachSignaling(server, { limits, iceServers, logger, now: options.now });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (error: Error) => {
+      signaling.close();
+      reject(error);
+    };
+    server.once('error', failed);
     server.listen(options.port, options.host ?? '0.0.0.0', () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve();
     });
   });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://localhost:${port}`,
+    signalUrl: `ws://localhost:${port}${SIGNAL_PATH}`,
     port,
+    signalingStats: () => signaling.stats(),
     close: () =>
       new Promise<void>((resolve) => {
+        signaling.close();
         server.close(() => resolve());
         server.closeAllConnections();
       }),

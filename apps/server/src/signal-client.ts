@@ -1,0 +1,231 @@
+/**
+ * A small typed client for `/signal`, for the mesh, `shoal host` and `shoal worker`. It takes the
+ * WebSocket constructor as a parameter: the browser's `WebSocket`, or `WebSocket` from the `ws`
+ * package in Node; both have `onopen`/`onmessage`/`onclose` and string `data` for text frames.
+ *
+ *   const client = await SignalClient.connect(signalUrl(serverUrl), WebSocket);
+ *   const room = await client.create();          // or client.join(roomId, token)
+ *   client.on('signal', ({ from, data }) => peer(from).signal(data));
+ *   client.signal(peerId, offer);
+ *
+ * Replies from the server are validated with the same schemas the server uses. Requests
+ * (create, reclaim, join, rotate-token) resolve with their reply, or reject with a
+ * SignalError carrying the server's reason code.
+ */
+import {
+  type ServerMessage,
+  type ServerMessageOf,
+  SIGNAL_PROTOCOL_VERSION,
+  type SignalErrorCode,
+  serverMessageSchema,
+} from './signal-messages.ts';
+
+/** A handler checked bivariantly (as methods are), so `ws`'s and the DOM's event types both fit. */
+type Handler<E> = { bivarianceHack(event: E): void }['bivarianceHack'];
+
+/** What the client needs of a WebSocket: the browser's and `ws`'s both fit. */
+export interface WebSocketLike {
+  readonly readyState: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  onopen: Handler<unknown> | null;
+  onmessage: Handler<{ data: unknown }> | null;
+  onclose: Handler<{ code: number; reason: string }> | null;
+  onerror: Handler<unknown> | null;
+}
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+/** `http://host:port` (or ws://) → `ws://host:port/signal`; https → wss. */
+export function signalUrl(serverUrl: string): string {
+  const url = new URL(serverUrl);
+  url.protocol = url.protocol === 'https:' || url.protocol === 'wss:' ? 'wss:' : 'ws:';
+  url.pathname = '/signal';
+  url.search = '';
+  return url.toString();
+}
+
+export class SignalError extends Error {
+  constructor(
+    readonly code: SignalErrorCode | 'closed' | 'protocol',
+    message: string,
+  ) {
+    super(`${code}: ${message}`);
+    this.name = 'SignalError';
+  }
+}
+
+export interface SignalClientEvents {
+  signal: (message: ServerMessageOf<'signal'>) => void;
+  relay: (message: ServerMessageOf<'relay'>) => void;
+  'peer-joined': (message: ServerMessageOf<'peer-joined'>) => void;
+  'peer-left': (message: ServerMessageOf<'peer-left'>) => void;
+  kicked: (message: ServerMessageOf<'kicked'>) => void;
+  /** An error that answers no pending request (a refused signal, a rate limit). */
+  error: (message: ServerMessageOf<'error'>) => void;
+  close: (event: { code: number; reason: string }) => void;
+}
+
+type Reply = 'created' | 'reclaimed' | 'joined' | 'token';
+const REQUEST_FOR: Record<Reply, string> = {
+  created: 'create',
+  reclaimed: 'reclaim',
+  joined: 'join',
+  token: 'rotate-token',
+};
+
+interface Pending {
+  resolve: (message: ServerMessage) => void;
+  reject: (error: Error) => void;
+}
+
+export class SignalClient {
+  private readonly listeners = new Map<keyof SignalClientEvents, Set<(message: never) => void>>();
+  private readonly pending = new Map<string, Pending>();
+  /** This client's peer id once it is in a room. */
+  peerId: string | null = null;
+  roomId: string | null = null;
+
+  private constructor(private readonly socket: WebSocketLike) {
+    socket.onmessage = (event) => this.receive(event.data);
+    socket.onclose = (event) => {
+      for (const request of this.pending.values()) request.reject(new SignalError('closed', `closed (${event.code})`));
+      this.pending.clear();
+      this.emit('close', { code: event.code, reason: event.reason });
+    };
+  }
+
+  /** Opens the socket; rejects if it cannot connect. */
+  static connect(url: string, WebSocketImpl: WebSocketConstructor): Promise<SignalClient> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocketImpl(url);
+      socket.onerror = () => reject(new SignalError('closed', `cannot connect to ${url}`));
+      socket.onclose = (event) => reject(new SignalError('closed', `closed (${event.code}) before opening`));
+      socket.onopen = () => {
+        socket.onerror = null;
+        resolve(new SignalClient(socket));
+      };
+    });
+  }
+
+  get open(): boolean {
+    return this.socket.readyState === 1;
+  }
+
+  async create(): Promise<ServerMessageOf<'created'>> {
+    const reply = await this.request('created', { kind: 'create', version: SIGNAL_PROTOCOL_VERSION.major });
+    this.enter(reply.roomId, reply.peerId);
+    return reply;
+  }
+
+  /** Takes a room back as its host after a reconnect. */
+  async reclaim(roomId: string, hostSecret: string): Promise<ServerMessageOf<'reclaimed'>> {
+    const version = SIGNAL_PROTOCOL_VERSION.major;
+    const reply = await this.request('reclaimed', { kind: 'reclaim', version, roomId, hostSecret });
+    this.enter(reply.roomId, reply.peerId);
+    return reply;
+  }
+
+  async join(roomId: string, token: string): Promise<ServerMessageOf<'joined'>> {
+    const reply = await this.request('joined', { kind: 'join', version: SIGNAL_PROTOCOL_VERSION.major, roomId, token });
+    this.enter(reply.roomId, reply.peerId);
+    return reply;
+  }
+
+  /** Host only: a new join token; the old one stops admitting. */
+  async rotateToken(): Promise<string> {
+    return (await this.request('token', { kind: 'rotate-token' })).joinToken;
+  }
+
+  /** An SDP or ICE payload for one peer of this room. */
+  signal(to: string, data: unknown): void {
+    this.send({ kind: 'signal', to, data });
+  }
+
+  /** A small control message: a member's goes to the host; the host's to one member, or all. */
+  relay(data: unknown, to?: string): void {
+    this.send(to === undefined ? { kind: 'relay', data } : { kind: 'relay', to, data });
+  }
+
+  kick(peer: string, reason?: string): void {
+    this.send(reason === undefined ? { kind: 'kick', peer } : { kind: 'kick', peer, reason });
+  }
+
+  leave(): void {
+    this.send({ kind: 'leave' });
+  }
+
+  close(): void {
+    this.socket.close(1000, 'bye');
+  }
+
+  on<E extends keyof SignalClientEvents>(event: E, handler: SignalClientEvents[E]): () => void {
+    const set = this.listeners.get(event) ?? new Set();
+    this.listeners.set(event, set);
+    set.add(handler as (message: never) => void);
+    return () => set.delete(handler as (message: never) => void);
+  }
+
+  private enter(roomId: string, peerId: string): void {
+    this.roomId = roomId;
+    this.peerId = peerId;
+  }
+
+  private request<K extends Reply>(reply: K, message: object): Promise<ServerMessageOf<K>> {
+    const kind = REQUEST_FOR[reply];
+    if (this.pending.has(kind)) return Promise.reject(new SignalError('protocol', `a ${kind} is already pending`));
+    return new Promise((resolve, reject) => {
+      this.pending.set(kind, { resolve: resolve as (message: ServerMessage) => void, reject });
+      this.send(message);
+    });
+  }
+
+  private send(message: object): void {
+    if (this.open) this.socket.send(JSON.stringify(message));
+  }
+
+  private receive(data: unknown): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(typeof data === 'string' ? data : String(data));
+    } catch {
+      return;
+    }
+    const result = serverMessageSchema.safeParse(parsed);
+    if (!result.success) return; // a newer server's kind, or garbage: nothing to act on
+    const message = result.data;
+    switch (message.kind) {
+      case 'created':
+      case 'reclaimed':
+      case 'joined':
+      case 'token':
+        this.settle(REQUEST_FOR[message.kind], (request) => request.resolve(message));
+        return;
+      case 'error': {
+        const error = new SignalError(message.code, message.message);
+        if (message.ref && this.settle(message.ref, (request) => request.reject(error))) return;
+        this.emit('error', message);
+        return;
+      }
+      case 'kicked':
+        this.peerId = null;
+        this.roomId = null;
+        this.emit('kicked', message);
+        return;
+      default:
+        this.emit(message.kind, message as never);
+        return;
+    }
+  }
+
+  private settle(kind: string, action: (request: Pending) => void): boolean {
+    const request = this.pending.get(kind);
+    if (!request) return false;
+    this.pending.delete(kind);
+    action(request);
+    return true;
+  }
+
+  private emit<E extends keyof SignalClientEvents>(event: E, message: Parameters<SignalClientEvents[E]>[0]): void {
+    for (const handler of this.listeners.get(event) ?? []) (handler as (message: unknown) => void)(message);
+  }
+}

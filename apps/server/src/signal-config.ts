@@ -1,0 +1,120 @@
+/**
+ * Every bound the signaling server holds a stranger to, with its default and why, plus the ICE
+ * servers it hands out and its structured logger. All of it is configurable through
+ * startServer's options; ICE servers also through the SHOAL_ICE_SERVERS environment variable.
+ */
+import { z } from 'zod';
+import { type IceServer, iceServerSchema } from './signal-messages.ts';
+
+export interface SignalingLimits {
+  /** Bytes of one WebSocket frame; larger ones close the socket with 1009. 64 KiB. */
+  maxFrameBytes: number;
+  /** Nesting of a message's JSON, checked before parsing. 32 (the deepest real message nests 4 + SDP/ICE objects). */
+  maxJsonDepth: number;
+  /**
+   * Messages a socket may send per second, and its burst. 50/s with a burst of 200: a member
+   * joining a room of 50 opens up to 49 connections, each an offer or answer plus a few trickled
+   * ICE candidates (about 4 frames per peer), all in the first second.
+   */
+  messagesPerSecond: number;
+  messageBurst: number;
+  /** Messages dropped over budget (each answered once a second with 'rate-limited') before the socket is closed with 1008. 100. */
+  maxDroppedMessages: number;
+  /**
+   * Relay deliveries by the host: a broadcast to n members costs n. 500/s, burst 1000: ten
+   * broadcasts a second to a room of 50, twenty at once. Control traffic only; parameters go
+   * peer to peer over the mesh, never through the server.
+   */
+  hostRelayPerSecond: number;
+  hostRelayBurst: number;
+  /** Relay messages by a member (to the host only). 10/s, burst 20. */
+  memberRelayPerSecond: number;
+  memberRelayBurst: number;
+  /** Bytes of one relay frame: control messages are small. 16 KiB. */
+  maxRelayBytes: number;
+  /** Sockets in a room, host included. 64: rooms of 50 with headroom. */
+  maxPeersPerRoom: number;
+  /** Rooms on this server, empty ones in their grace period included. 1000. */
+  maxRooms: number;
+  /** Open sockets on this server; more are closed with 1013. 4096. */
+  maxConnections: number;
+  /** A socket must create, reclaim or join a room within this; else 1008. 10 s. */
+  helloTimeoutMs: number;
+  /** Ping every socket this often. 15 s. */
+  heartbeatIntervalMs: number;
+  /** A socket with no pong and no message for this long is terminated. 35 s (two missed pings). */
+  idleTimeoutMs: number;
+  /** An empty room lives this long, so its host can reconnect with the secret. 60 s. */
+  emptyRoomGraceMs: number;
+  /** Bytes queued to a socket that does not drain; beyond it the socket is closed with 1008. 1 MiB. */
+  maxBufferedBytes: number;
+}
+
+export const DEFAULT_SIGNALING_LIMITS: Readonly<SignalingLimits> = {
+  maxFrameBytes: 64 * 1024,
+  maxJsonDepth: 32,
+  messagesPerSecond: 50,
+  messageBurst: 200,
+  maxDroppedMessages: 100,
+  hostRelayPerSecond: 500,
+  hostRelayBurst: 1000,
+  memberRelayPerSecond: 10,
+  memberRelayBurst: 20,
+  maxRelayBytes: 16 * 1024,
+  maxPeersPerRoom: 64,
+  maxRooms: 1000,
+  maxConnections: 4096,
+  helloTimeoutMs: 10_000,
+  heartbeatIntervalMs: 15_000,
+  idleTimeoutMs: 35_000,
+  emptyRoomGraceMs: 60_000,
+  maxBufferedBytes: 1024 * 1024,
+};
+
+/** Defaults filled in, every field checked; throws a RangeError naming the bad one. */
+export function resolveSignalingLimits(limits: Partial<SignalingLimits> = {}): SignalingLimits {
+  const resolved = { ...DEFAULT_SIGNALING_LIMITS, ...limits };
+  for (const [name, value] of Object.entries(resolved)) {
+    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+      throw new RangeError(`Signaling limit ${name} must be a positive number, got ${value}`);
+    }
+  }
+  return resolved;
+}
+
+/**
+ * ICE servers: the option if given, else SHOAL_ICE_SERVERS (a JSON array of RTCIceServer), else
+ * none (loopback and LAN peers need none). Throws with the reason when the JSON is malformed.
+ */
+export function resolveIceServers(option: IceServer[] | undefined, env: string | undefined): IceServer[] {
+  if (option) return z.array(iceServerSchema).parse(option);
+  if (!env?.trim()) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(env);
+  } catch (error) {
+    throw new Error(`SHOAL_ICE_SERVERS is not JSON: ${(error as Error).message}`);
+  }
+  const result = z.array(iceServerSchema).max(16).safeParse(parsed);
+  if (!result.success) {
+    throw new Error(
+      `SHOAL_ICE_SERVERS must be an array of {urls, username?, credential?}: ${z.prettifyError(result.error)}`,
+    );
+  }
+  return result.data;
+}
+
+/** One event: its name and fields. Written as one JSON line with a timestamp. */
+export type LogFields = Record<string, string | number | boolean | null | undefined>;
+/** Receives one JSON line per event. */
+export type SignalLogger = (line: string) => void;
+
+export function makeLog(
+  logger: SignalLogger | undefined,
+  now: () => number,
+): (event: string, fields?: LogFields) => void {
+  if (!logger) return () => {};
+  return (event, fields = {}) => {
+    logger(JSON.stringify({ t: new Date(now()).toISOString(), event, ...fields }));
+  };
+}

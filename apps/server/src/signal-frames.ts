@@ -1,0 +1,65 @@
+/**
+ * One frame from a client, checked in order of cost: text only, a nesting scan, JSON.parse, a
+ * known kind, then the zod union. Pure, so the order and the reason codes are tested directly.
+ */
+import {
+  CLIENT_MESSAGE_KINDS,
+  type ClientMessage,
+  clientMessageSchema,
+  type SignalErrorCode,
+} from './signal-messages.ts';
+
+export type ParsedFrame =
+  | { ok: true; message: ClientMessage; bytes: number }
+  | { ok: false; code: SignalErrorCode; message: string; ref?: string };
+
+export function parseClientFrame(
+  data: Uint8Array | Uint8Array[] | ArrayBuffer,
+  isBinary: boolean,
+  maxDepth: number,
+): ParsedFrame {
+  if (isBinary) return { ok: false, code: 'binary-frame', message: 'signaling frames are JSON text' };
+  const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Uint8Array);
+  const text = bytes.toString('utf8');
+  if (jsonDepth(text) > maxDepth) return { ok: false, code: 'too-deep', message: `JSON nests deeper than ${maxDepth}` };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { ok: false, code: 'bad-json', message: 'the frame is not JSON' };
+  }
+  const kind = typeof parsed === 'object' && parsed !== null ? (parsed as { kind?: unknown }).kind : undefined;
+  if (typeof kind !== 'string')
+    return { ok: false, code: 'schema', message: 'a message is an object with a string kind' };
+  if (!CLIENT_MESSAGE_KINDS.includes(kind)) {
+    return { ok: false, code: 'unknown-kind', message: `unknown kind ${JSON.stringify(kind.slice(0, 32))}` };
+  }
+  const result = clientMessageSchema.safeParse(parsed);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const message = `${issue?.path.join('.') || kind}: ${issue?.message ?? 'invalid'}`;
+    return { ok: false, code: 'schema', message, ref: kind };
+  }
+  return { ok: true, message: result.data, bytes: bytes.length };
+}
+
+/**
+ * Nesting depth of a JSON text, scanned before parsing so a frame of 60 000 `[` costs a linear
+ * scan, not a deep parse and a deep validation. Brackets inside strings do not count.
+ */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) deepest = Math.max(deepest, ++depth);
+    else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return deepest;
+}

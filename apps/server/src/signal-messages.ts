@@ -1,0 +1,166 @@
+/**
+ * The signaling protocol at `/signal`: JSON text frames, one message each, a discriminated union
+ * on `kind`. Shared by the server (signaling.ts) and the client helper (signal-client.ts), so it
+ * imports nothing from Node.
+ *
+ * | kind         | direction              | fields                                                        |
+ * | ------------ | ---------------------- | ------------------------------------------------------------- |
+ * | create       | client → server        | version                                                       |
+ * | created      | server → host          | roomId, peerId, hostSecret, joinToken, iceServers, limits     |
+ * | reclaim      | client → server        | version, roomId, hostSecret                                   |
+ * | reclaimed    | server → host          | roomId, peerId, joinToken, peers, iceServers, limits          |
+ * | join         | client → server        | version, roomId, token                                        |
+ * | joined       | server → member        | roomId, peerId, hostId, hostPresent, peers, iceServers, limits |
+ * | peer-joined  | server → room          | peer (the host's id when the host comes back)                 |
+ * | peer-left    | server → room          | peer, reason ('left', 'closed', 'kicked', 'timeout')          |
+ * | signal       | client → server        | to, data (opaque SDP/ICE)                                     |
+ * | signal       | server → peer          | from (set by the server), data                                |
+ * | relay        | member → host          | data (to, if given, must be the host)                         |
+ * | relay        | host → member(s)       | data, to (omitted: every member)                              |
+ * | relay        | server → recipient     | from (set by the server), data                                |
+ * | rotate-token | host → server          | —                                                             |
+ * | token        | server → host          | joinToken                                                     |
+ * | kick         | host → server          | peer, reason?                                                 |
+ * | kicked       | server → member        | reason (the socket is then closed with 4001)                  |
+ * | leave        | client → server        | — (the server closes with 1000)                               |
+ * | error        | server → client        | code, message, ref? (the kind that caused it)                 |
+ *
+ * Versioning: create, reclaim and join carry the client's major version; another major gets
+ * `error` with code 'version'. Objects strip unknown keys, so a newer minor may add optional
+ * fields without breaking older peers (as in @shoal/protocol).
+ */
+import { z } from 'zod';
+
+export const SIGNAL_PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
+
+/** WebSocket close codes the server uses. */
+export const CLOSE_CODES = {
+  normal: 1000,
+  /** Policy: floods, a socket that never entered a room, a frame that cannot be parsed at all. */
+  policy: 1008,
+  /** A frame over maxFrameBytes (sent by `ws` itself). */
+  tooBig: 1009,
+  /** The server is at maxConnections. */
+  tryAgainLater: 1013,
+  /** Kicked by the host. */
+  kicked: 4001,
+} as const;
+
+/** Reason codes of `error` messages. */
+export const SIGNAL_ERROR_CODES = [
+  'bad-json',
+  'binary-frame',
+  'too-deep',
+  'unknown-kind',
+  'schema',
+  'version',
+  'rate-limited',
+  'relay-budget',
+  'not-in-room',
+  'already-in-room',
+  'not-host',
+  'no-such-room',
+  'bad-token',
+  'bad-secret',
+  'host-present',
+  'room-full',
+  'too-many-rooms',
+  'unknown-peer',
+  'server-full',
+  'hello-timeout',
+  'too-big',
+  'internal',
+] as const;
+export type SignalErrorCode = (typeof SIGNAL_ERROR_CODES)[number];
+
+// Server-issued identifiers: base64url, so they fit in URLs (join links) untouched.
+const idSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9_-]+$/, 'ids are base64url');
+const versionSchema = z.int().min(0).max(1000);
+/** Opaque to the server: relayed as parsed JSON. Must be present; size is bounded by the frame. */
+const opaqueSchema = z.unknown().refine((value) => value !== undefined, 'data is required');
+
+export const iceServerSchema = z.object({
+  urls: z.union([z.string().min(1).max(512), z.array(z.string().min(1).max(512)).min(1).max(16)]),
+  username: z.string().max(512).optional(),
+  credential: z.string().max(512).optional(),
+});
+export type IceServer = z.infer<typeof iceServerSchema>;
+
+/** The limits a client should respect, told in created/reclaimed/joined. */
+export const clientLimitsSchema = z.object({
+  maxFrameBytes: z.int().min(1),
+  messagesPerSecond: z.number().min(0),
+  messageBurst: z.number().min(0),
+  maxPeersPerRoom: z.int().min(1),
+});
+export type ClientLimits = z.infer<typeof clientLimitsSchema>;
+
+export const clientMessageSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('create'), version: versionSchema }),
+  z.object({ kind: z.literal('reclaim'), version: versionSchema, roomId: idSchema, hostSecret: idSchema }),
+  z.object({ kind: z.literal('join'), version: versionSchema, roomId: idSchema, token: idSchema }),
+  z.object({ kind: z.literal('signal'), to: idSchema, data: opaqueSchema }),
+  z.object({ kind: z.literal('relay'), to: idSchema.optional(), data: opaqueSchema }),
+  z.object({ kind: z.literal('rotate-token') }),
+  z.object({ kind: z.literal('kick'), peer: idSchema, reason: z.string().max(256).optional() }),
+  z.object({ kind: z.literal('leave') }),
+]);
+export type ClientMessage = z.infer<typeof clientMessageSchema>;
+export type ClientMessageKind = ClientMessage['kind'];
+export const CLIENT_MESSAGE_KINDS: readonly string[] = clientMessageSchema.options.map(
+  (option) => option.shape.kind.value,
+);
+
+const peerLeftReason = z.enum(['left', 'closed', 'kicked', 'timeout']);
+export type PeerLeftReason = z.infer<typeof peerLeftReason>;
+
+export const serverMessageSchema = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('created'),
+    roomId: idSchema,
+    peerId: idSchema,
+    hostSecret: idSchema,
+    joinToken: idSchema,
+    iceServers: z.array(iceServerSchema),
+    limits: clientLimitsSchema,
+  }),
+  z.object({
+    kind: z.literal('reclaimed'),
+    roomId: idSchema,
+    peerId: idSchema,
+    joinToken: idSchema,
+    peers: z.array(idSchema),
+    iceServers: z.array(iceServerSchema),
+    limits: clientLimitsSchema,
+  }),
+  z.object({
+    kind: z.literal('joined'),
+    roomId: idSchema,
+    peerId: idSchema,
+    hostId: idSchema,
+    /** False while the host is away (reconnecting within the grace period). */
+    hostPresent: z.boolean(),
+    /** Everyone else in the room now, the host included when present. */
+    peers: z.array(idSchema),
+    iceServers: z.array(iceServerSchema),
+    limits: clientLimitsSchema,
+  }),
+  z.object({ kind: z.literal('peer-joined'), peer: idSchema }),
+  z.object({ kind: z.literal('peer-left'), peer: idSchema, reason: peerLeftReason }),
+  z.object({ kind: z.literal('signal'), from: idSchema, data: opaqueSchema }),
+  z.object({ kind: z.literal('relay'), from: idSchema, data: opaqueSchema }),
+  z.object({ kind: z.literal('token'), joinToken: idSchema }),
+  z.object({ kind: z.literal('kicked'), reason: z.string().max(256) }),
+  z.object({
+    kind: z.literal('error'),
+    code: z.enum(SIGNAL_ERROR_CODES),
+    message: z.string().max(1024),
+    ref: z.string().max(64).optional(),
+  }),
+]);
+export type ServerMessage = z.infer<typeof serverMessageSchema>;
+export type ServerMessageOf<K extends ServerMessage['kind']> = Extract<ServerMessage, { kind: K }>;

@@ -1,0 +1,76 @@
+/**
+ * Test support: a server on port 0 with short timers, and a raw socket that records every
+ * message and close, for the bad-input tests that the typed client would never send.
+ */
+import { WebSocket } from 'ws';
+import { type RunningServer, type ServerOptions, startServer } from './index.ts';
+import type { ServerMessage } from './signal-messages.ts';
+
+export async function startTestServer(options: Partial<ServerOptions> = {}): Promise<RunningServer> {
+  return startServer({ port: 0, host: '127.0.0.1', staticDir: '/nonexistent', logger: null, ...options });
+}
+
+export class RawClient {
+  readonly messages: ServerMessage[] = [];
+  closed: { code: number; reason: string } | null = null;
+
+  private constructor(readonly socket: WebSocket) {
+    socket.on('message', (data, isBinary) => {
+      if (!isBinary) this.messages.push(JSON.parse(data.toString()));
+    });
+    socket.on('close', (code, reason) => {
+      this.closed = { code, reason: reason.toString() };
+    });
+    socket.on('error', () => {});
+  }
+
+  static open(url: string, options: { autoPong?: boolean } = {}): Promise<RawClient> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(url, { autoPong: options.autoPong ?? true });
+      socket.once('open', () => resolve(new RawClient(socket)));
+      socket.once('error', reject);
+    });
+  }
+
+  send(message: unknown): void {
+    this.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
+  }
+
+  /** The first message of this kind not yet taken, waiting up to `ms`. */
+  async next<K extends ServerMessage['kind']>(kind: K, ms = 2000): Promise<Extract<ServerMessage, { kind: K }>> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const index = this.messages.findIndex((message) => message.kind === kind);
+      if (index >= 0) return this.messages.splice(index, 1)[0] as Extract<ServerMessage, { kind: K }>;
+      if (Date.now() > deadline) {
+        throw new Error(`no ${kind} within ${ms} ms; got ${JSON.stringify(this.messages).slice(0, 500)}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  async error(ms?: number): Promise<string> {
+    return (await this.next('error', ms)).code;
+  }
+
+  async closedWith(ms = 2000): Promise<number> {
+    const deadline = Date.now() + ms;
+    while (!this.closed) {
+      if (Date.now() > deadline) throw new Error(`not closed within ${ms} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    return this.closed.code;
+  }
+
+  close(): void {
+    this.socket.terminate();
+  }
+}
+
+export const until = async (check: () => boolean, ms = 2000): Promise<void> => {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+};

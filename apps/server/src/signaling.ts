@@ -1,0 +1,475 @@
+/**
+ * WebSocket signaling at `/signal`: rooms of one host and its members, relaying WebRTC offers,
+ * answers and ICE candidates (and small control messages) between members of the same room.
+ *
+ * Every frame from a stranger passes, in order: the socket's token bucket (cheap drop before any
+ * parsing), text-only, a nesting scan, JSON.parse, the zod union, then the room rules. A failure
+ * answers `error` with a reason code and is counted; floods and never-joining sockets are closed
+ * with 1008, oversized frames by `ws` with 1009. Memory is bounded by maxConnections ×
+ * (maxFrameBytes + maxBufferedBytes) and maxRooms × maxPeersPerRoom.
+ */
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { RejectionCounters } from '@shoal/protocol';
+import { type RawData, WebSocket, WebSocketServer } from 'ws';
+import { Room } from './rooms.ts';
+import { type LogFields, makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
+import { parseClientFrame } from './signal-frames.ts';
+import {
+  CLOSE_CODES,
+  type ClientLimits,
+  type ClientMessage,
+  type IceServer,
+  type PeerLeftReason,
+  type ServerMessage,
+  SIGNAL_PROTOCOL_VERSION,
+  type SignalErrorCode,
+} from './signal-messages.ts';
+import { TokenBucket } from './token-bucket.ts';
+
+export const SIGNAL_PATH = '/signal';
+
+export interface SignalingOptions {
+  limits: SignalingLimits;
+  iceServers: IceServer[];
+  logger?: SignalLogger;
+  now?: () => number;
+}
+
+export interface SignalingStats {
+  connections: number;
+  rooms: number;
+  peers: number;
+  /** Rejected input by reason code. */
+  rejections: Record<string, number>;
+}
+
+export interface Signaling {
+  stats(): SignalingStats;
+  readonly counters: RejectionCounters;
+  close(): void;
+}
+
+interface Connection {
+  readonly id: number;
+  readonly socket: WebSocket;
+  readonly bucket: TokenBucket;
+  room: Room<Connection> | null;
+  peerId: string | null;
+  relayBucket: TokenBucket | null;
+  dropped: number;
+  lastDropAt: number;
+  lastRateErrorAt: number;
+  lastSeen: number;
+  closing: boolean;
+  helloTimer: ReturnType<typeof setTimeout> | null;
+}
+
+export function attachSignaling(server: Server, options: SignalingOptions): Signaling {
+  const { limits, iceServers } = options;
+  const now = options.now ?? Date.now;
+  const log = makeLog(options.logger, now);
+  const counters = new RejectionCounters({ now });
+  const rooms = new Map<string, Room<Connection>>();
+  const connections = new Set<Connection>();
+  const clientLimits: ClientLimits = {
+    maxFrameBytes: limits.maxFrameBytes,
+    messagesPerSecond: limits.messagesPerSecond,
+    messageBurst: limits.messageBurst,
+    maxPeersPerRoom: limits.maxPeersPerRoom,
+  };
+  let nextId = 1;
+
+  // perMessageDeflate stays off: compressed frames would let 64 KiB inflate to megabytes.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxFrameBytes, perMessageDeflate: false });
+  wss.on('error', (error) => log('wss-error', { message: error.message }));
+
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
+    if ((request.url ?? '').split('?')[0] !== SIGNAL_PATH) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => accept(ws, request));
+  };
+  server.on('upgrade', onUpgrade);
+
+  const heartbeat = setInterval(() => {
+    const t = now();
+    for (const conn of connections) {
+      if (t - conn.lastSeen > limits.idleTimeoutMs) {
+        log('idle-timeout', { conn: conn.id, peer: conn.peerId });
+        drop(conn, 'timeout');
+        conn.socket.terminate();
+      } else if (conn.socket.readyState === WebSocket.OPEN) {
+        conn.socket.ping();
+      }
+    }
+  }, limits.heartbeatIntervalMs);
+  heartbeat.unref();
+
+  function accept(socket: WebSocket, request: IncomingMessage): void {
+    const conn: Connection = {
+      id: nextId++,
+      socket,
+      bucket: new TokenBucket(limits.messagesPerSecond, limits.messageBurst, now),
+      room: null,
+      peerId: null,
+      relayBucket: null,
+      dropped: 0,
+      lastDropAt: 0,
+      lastRateErrorAt: -Infinity,
+      lastSeen: now(),
+      closing: false,
+      helloTimer: null,
+    };
+    socket.on('error', (error) => log('socket-error', { conn: conn.id, message: error.message }));
+    if (connections.size >= limits.maxConnections) {
+      log('server-full', { conn: conn.id });
+      send(conn, { kind: 'error', code: 'server-full', message: `at most ${limits.maxConnections} connections` });
+      closeWith(conn, CLOSE_CODES.tryAgainLater, 'server full');
+      return;
+    }
+    connections.add(conn);
+    log('connect', { conn: conn.id, ip: request.socket.remoteAddress ?? null });
+    conn.helloTimer = setTimeout(() => {
+      if (conn.room) return;
+      reject(conn, 'hello-timeout', `create, reclaim or join a room within ${limits.helloTimeoutMs} ms`);
+      closeWith(conn, CLOSE_CODES.policy, 'hello timeout');
+    }, limits.helloTimeoutMs);
+    conn.helloTimer.unref();
+    socket.on('pong', () => {
+      conn.lastSeen = now();
+    });
+    socket.on('message', (data, isBinary) => {
+      try {
+        onFrame(conn, data, isBinary);
+      } catch (error) {
+        // a bug of ours must not take the server down; the sender hears about it
+        log('internal-error', { conn: conn.id, message: (error as Error).message });
+        reject(conn, 'internal', 'the server failed to handle this message');
+      }
+    });
+    socket.on('close', (code) => {
+      if (conn.helloTimer) clearTimeout(conn.helloTimer);
+      drop(conn, 'closed');
+      connections.delete(conn);
+      log('disconnect', { conn: conn.id, code });
+    });
+  }
+
+  function onFrame(conn: Connection, data: RawData, isBinary: boolean): void {
+    if (conn.closing) return;
+    conn.lastSeen = now();
+    if (!conn.bucket.take()) {
+      onOverBudget(conn);
+      return;
+    }
+    const frame = parseClientFrame(data, isBinary, limits.maxJsonDepth);
+    if (!frame.ok) {
+      reject(conn, frame.code, frame.message, frame.ref);
+      return;
+    }
+    handle(conn, frame.message, frame.bytes);
+  }
+
+  /** Drops the frame; answers at most once a second; closes a socket that keeps flooding. */
+  function onOverBudget(conn: Connection): void {
+    const t = now();
+    if (t - conn.lastDropAt > 10_000) conn.dropped = 0; // a flood is continuous drops
+    conn.lastDropAt = t;
+    conn.dropped++;
+    if (conn.dropped > limits.maxDroppedMessages) {
+      counters.record({ from: who(conn), reason: 'flood', detail: `${conn.dropped} messages over budget` });
+      log('flood', { conn: conn.id, peer: conn.peerId });
+      closeWith(conn, CLOSE_CODES.policy, 'message rate exceeded');
+      return;
+    }
+    if (t - conn.lastRateErrorAt >= 1000) {
+      conn.lastRateErrorAt = t;
+      reject(
+        conn,
+        'rate-limited',
+        `at most ${limits.messagesPerSecond} messages a second (burst ${limits.messageBurst})`,
+      );
+    } else {
+      counters.record({ from: who(conn), reason: 'rate-limited', detail: 'dropped' });
+    }
+  }
+
+  function handle(conn: Connection, message: ClientMessage, bytes: number): void {
+    const { room } = conn;
+    switch (message.kind) {
+      case 'create':
+      case 'reclaim':
+      case 'join': {
+        if (room) {
+          reject(conn, 'already-in-room', 'this socket is already in a room', message.kind);
+          return;
+        }
+        if (message.version !== SIGNAL_PROTOCOL_VERSION.major) {
+          const expected = SIGNAL_PROTOCOL_VERSION.major;
+          reject(conn, 'version', `signaling version ${message.version}, server speaks ${expected}`, message.kind);
+          return;
+        }
+        if (message.kind === 'create') {
+          create(conn);
+          return;
+        }
+        if (message.kind === 'reclaim') {
+          reclaim(conn, message.roomId, message.hostSecret);
+          return;
+        }
+        join(conn, message.roomId, message.token);
+        return;
+      }
+      case 'leave':
+        if (room) drop(conn, 'left');
+        closeWith(conn, CLOSE_CODES.normal, 'left');
+        return;
+    }
+    if (!room || !conn.peerId) {
+      reject(conn, 'not-in-room', 'create or join a room first', message.kind);
+      return;
+    }
+    const self = conn.peerId;
+    const isHost = self === room.hostId;
+    switch (message.kind) {
+      case 'signal': {
+        const target = message.to === self ? undefined : room.peers.get(message.to);
+        if (!target) {
+          reject(conn, 'unknown-peer', `no peer ${message.to} in this room`, 'signal');
+          return;
+        }
+        send(target, { kind: 'signal', from: self, data: message.data });
+        return;
+      }
+      case 'relay': {
+        if (bytes > limits.maxRelayBytes) {
+          reject(conn, 'too-big', `relay frames are at most ${limits.maxRelayBytes} bytes`, 'relay');
+          return;
+        }
+        let targets: Connection[];
+        if (isHost) {
+          const one = message.to === undefined ? undefined : room.peers.get(message.to);
+          if (message.to !== undefined && (!one || message.to === self)) {
+            reject(conn, 'unknown-peer', `no member ${message.to} in this room`, 'relay');
+            return;
+          }
+          targets = one ? [one] : [...room.peers.values()].filter((member) => member !== conn);
+        } else {
+          const host = room.peers.get(room.hostId);
+          if (message.to !== undefined && message.to !== room.hostId) {
+            reject(conn, 'unknown-peer', 'members relay to the host only', 'relay');
+            return;
+          }
+          if (!host) {
+            reject(conn, 'unknown-peer', 'the host is not connected', 'relay');
+            return;
+          }
+          targets = [host];
+        }
+        if (!conn.relayBucket?.take(Math.max(1, targets.length))) {
+          reject(conn, 'relay-budget', 'relay budget spent; send control messages over the mesh', 'relay');
+          return;
+        }
+        for (const target of targets) send(target, { kind: 'relay', from: self, data: message.data });
+        return;
+      }
+      case 'rotate-token':
+        if (!isHost) {
+          reject(conn, 'not-host', 'only the host rotates the token', 'rotate-token');
+          return;
+        }
+        send(conn, { kind: 'token', joinToken: room.rotateToken() });
+        log('token-rotated', { room: room.id });
+        return;
+      case 'kick': {
+        if (!isHost) {
+          reject(conn, 'not-host', 'only the host kicks', 'kick');
+          return;
+        }
+        const target = message.peer === self ? undefined : room.peers.get(message.peer);
+        if (!target) {
+          reject(conn, 'unknown-peer', `no member ${message.peer} in this room`, 'kick');
+          return;
+        }
+        send(target, { kind: 'kicked', reason: message.reason ?? 'kicked by the host' });
+        drop(target, 'kicked');
+        closeWith(target, CLOSE_CODES.kicked, 'kicked');
+        log('kick', { room: room.id, peer: message.peer });
+        return;
+      }
+    }
+  }
+
+  function create(conn: Connection): void {
+    if (rooms.size >= limits.maxRooms) {
+      reject(conn, 'too-many-rooms', `this server holds at most ${limits.maxRooms} rooms`, 'create');
+      return;
+    }
+    const room = new Room<Connection>();
+    rooms.set(room.id, room);
+    enter(conn, room, room.hostId);
+    log('room-created', { room: room.id, conn: conn.id });
+    send(conn, {
+      kind: 'created',
+      roomId: room.id,
+      peerId: room.hostId,
+      hostSecret: room.hostSecret,
+      joinToken: room.joinToken,
+      iceServers,
+      limits: clientLimits,
+    });
+  }
+
+  function reclaim(conn: Connection, roomId: string, secret: string): void {
+    const room = rooms.get(roomId);
+    if (!room) {
+      reject(conn, 'no-such-room', 'no such room (it may have expired)', 'reclaim');
+      return;
+    }
+    if (!room.checkSecret(secret)) {
+      reject(conn, 'bad-secret', 'wrong host secret', 'reclaim');
+      return;
+    }
+    if (room.hostPresent) {
+      reject(conn, 'host-present', 'the room already has its host connected', 'reclaim');
+      return;
+    }
+    enter(conn, room, room.hostId);
+    log('host-reclaimed', { room: room.id, conn: conn.id });
+    send(conn, {
+      kind: 'reclaimed',
+      roomId: room.id,
+      peerId: room.hostId,
+      joinToken: room.joinToken,
+      peers: room.othersThan(room.hostId),
+      iceServers,
+      limits: clientLimits,
+    });
+    broadcast(room, { kind: 'peer-joined', peer: room.hostId }, conn);
+  }
+
+  function join(conn: Connection, roomId: string, token: string): void {
+    const room = rooms.get(roomId);
+    if (!room) {
+      reject(conn, 'no-such-room', 'no such room (it may have expired)', 'join');
+      return;
+    }
+    if (!room.checkToken(token)) {
+      reject(conn, 'bad-token', 'wrong or rotated join token', 'join');
+      return;
+    }
+    // the host's seat stays free while it is away
+    if (room.peers.size + (room.hostPresent ? 0 : 1) >= limits.maxPeersPerRoom) {
+      reject(conn, 'room-full', `a room holds at most ${limits.maxPeersPerRoom} peers`, 'join');
+      return;
+    }
+    const peerId = room.newPeerId();
+    enter(conn, room, peerId);
+    log('peer-joined', { room: room.id, peer: peerId, conn: conn.id });
+    send(conn, {
+      kind: 'joined',
+      roomId: room.id,
+      peerId,
+      hostId: room.hostId,
+      hostPresent: room.hostPresent,
+      peers: room.othersThan(peerId),
+      iceServers,
+      limits: clientLimits,
+    });
+    broadcast(room, { kind: 'peer-joined', peer: peerId }, conn);
+  }
+
+  function enter(conn: Connection, room: Room<Connection>, peerId: string): void {
+    if (room.cleanup) clearTimeout(room.cleanup);
+    room.cleanup = null;
+    conn.room = room;
+    conn.peerId = peerId;
+    const host = peerId === room.hostId;
+    conn.relayBucket = host
+      ? new TokenBucket(limits.hostRelayPerSecond, limits.hostRelayBurst, now)
+      : new TokenBucket(limits.memberRelayPerSecond, limits.memberRelayBurst, now);
+    room.peers.set(peerId, conn);
+    if (conn.helloTimer) clearTimeout(conn.helloTimer);
+    conn.helloTimer = null;
+  }
+
+  /** Takes the socket out of its room (idempotent), tells the others, schedules an empty room's end. */
+  function drop(conn: Connection, reason: PeerLeftReason): void {
+    const { room, peerId } = conn;
+    if (!room || !peerId) return;
+    conn.room = null;
+    conn.peerId = null;
+    if (room.peers.get(peerId) !== conn) return;
+    room.peers.delete(peerId);
+    log('peer-left', { room: room.id, peer: peerId, reason });
+    broadcast(room, { kind: 'peer-left', peer: peerId, reason });
+    if (room.peers.size === 0 && rooms.get(room.id) === room) {
+      room.cleanup = setTimeout(() => {
+        if (room.peers.size > 0) return;
+        rooms.delete(room.id);
+        log('room-expired', { room: room.id });
+      }, limits.emptyRoomGraceMs);
+      room.cleanup.unref();
+    }
+  }
+
+  function broadcast(room: Room<Connection>, message: ServerMessage, except?: Connection): void {
+    for (const member of room.peers.values()) if (member !== except) send(member, message);
+  }
+
+  function send(conn: Connection, message: ServerMessage): void {
+    if (conn.closing || conn.socket.readyState !== WebSocket.OPEN) return;
+    if (conn.socket.bufferedAmount > limits.maxBufferedBytes) {
+      // a reader that does not drain would make us queue without bound
+      counters.record({
+        from: who(conn),
+        reason: 'backpressure',
+        detail: `${conn.socket.bufferedAmount} bytes queued`,
+      });
+      log('backpressure', { conn: conn.id, peer: conn.peerId, queued: conn.socket.bufferedAmount });
+      drop(conn, 'closed');
+      closeWith(conn, CLOSE_CODES.policy, 'not reading');
+      conn.socket.terminate();
+      return;
+    }
+    conn.socket.send(JSON.stringify(message));
+  }
+
+  function reject(conn: Connection, code: SignalErrorCode, message: string, ref?: string): void {
+    counters.record({ from: who(conn), reason: code, detail: message });
+    const fields: LogFields = { conn: conn.id, peer: conn.peerId, code, ref };
+    log('rejected', fields);
+    send(conn, ref === undefined ? { kind: 'error', code, message } : { kind: 'error', code, message, ref });
+  }
+
+  function closeWith(conn: Connection, code: number, reason: string): void {
+    if (conn.closing) return;
+    conn.closing = true;
+    conn.socket.close(code, reason);
+  }
+
+  function who(conn: Connection): string {
+    return conn.peerId ?? `conn-${conn.id}`;
+  }
+
+  return {
+    counters,
+    stats: () => ({
+      connections: connections.size,
+      rooms: rooms.size,
+      peers: [...rooms.values()].reduce((sum, room) => sum + room.peers.size, 0),
+      rejections: counters.byReason(),
+    }),
+    close: () => {
+      clearInterval(heartbeat);
+      server.off('upgrade', onUpgrade);
+      for (const conn of connections) conn.socket.terminate();
+      for (const room of rooms.values()) if (room.cleanup) clearTimeout(room.cleanup);
+      rooms.clear();
+      wss.close();
+    },
+  };
+}

@@ -1,0 +1,429 @@
+/**
+ * MeshTransport: protocol's Transport over WebRTC data channels, one simple-peer per remote
+ * member. The mesh only moves bytes: chunking and reassembly are protocol's (chunks.ts,
+ * reassembler.ts), signaling is injected (`sendSignal` out, `handleSignal` in), and so is the
+ * WebRTC implementation (`wrtc` in Node; nothing in a browser, which has its own).
+ *
+ * Per remote peer:
+ * - The peer with the lower id (string order) is the initiator, so both sides can call
+ *   `addPeer` for each other without glare. A signal from an unknown peer creates it too.
+ * - Sends are serialized (messages arrive whole and in order) and paced by the channel's
+ *   `bufferedAmount`: above `highWaterMark` the sender waits until it falls to `lowWaterMark`
+ *   (`bufferedamountlow`, with polling as a fallback), so a 50 MB message buffers at most about
+ *   highWaterMark + one chunk.
+ * - Liveness: a ping every `heartbeatIntervalMs`; a peer that sends neither a pong nor a chunk for
+ *   `heartbeatTimeoutMs` is declared down ('timeout'). ICE failure, channel errors and close
+ *   are mapped to peer-down reasons; a peer that never connects within `connectTimeoutMs` is
+ *   reported through `onConnectFailed` (no peer-down: it was never up).
+ * - Bad chunks and unknown control frames are dropped and recorded in `rejections`.
+ */
+import {
+  iterateChunks,
+  type PeerDownReason,
+  type PeerId,
+  Reassembler,
+  RejectionCounters,
+  type Transport,
+  TransportEmitter,
+  TransportError,
+  type TransportEvent,
+  type TransportEvents,
+} from '@shoal/protocol';
+import SimplePeer from 'simple-peer';
+import { decodeControl, encodeControl, isControlFrame } from './control.ts';
+import { type DataChannelLike, waitForDrain } from './drain.ts';
+
+export type SignalData = SimplePeer.SignalData;
+export type WrtcImplementation = NonNullable<SimplePeer.Options['wrtc']>;
+
+export interface MeshTransportOptions {
+  self: PeerId;
+  /** Hands a signal to the signaling channel, addressed to `to`. */
+  sendSignal: (to: PeerId, data: SignalData) => void;
+  /** The WebRTC implementation: `@roamhq/wrtc` in Node; leave out in browsers. */
+  wrtc?: WrtcImplementation;
+  /** ICE servers and the like (from the signaling server's configuration). */
+  rtcConfig?: RTCConfiguration;
+  /** Largest chunk sent, header included; lowered to the remote's maxMessageSize when known. 16 KiB. */
+  maxChunkBytes?: number;
+  /** Largest message accepted from or sent to a peer (protocol's default: 256 MiB). */
+  maxMessageBytes?: number;
+  /** Bytes queued on a channel above which send waits. 1 MiB. */
+  highWaterMark?: number;
+  /** Bytes queued below which a waiting send resumes. 256 KiB. */
+  lowWaterMark?: number;
+  heartbeatIntervalMs?: number;
+  heartbeatTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  /** How long close() waits for peers to acknowledge its goodbye (by closing). 500 ms. */
+  closeGraceMs?: number;
+  /** A peer that could not be connected to (never came up). */
+  onConnectFailed?: (peer: PeerId, reason: PeerDownReason) => void;
+  now?: () => number;
+  rejections?: RejectionCounters;
+}
+
+export interface MeshStats {
+  bytesSent: number;
+  bytesReceived: number;
+  messagesSent: number;
+  messagesReceived: number;
+  /** The largest bufferedAmount seen on any channel right after a send. */
+  peakBufferedAmount: number;
+}
+
+interface Link {
+  id: PeerId;
+  peer: SimplePeer.Instance;
+  up: boolean;
+  down: boolean;
+  reassembler: Reassembler;
+  nextMessageId: number;
+  /** The tail of this peer's send queue; never rejects. */
+  sendTail: Promise<void>;
+  /** When a pong or a chunk last came in (ms, from `now`). */
+  lastHeard: number;
+  pingNonce: number;
+  /** Frames that arrived before 'connect' fired here (the remote may open first). */
+  early: Uint8Array[];
+  maxChunkBytes: number;
+  connectTimer: ReturnType<typeof setTimeout>;
+  /** Wakes sends waiting on backpressure when the link goes down. */
+  abort: AbortController;
+  /** Resolves when the link has gone down. */
+  gone: Promise<void>;
+  markGone: () => void;
+}
+
+const EARLY_FRAMES_LIMIT = 1024;
+
+export class MeshTransport implements Transport {
+  readonly self: PeerId;
+  readonly rejections: RejectionCounters;
+  readonly stats: MeshStats = {
+    bytesSent: 0,
+    bytesReceived: 0,
+    messagesSent: 0,
+    messagesReceived: 0,
+    peakBufferedAmount: 0,
+  };
+  private readonly emitter = new TransportEmitter();
+  private readonly links = new Map<PeerId, Link>();
+  private readonly options: Required<
+    Pick<
+      MeshTransportOptions,
+      | 'maxChunkBytes'
+      | 'maxMessageBytes'
+      | 'highWaterMark'
+      | 'lowWaterMark'
+      | 'heartbeatIntervalMs'
+      | 'heartbeatTimeoutMs'
+      | 'connectTimeoutMs'
+      | 'closeGraceMs'
+    >
+  >;
+  private readonly now: () => number;
+  private readonly heartbeat: ReturnType<typeof setInterval>;
+  private closing = false;
+  private pongsPaused = false;
+
+  constructor(private readonly config: MeshTransportOptions) {
+    this.self = config.self;
+    this.now = config.now ?? (() => performance.now());
+    this.rejections = config.rejections ?? new RejectionCounters({ now: () => Date.now() });
+    this.options = {
+      maxChunkBytes: config.maxChunkBytes ?? 16 * 1024,
+      maxMessageBytes: config.maxMessageBytes ?? 256 * 1024 * 1024,
+      highWaterMark: config.highWaterMark ?? 1024 * 1024,
+      lowWaterMark: config.lowWaterMark ?? 256 * 1024,
+      heartbeatIntervalMs: config.heartbeatIntervalMs ?? 2000,
+      heartbeatTimeoutMs: config.heartbeatTimeoutMs ?? 10_000,
+      connectTimeoutMs: config.connectTimeoutMs ?? 20_000,
+      closeGraceMs: config.closeGraceMs ?? 500,
+    };
+    if (this.options.lowWaterMark > this.options.highWaterMark) {
+      throw new RangeError('lowWaterMark must not exceed highWaterMark');
+    }
+    this.heartbeat = setInterval(() => this.beat(), this.options.heartbeatIntervalMs);
+    (this.heartbeat as { unref?: () => void }).unref?.();
+  }
+
+  peers(): PeerId[] {
+    return [...this.links.values()].filter((link) => link.up).map((link) => link.id);
+  }
+
+  on<E extends TransportEvent>(event: E, listener: TransportEvents[E]): () => void {
+    return this.emitter.on(event, listener);
+  }
+
+  /** Starts connecting to `peer` (idempotent). Call it for every member the signaling reports. */
+  addPeer(peer: PeerId): void {
+    if (this.closing) throw new TransportError('closed', 'the transport is closed');
+    if (peer === this.self) throw new RangeError('cannot connect to self');
+    if (!this.links.has(peer)) this.createLink(peer);
+  }
+
+  /** Leaves one peer: says goodbye, closes the connection; emits peer-down 'left' if it was up. */
+  removePeer(peer: PeerId): void {
+    const link = this.links.get(peer);
+    if (!link) return;
+    this.trySend(link, encodeControl('bye'));
+    this.goDown(link, { code: 'left', message: 'removed by this side' });
+  }
+
+  /** Feeds a signal that the signaling channel delivered from `from`. */
+  handleSignal(from: PeerId, data: SignalData): void {
+    if (this.closing || from === this.self) return;
+    let link = this.links.get(from);
+    // A fresh offer to a link that already has a connection means the remote started over.
+    if (link && data.type === 'offer' && (link.up || link.peer.connected)) {
+      this.goDown(link, { code: 'closed', message: 'the peer reconnected' });
+      link = undefined;
+    }
+    link ??= this.createLink(from);
+    try {
+      link.peer.signal(data);
+    } catch (error) {
+      this.goDown(link, { code: 'error', message: `bad signal: ${String(error)}` });
+    }
+  }
+
+  async send(to: PeerId, bytes: Uint8Array): Promise<void> {
+    if (this.closing) throw new TransportError('closed', 'the transport is closed');
+    const link = this.links.get(to);
+    if (!link?.up) throw new TransportError('peer-not-up', `peer ${to} is not up`);
+    if (bytes.length > this.options.maxMessageBytes) {
+      throw new TransportError('too-large', `${bytes.length} bytes exceed ${this.options.maxMessageBytes}`);
+    }
+    const messageId = link.nextMessageId;
+    link.nextMessageId = (messageId + 1) >>> 0;
+    const sent = link.sendTail.then(() => this.pump(link, bytes, messageId));
+    link.sendTail = sent.catch(() => {});
+    return sent;
+  }
+
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    clearInterval(this.heartbeat);
+    const links = [...this.links.values()];
+    for (const link of links) this.trySend(link, encodeControl('bye'));
+    // The remote closes on our goodbye; its close is our acknowledgement that the bye arrived.
+    const acknowledged = Promise.all(links.filter((link) => link.up).map((link) => link.gone));
+    await Promise.race([acknowledged, new Promise((resolve) => setTimeout(resolve, this.options.closeGraceMs))]);
+    for (const link of links) this.goDown(link, { code: 'left', message: 'this side closed' });
+    this.emitter.clear();
+  }
+
+  /** Test hooks: not part of the Transport. */
+  readonly testing = {
+    /** Stops (or resumes) answering pings, to simulate a hung peer. */
+    pausePongs: (paused: boolean) => {
+      this.pongsPaused = paused;
+    },
+    /** Puts raw bytes on the channel to `peer`, bypassing chunking. */
+    sendRaw: (peer: PeerId, frame: Uint8Array) => {
+      const link = this.links.get(peer);
+      if (!link?.up) throw new TransportError('peer-not-up', `peer ${peer} is not up`);
+      link.peer.send(frame);
+    },
+    /** Destroys the connection without a goodbye, as a crash would. */
+    crash: () => {
+      this.closing = true;
+      clearInterval(this.heartbeat);
+      for (const link of this.links.values()) link.peer.destroy();
+      this.links.clear();
+      this.emitter.clear();
+    },
+  };
+
+  private createLink(id: PeerId): Link {
+    const peer = new SimplePeer({
+      initiator: this.self < id,
+      trickle: true,
+      wrtc: this.config.wrtc,
+      config: this.config.rtcConfig,
+      channelConfig: { ordered: true },
+    });
+    let markGone = () => {};
+    const gone = new Promise<void>((resolve) => {
+      markGone = resolve;
+    });
+    const link: Link = {
+      id,
+      peer,
+      up: false,
+      down: false,
+      reassembler: new Reassembler({ now: this.now, maxMessageBytes: this.options.maxMessageBytes }),
+      nextMessageId: 0,
+      sendTail: Promise.resolve(),
+      lastHeard: this.now(),
+      pingNonce: 0,
+      early: [],
+      maxChunkBytes: this.options.maxChunkBytes,
+      connectTimer: setTimeout(
+        () => this.goDown(link, { code: 'connection-failed', message: 'no connection within the timeout' }),
+        this.options.connectTimeoutMs,
+      ),
+      abort: new AbortController(),
+      gone,
+      markGone,
+    };
+    (link.connectTimer as { unref?: () => void }).unref?.();
+    this.links.set(id, link);
+
+    peer.on('signal', (data: SignalData) => {
+      if (!link.down && !this.closing) this.config.sendSignal(id, data);
+    });
+    peer.on('connect', () => this.onConnect(link));
+    peer.on('data', (frame: Uint8Array) => this.onFrame(link, frame));
+    peer.on('error', (error: Error & { code?: string }) => this.goDown(link, reasonForError(error)));
+    peer.on('close', () => this.goDown(link, { code: 'closed', message: 'the connection closed' }));
+    return link;
+  }
+
+  private onConnect(link: Link): void {
+    if (link.down || this.closing) return;
+    clearTimeout(link.connectTimer);
+    link.up = true;
+    link.lastHeard = this.now();
+    link.maxChunkBytes = Math.min(this.options.maxChunkBytes, remoteMaxMessageSize(link.peer));
+    this.emitter.emit('peer-up', link.id);
+    const early = link.early;
+    link.early = [];
+    for (const frame of early) this.onFrame(link, frame);
+  }
+
+  private onFrame(link: Link, frame: Uint8Array): void {
+    if (link.down) return;
+    if (this.closing) {
+      // both sides closing at once: each one's goodbye acknowledges the other's
+      if (decodeControl(frame)?.kind === 'bye') this.goDown(link, { code: 'left', message: 'the peer left' });
+      return;
+    }
+    if (!link.up) {
+      if (link.early.length < EARLY_FRAMES_LIMIT) link.early.push(frame);
+      return;
+    }
+    this.stats.bytesReceived += frame.length;
+    if (isControlFrame(frame)) {
+      const control = decodeControl(frame);
+      if (!control) {
+        this.reject(link, 'control', `malformed control frame of ${frame.length} bytes`);
+      } else if (control.kind === 'ping') {
+        if (!this.pongsPaused) this.trySend(link, encodeControl('pong', control.nonce));
+      } else if (control.kind === 'pong') {
+        link.lastHeard = this.now();
+      } else {
+        this.goDown(link, { code: 'left', message: 'the peer left' });
+      }
+      return;
+    }
+    link.lastHeard = this.now();
+    const result = link.reassembler.push(frame);
+    if (result.status === 'rejected') {
+      this.reject(link, result.reason, result.detail);
+    } else if (result.status === 'complete') {
+      this.stats.messagesReceived++;
+      this.emitter.emit('message', link.id, result.bytes);
+    }
+  }
+
+  /** Sends one message's chunks, waiting whenever the channel holds more than the high-water mark. */
+  private async pump(link: Link, bytes: Uint8Array, messageId: number): Promise<void> {
+    const channel = dataChannel(link.peer);
+    for (const chunk of iterateChunks(bytes, link.maxChunkBytes, messageId)) {
+      if (channel && channel.bufferedAmount > this.options.highWaterMark) {
+        await waitForDrain(channel, this.options.lowWaterMark, link.abort.signal);
+      }
+      if (link.down || this.closing) {
+        throw new TransportError(this.closing ? 'closed' : 'peer-not-up', `peer ${link.id} went down during send`);
+      }
+      if (!this.trySend(link, chunk)) throw new TransportError('peer-not-up', `send to ${link.id} failed`);
+      if (channel && channel.bufferedAmount > this.stats.peakBufferedAmount) {
+        this.stats.peakBufferedAmount = channel.bufferedAmount;
+      }
+    }
+    this.stats.messagesSent++;
+  }
+
+  private trySend(link: Link, frame: Uint8Array): boolean {
+    if (link.down || !link.up) return false;
+    try {
+      link.peer.send(frame);
+      this.stats.bytesSent += frame.length;
+      return true;
+    } catch (error) {
+      this.goDown(link, { code: 'error', message: `send failed: ${String(error)}` });
+      return false;
+    }
+  }
+
+  private beat(): void {
+    const now = this.now();
+    for (const link of [...this.links.values()]) {
+      if (!link.up) continue;
+      if (now - link.lastHeard > this.options.heartbeatTimeoutMs) {
+        this.goDown(link, {
+          code: 'timeout',
+          message: `no answer for ${Math.round(now - link.lastHeard)} ms`,
+        });
+        continue;
+      }
+      link.pingNonce = (link.pingNonce + 1) >>> 0;
+      this.trySend(link, encodeControl('ping', link.pingNonce));
+      for (const eviction of link.reassembler.evictExpired()) {
+        this.reject(
+          link,
+          'reassembly-timeout',
+          `message ${eviction.messageId}: ${eviction.received}/${eviction.count}`,
+        );
+      }
+    }
+  }
+
+  private reject(link: Link, reason: string, detail: string): void {
+    this.rejections.record({ from: link.id, reason, detail });
+  }
+
+  /** The one way a link ends: idempotent, destroys the peer, emits peer-down if it was up. */
+  private goDown(link: Link, reason: PeerDownReason): void {
+    if (link.down) return;
+    link.down = true;
+    clearTimeout(link.connectTimer);
+    if (this.links.get(link.id) === link) this.links.delete(link.id);
+    link.abort.abort();
+    link.reassembler.clear();
+    link.early = [];
+    link.peer.destroy();
+    link.markGone();
+    if (this.closing) return;
+    if (link.up) this.emitter.emit('peer-down', link.id, reason);
+    else this.config.onConnectFailed?.(link.id, reason);
+  }
+}
+
+function reasonForError(error: Error & { code?: string }): PeerDownReason {
+  const message = error.message || String(error);
+  switch (error.code) {
+    case 'ERR_ICE_CONNECTION_FAILURE':
+    case 'ERR_CONNECTION_FAILURE':
+      return { code: 'connection-failed', message };
+    case 'ERR_ICE_CONNECTION_CLOSED':
+      return { code: 'closed', message };
+    default:
+      return { code: 'error', message: error.code ? `${error.code}: ${message}` : message };
+  }
+}
+
+/** simple-peer keeps its channel and connection private; the mesh needs both for pacing. */
+function dataChannel(peer: SimplePeer.Instance): DataChannelLike | undefined {
+  return (peer as unknown as { _channel?: DataChannelLike })._channel;
+}
+
+function remoteMaxMessageSize(peer: SimplePeer.Instance): number {
+  const pc = (peer as unknown as { _pc?: { sctp?: { maxMessageSize?: number } | null } })._pc;
+  const size = pc?.sctp?.maxMessageSize;
+  // 0 means "no limit" in the spec; absent means the implementation does not say
+  return typeof size === 'number' && size > 0 ? size : Number.POSITIVE_INFINITY;
+}
