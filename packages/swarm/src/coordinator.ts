@@ -213,7 +213,7 @@ export class Coordinator {
     this.departedTokens += info.innerStep * this.config.train.batchSize * this.config.train.seqLen;
     this.options.onEvent?.({ event: 'peer-left', peer, reason });
     for (const round of this.inFlight) {
-      if (!round || !round.participants.includes(peer)) continue;
+      if (!round?.participants.includes(peer)) continue;
       for (const [shard, owner] of round.owners.entries()) {
         const live = round.participants.filter((p) => this.members.has(p));
         if (owner !== peer || live.length === 0) continue;
