@@ -1,16 +1,8 @@
 /** Deterministic inputs for the tests (not exported from the package). */
+import { mulberry32 } from '@shoal/gpu/random';
 
-/** mulberry32: a tiny seeded generator of uniform numbers in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 (@shoal/gpu's), under the name these tests use. */
+export const seededRandom = mulberry32;
 
 /**
  * Pseudo-gradient-like values: normal-ish, magnitudes spread over a few decades from block to
