@@ -1,10 +1,12 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
+import { hostCommand } from './host.ts';
 import { serverCommand } from './server.ts';
 import { simulateCommand } from './simulate.ts';
 import { trainCommand } from './train.ts';
 import { UsageError } from './usage.ts';
+import { workerCommand } from './worker.ts';
 
 export function parsePositiveInt(value: string): number {
   const n = Number(value);
@@ -133,6 +135,45 @@ program
   .option('--dry-run', 'model time and bytes without training (no evaluation)')
   .option('--json', 'end with one JSON line {"methods": [...]}')
   .action(guarded(simulateCommand));
+
+program
+  .command('host')
+  .description('create a room on a Shoal server and run its host (coordinator + θ_global replica) headless')
+  .requiredOption('--server <url>', 'the Shoal server, http(s)://host:port')
+  .option('--preset <name>', 'nano | tiny | small | base', 'nano')
+  .option('--inner-steps <H>', 'inner steps between two rounds of one fragment', parsePositiveInt, 50)
+  .option('--fragments <P>', 'fragments (1 … n_layer)', parsePositiveInt, 2)
+  .option('--overlap <τ>', 'inner steps between a contribution and its merge', parseCount, 2)
+  .option('--alpha <α>', 'merge weight of θ_local', parseNumber, 0.5)
+  .option('--codec <codec>', 'contribution codec: fp4 | int4 | int8 | bf16 | fp32', 'fp4')
+  .option('--lr <rate>', 'inner AdamW peak learning rate', parseNumber, 3e-3)
+  .option('--batch <b>', 'sequences per worker per inner step', parsePositiveInt, 16)
+  .option('--steps <n>', 'inner steps of the learning-rate schedule (warmup, cosine decay)', parsePositiveInt, 400)
+  .option('--seed <n>', 'initialisation and data seed', (v) => Number.parseInt(v, 10), 1)
+  .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); workers need the same file')
+  .option('--checkpoint-dir <dir>', 'write θ_global to DIR/shoal-room.safetensors at each evaluation and on exit')
+  .option('--eval-every-ms <ms>', 'validation loss of θ_global every ms', parsePositiveInt, 30_000)
+  .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 4)
+  .option('--metrics-every-ms <ms>', 'a metrics line every ms', parsePositiveInt, 5_000)
+  .option(
+    '--deadline-ms <ms>',
+    'shard owners give up after ms; the coordinator on a round after twice that',
+    parsePositiveInt,
+    30_000,
+  )
+  .option('--json', 'one JSON line per event on stdout')
+  .action(guarded(hostCommand));
+
+program
+  .command('worker')
+  .description('join a room as a headless volunteer and train until SIGINT/SIGTERM')
+  .requiredOption('--server <url>', 'the Shoal server, http(s)://host:port')
+  .requiredOption('--room <id>', 'room id (from the join link)')
+  .requiredOption('--token <token>', 'join token (from the join link)')
+  .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+  .option('--data <file>', "the room's corpus, when it is not Moby Dick")
+  .option('--json', 'one JSON line per event on stdout')
+  .action(guarded(workerCommand));
 
 program
   .command('server')

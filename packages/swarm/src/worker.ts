@@ -163,7 +163,9 @@ export class Worker {
       const started = member.clock.now();
       const lr = learningRate(this.scheduleStep(), train);
       const loss = await member.clock.track(this.trainer.step(this.options.nextBatch(), lr));
-      if (this.options.stepMs) await member.clock.sleep(this.options.stepMs());
+      // The modelled compute time; on a real clock at least a zero-length sleep, so timers, the
+      // mesh and signals get served between steps of a synchronous (CPU) engine.
+      await member.clock.sleep(this.options.stepMs?.() ?? 0);
       const tokens = train.batchSize * train.seqLen;
       this.metrics.innerStep++;
       this.metrics.tokens += tokens;

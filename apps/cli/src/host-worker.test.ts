@@ -1,0 +1,176 @@
+/**
+ * `shoal host` and two `shoal worker --backend cpu` as child processes, over real WebRTC on
+ * loopback through a signaling server in this process: the host's --json lines are the contract
+ * under test (room, peer-joined, round-committed, metrics, peer-left), then SIGINT ends everyone
+ * cleanly.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer } from '@shoal/server';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CHECKPOINT_NAME } from './host.ts';
+import { loadWrtc } from './room.ts';
+
+const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
+
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  /** Parsed JSON lines of stdout, in order. */
+  lines: Record<string, unknown>[];
+  stderr: string[];
+  exit: Promise<number | null>;
+}
+
+const procs: Proc[] = [];
+
+function start(name: string, args: string[]): Proc {
+  const child = spawn(process.execPath, [shoal, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: Proc = {
+    name,
+    child,
+    lines: [],
+    stderr: [],
+    exit: new Promise((resolve) => child.on('exit', (code) => resolve(code))),
+  };
+  let buffered = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    buffered += chunk;
+    const lines = buffered.split('\n');
+    buffered = lines.pop() ?? '';
+    for (const line of lines) if (line.trim()) proc.lines.push(JSON.parse(line));
+  });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => proc.stderr.push(chunk));
+  procs.push(proc);
+  return proc;
+}
+
+/** Polls `condition` every 100 ms; fails naming `what`, with every process's stderr, after `timeoutMs`. */
+async function until<T>(condition: () => T | undefined | false, timeoutMs: number, what: string): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = condition();
+    if (value) return value;
+    for (const p of procs) {
+      if (p.child.exitCode !== null)
+        throw new Error(`${p.name} exited (${p.child.exitCode}) while waiting for ${what}:\n${p.stderr.join('')}`);
+    }
+    if (performance.now() > deadline) {
+      const logs = procs
+        .map((p) => {
+          const events = p.lines.filter((line) => line.event !== 'metrics').slice(-6);
+          const last = [...events, p.lines.filter((line) => line.event === 'metrics').at(-1)];
+          return `--- ${p.name}\n${last.map((line) => JSON.stringify(line)).join('\n')}\n${p.stderr.join('').slice(-2000)}`;
+        })
+        .join('\n');
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${logs}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+const eventsOf = (p: Proc, event: string) => p.lines.filter((line) => line.event === event);
+
+afterAll(() => {
+  for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+});
+
+describe('shoal host + shoal worker over WebRTC', () => {
+  it('trains nano in a room of two CPU workers, commits rounds, evaluates θ_global, and exits cleanly on SIGINT', {
+    timeout: 150_000,
+  }, async () => {
+    await loadWrtc(); // fails loudly (never skips) without WebRTC in Node
+    const server = await startServer({ port: 0, logger: null });
+    const checkpoints = mkdtempSync(join(tmpdir(), 'shoal-host-'));
+    try {
+      const startedAt = performance.now();
+      const host = start('host', [
+        'host',
+        '--server',
+        server.url,
+        '--preset',
+        'nano',
+        '--inner-steps',
+        '5',
+        '--batch',
+        '4',
+        '--eval-every-ms',
+        '2000',
+        '--metrics-every-ms',
+        '1000',
+        '--checkpoint-dir',
+        checkpoints,
+        '--json',
+      ]);
+      const room = await until(() => host.lines[0], 30_000, 'the room line');
+      expect(room.event).toBe('room');
+      expect(room.joinUrl).toBe(`${server.url}/join/${room.roomId}?token=${room.joinToken}`);
+      const workerArgs = ['--server', server.url, '--room', String(room.roomId), '--token', String(room.joinToken)];
+      const workers = [0, 1].map((i) => start(`worker ${i}`, ['worker', ...workerArgs, '--backend', 'cpu', '--json']));
+      const workerPeers = await until(
+        () => {
+          const peers = workers.map((w) => eventsOf(w, 'joined')[0]?.peer as string | undefined);
+          return peers.every(Boolean) && (peers as string[]);
+        },
+        30_000,
+        'both workers to join',
+      );
+      expect(eventsOf(workers[0] as Proc, 'joined')[0]?.host).toBeTruthy();
+
+      const firstEval = await until(
+        () => eventsOf(host, 'metrics').find((m) => typeof m.evalLoss === 'number')?.evalLoss as number | undefined,
+        30_000,
+        'the first evaluation',
+      );
+      expect(Number.isFinite(firstEval)).toBe(true);
+      await until(
+        () => {
+          // rounds that both workers took part in: the room trains together, not one worker alone
+          const committed = eventsOf(host, 'round-committed').filter((e) => e.participants === 2);
+          const perFragment = [0, 1].map((p) => committed.filter((e) => e.fragment === p).length);
+          const improved = eventsOf(host, 'metrics').some(
+            (m) => typeof m.evalLoss === 'number' && Number.isFinite(m.evalLoss) && m.evalLoss < firstEval,
+          );
+          return perFragment.every((n) => n >= 2) && improved;
+        },
+        90_000,
+        'two commits of each fragment by both workers and a lower validation loss',
+      );
+      const trainedIn = performance.now() - startedAt;
+
+      const joined = eventsOf(host, 'peer-joined').map((e) => e.peer);
+      expect(joined.sort()).toEqual([...workerPeers].sort());
+      for (const commit of eventsOf(host, 'round-committed')) {
+        expect(commit.participants).toBeGreaterThanOrEqual(1);
+        expect(commit.hash).toMatch(/^[0-9a-f]{32}$/);
+      }
+      const metrics = eventsOf(host, 'metrics').at(-1) as Record<string, unknown>;
+      expect(Object.keys(metrics).sort()).toEqual(
+        ['bytesReceived', 'bytesSent', 'evalLoss', 'event', 'step', 'tokens', 'tokensPerSecond', 'trainLoss'].sort(),
+      );
+      expect(metrics.step).toBeGreaterThan(0);
+      expect(metrics.tokens).toBeGreaterThan(0);
+      expect(metrics.bytesReceived).toBeGreaterThan(0);
+
+      for (const w of workers) w.child.kill('SIGINT');
+      expect(await Promise.all(workers.map((w) => w.exit))).toEqual([0, 0]);
+      await until(
+        () => workerPeers.every((peer) => eventsOf(host, 'peer-left').some((e) => e.peer === peer)),
+        15_000,
+        'peer-left for both workers',
+      );
+      host.child.kill('SIGINT');
+      expect(await host.exit).toBe(0);
+      expect(statSync(join(checkpoints, CHECKPOINT_NAME)).size).toBeGreaterThan(0);
+      console.log(
+        `host + 2 workers: ${eventsOf(host, 'round-committed').length} commits, eval ${firstEval.toFixed(3)} → ` +
+          `${(metrics.evalLoss as number).toFixed(3)}, trained in ${(trainedIn / 1000).toFixed(1)} s`,
+      );
+    } finally {
+      await server.close();
+    }
+  });
+});

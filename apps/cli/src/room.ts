@@ -1,0 +1,120 @@
+/**
+ * What `shoal host` and `shoal worker` share: a signaling client at the server's /signal, a
+ * MeshTransport (Node WebRTC through @roamhq/wrtc) that connects to every member the server
+ * announces, and the swarm Member on top of it, on the wall clock. Parameter traffic goes over
+ * the mesh only; the server carries SDP/ICE.
+ */
+import { fnv1a32 } from '@shoal/data';
+import { MeshTransport, type SignalData, type WrtcImplementation } from '@shoal/mesh';
+import { createWireCodec, type PeerId } from '@shoal/protocol';
+import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
+import type { IceServer } from '@shoal/server/signal-messages';
+import { Member, wallClock } from '@shoal/swarm';
+import { WebSocket } from 'ws';
+import { UsageError } from './usage.ts';
+
+/** @roamhq/wrtc, or an error that says why there is no WebRTC in this Node. */
+export async function loadWrtc(): Promise<WrtcImplementation> {
+  let module: { default?: unknown };
+  try {
+    module = await import('@roamhq/wrtc');
+  } catch (error) {
+    throw new Error(`@roamhq/wrtc did not load, so there is no WebRTC in Node: ${(error as Error).message}`);
+  }
+  // CommonJS: Node's ESM loader puts module.exports on `default`
+  const wrtc = (module.default ?? module) as WrtcImplementation;
+  if (typeof wrtc.RTCPeerConnection !== 'function') throw new Error('@roamhq/wrtc has no RTCPeerConnection');
+  return wrtc;
+}
+
+/** The run id both sides derive from the room id: FNV-1a of its UTF-8, never 0 (0 means "any run"). */
+export function runIdFor(roomId: string): number {
+  return fnv1a32(new TextEncoder().encode(roomId)) || 1;
+}
+
+/** `http://host:port/` → `http://host:port` (the join link's base); rejects what is not http(s). */
+export function serverBase(server: string): string {
+  let url: URL;
+  try {
+    url = new URL(server);
+  } catch {
+    throw new UsageError(`--server ${server} is not a URL (expected http://host:port)`);
+  }
+  if (!['http:', 'https:', 'ws:', 'wss:'].includes(url.protocol)) {
+    throw new UsageError(`--server ${server}: expected an http(s) URL`);
+  }
+  return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}`;
+}
+
+export async function connectSignaling(server: string): Promise<SignalClient> {
+  const url = signalUrl(serverBase(server));
+  try {
+    return await SignalClient.connect(url, WebSocket as unknown as WebSocketConstructor);
+  } catch (error) {
+    throw new UsageError(`cannot reach the signaling server: ${(error as Error).message}`);
+  }
+}
+
+export interface RoomLink {
+  signal: SignalClient;
+  mesh: MeshTransport;
+  member: Member;
+  /** Mesh and signaling closed; idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * The mesh for `self` (the server-assigned peer id) in the room `signal` has entered: every
+ * peer in `peers` and every later peer-joined becomes a mesh peer; peer-left removes it.
+ */
+export async function joinMesh(
+  signal: SignalClient,
+  room: { roomId: string; peerId: PeerId; iceServers: IceServer[] },
+  peers: PeerId[],
+  wrtc: WrtcImplementation,
+): Promise<RoomLink> {
+  const mesh = new MeshTransport({
+    self: room.peerId,
+    wrtc,
+    sendSignal: (to, data) => signal.signal(to, data),
+    rtcConfig: { iceServers: room.iceServers as RTCIceServer[] },
+  });
+  const member = new Member(mesh, await createWireCodec(), wallClock, runIdFor(room.roomId));
+  const off = [
+    signal.on('signal', ({ from, data }) => {
+      // the server relays any JSON: only an object can be SDP or ICE
+      if (typeof data === 'object' && data !== null) mesh.handleSignal(from, data as SignalData);
+    }),
+    signal.on('peer-joined', ({ peer }) => {
+      if (peer !== room.peerId) mesh.addPeer(peer);
+    }),
+    signal.on('peer-left', ({ peer }) => mesh.removePeer(peer)),
+  ];
+  for (const peer of peers) if (peer !== room.peerId) mesh.addPeer(peer);
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      for (const unsubscribe of off) unsubscribe();
+      await mesh.close();
+      if (signal.open) {
+        signal.leave();
+        signal.close();
+      }
+    })();
+    return closing;
+  };
+  return { signal, mesh, member, close };
+}
+
+/** Resolves on the first SIGINT or SIGTERM (and stops listening for them). */
+export function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (name: NodeJS.Signals) => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      resolve(name);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}
