@@ -35,6 +35,8 @@ export interface MemberInfo {
   lastSeen: number;
   /** Inner steps at join (a late joiner's own count starts at 0). */
   tokens: number;
+  /** The peers it has an open channel to (heartbeats); null until its first heartbeat. */
+  reachable: Set<PeerId> | null;
 }
 
 interface OpenRound {
@@ -112,6 +114,7 @@ export class Coordinator {
       info.bytesSent = message.bytesSent;
       info.bytesReceived = message.bytesReceived;
       info.stalls = message.stalls;
+      info.reachable = new Set(message.reachable);
       info.lastSeen = member.clock.now();
       this.maybeOpenRounds();
     });
@@ -192,6 +195,7 @@ export class Coordinator {
         stalls: 0,
         lastSeen: this.member.clock.now(),
         tokens: 0,
+        reachable: null,
       });
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
@@ -266,7 +270,7 @@ export class Coordinator {
     const { diloco } = this.config;
     const fragment = this.options.fragments[p] as Fragment;
     const blockSize = diloco.codec === 'fp32' || diloco.codec === 'bf16' ? 1 : diloco.codecBlockSize;
-    const participants = workers.map((w) => w.peer).sort();
+    const participants = this.connected(workers);
     const ranges = shardRanges(fragment.size, blockSize, participants.length);
     const owners = ranges.map((_, k) => participants[k] as PeerId);
     const round = (this.lastRound[p] as number) + 1;
@@ -298,6 +302,28 @@ export class Coordinator {
       baseHash: this.committedHash[p] ?? this.options.replica.fragment(p).hash,
       maxWeight,
     });
+  }
+
+  /**
+   * The participants of a round: synced workers that can all reach each other (ARCHITECTURE.md,
+   * "Rounds…"), greedily in peer-id order from their heartbeats' channel lists. A worker that has
+   * not reported yet counts as reachable. The others train on and follow as replicas.
+   */
+  private connected(workers: MemberInfo[]): PeerId[] {
+    const chosen: MemberInfo[] = [];
+    const sees = (a: MemberInfo, b: MemberInfo) => a.reachable === null || a.reachable.has(b.peer);
+    let changed = false;
+    for (const worker of [...workers].sort((a, b) => (a.peer < b.peer ? -1 : a.peer > b.peer ? 1 : 0))) {
+      const blocked = chosen.filter((c) => !(sees(c, worker) && sees(worker, c)));
+      const reason = blocked.length === 0 ? '' : `no channel to ${blocked.map((c) => c.peer).join(', ')}`;
+      if (reason === '') chosen.push(worker);
+      if (worker.reason !== reason) {
+        worker.reason = reason;
+        changed = true;
+      }
+    }
+    if (changed) this.broadcastRoster();
+    return chosen.map((w) => w.peer);
   }
 
   private onHashReport(from: PeerId, p: number, round: number, hash: string): void {
