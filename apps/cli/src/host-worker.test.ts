@@ -80,7 +80,7 @@ afterAll(() => {
 
 describe('shoal host + shoal worker over WebRTC', () => {
   it('trains nano in a room of two CPU workers, commits rounds, evaluates θ_global, and exits cleanly on SIGINT', {
-    timeout: 150_000,
+    timeout: 240_000,
   }, async () => {
     await loadWrtc(); // fails loudly (never skips) without WebRTC in Node
     const server = await startServer({ port: 0, logger: null });
@@ -136,7 +136,7 @@ describe('shoal host + shoal worker over WebRTC', () => {
           );
           return perFragment.every((n) => n >= 2) && improved;
         },
-        90_000,
+        150_000,
         'two commits of each fragment by both workers and a lower validation loss',
       );
       const trainedIn = performance.now() - startedAt;

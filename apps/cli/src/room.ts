@@ -67,17 +67,34 @@ export interface RoomLink {
  * The mesh for `self` (the server-assigned peer id) in the room `signal` has entered: every
  * peer in `peers` and every later peer-joined becomes a mesh peer; peer-left removes it.
  */
+/** Pause before dialling a peer again after a failed or dropped connection. */
+const REDIAL_MS = 1_000;
+
 export async function joinMesh(
   signal: SignalClient,
   room: { roomId: string; peerId: PeerId; iceServers: IceServer[] },
   peers: PeerId[],
   wrtc: WrtcImplementation,
 ): Promise<RoomLink> {
+  // The room's other members as signaling reports them: a link that fails to connect, or drops
+  // while its peer is still in the room, is dialled again after a pause (a busy machine can miss
+  // the connect timeout; a peer that left is not redialled).
+  const present = new Set(peers.filter((peer) => peer !== room.peerId));
+  let closed = false;
+  const redial = (peer: PeerId) => {
+    setTimeout(() => {
+      if (!closed && present.has(peer)) mesh.addPeer(peer);
+    }, REDIAL_MS).unref();
+  };
   const mesh = new MeshTransport({
     self: room.peerId,
     wrtc,
     sendSignal: (to, data) => signal.signal(to, data),
     rtcConfig: { iceServers: room.iceServers as RTCIceServer[] },
+    onConnectFailed: (peer) => redial(peer),
+  });
+  mesh.on('peer-down', (peer, reason) => {
+    if (reason.code !== 'left') redial(peer);
   });
   const member = new Member(mesh, await createWireCodec(), wallClock, runIdFor(room.roomId));
   const off = [
@@ -86,14 +103,20 @@ export async function joinMesh(
       if (typeof data === 'object' && data !== null) mesh.handleSignal(from, data as SignalData);
     }),
     signal.on('peer-joined', ({ peer }) => {
-      if (peer !== room.peerId) mesh.addPeer(peer);
+      if (peer === room.peerId) return;
+      present.add(peer);
+      mesh.addPeer(peer);
     }),
-    signal.on('peer-left', ({ peer }) => mesh.removePeer(peer)),
+    signal.on('peer-left', ({ peer }) => {
+      present.delete(peer);
+      mesh.removePeer(peer);
+    }),
   ];
   for (const peer of peers) if (peer !== room.peerId) mesh.addPeer(peer);
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
+      closed = true;
       for (const unsubscribe of off) unsubscribe();
       await mesh.close();
       if (signal.open) {
