@@ -1,9 +1,9 @@
+import { jsonDepth } from '@shoal/protocol';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import type { RunningServer } from './index.ts';
 import { SignalClient } from './signal-client.ts';
 import { DEFAULT_SIGNALING_LIMITS, resolveIceServers, resolveSignalingLimits } from './signal-config.ts';
-import { jsonDepth } from './signal-frames.ts';
 import { startTestServer, until } from './signal-test-support.ts';
 
 let server: RunningServer | undefined;

@@ -108,24 +108,3 @@ export function payloadProblem(kind: MessageKind, body: object, payloadLength: n
   }
   return null;
 }
-
-/**
- * True when no object or array in `text` nests deeper than `maxDepth`. A linear scan that skips
- * strings, so JSON.parse never recurses on an attacker's `[[[[…`.
- */
-export function jsonDepthWithin(text: string, maxDepth: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c)
-        i++; // backslash: skip the escaped character
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x7b || c === 0x5b) {
-      if (++depth > maxDepth) return false;
-    } else if (c === 0x7d || c === 0x5d) depth--;
-  }
-  return true;
-}

@@ -22,8 +22,9 @@
  */
 import { codecNameOfId } from '@shoal/diloco';
 import { createXXHash3 } from 'hash-wasm';
-import { headerFieldsProblem, headerNumbers, jsonDepthWithin, type Problem, payloadProblem } from './fields.ts';
+import { headerFieldsProblem, headerNumbers, type Problem, payloadProblem } from './fields.ts';
 import { HASH_BYTES, HASH_OFFSET, HEADER_BYTES, hashedParts, hasMagic, readHeader, writeHeader } from './header.ts';
+import { jsonDepth } from './json-depth.ts';
 import { resolveWireLimits, type WireLimits } from './limits.ts';
 import {
   type HeaderValues,
@@ -185,7 +186,7 @@ export async function createWireCodec(options: WireCodecOptions = {}): Promise<W
     } catch {
       return reject('json', 'the JSON part is not valid UTF-8', kind);
     }
-    if (!jsonDepthWithin(text, limits.maxJsonDepth)) {
+    if (jsonDepth(text) > limits.maxJsonDepth) {
       return reject('json-depth', `the JSON part nests deeper than ${limits.maxJsonDepth}`, kind);
     }
     let json: unknown;
