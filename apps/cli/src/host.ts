@@ -8,12 +8,11 @@
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
-import { CODEC_NAMES, type CodecName } from '@shoal/diloco';
-import { buildLayout, CpuTrainer, encodeWeights, presetConfig } from '@shoal/model';
+import { buildLayout, CpuTrainer, encodeWeights } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
 import { type CoordinatorEvent, createRunConfig, Host } from '@shoal/swarm';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
-import { UsageError } from './usage.ts';
+import { codecOption, presetOption, UsageError } from './usage.ts';
 
 export interface HostCliOptions {
   server: string;
@@ -58,15 +57,8 @@ export type HostEvent =
 export const CHECKPOINT_NAME = 'shoal-room.safetensors';
 
 function runConfigFrom(options: HostCliOptions): RunConfig {
-  let model: ReturnType<typeof presetConfig>;
-  try {
-    model = presetConfig(options.preset);
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  if (!CODEC_NAMES.includes(options.codec as CodecName)) {
-    throw new UsageError(`unknown codec ${options.codec}: choose from ${CODEC_NAMES.join(', ')}`);
-  }
+  const model = presetOption(options.preset);
+  const codec = codecOption(options.codec);
   if (!(options.alpha >= 0 && options.alpha <= 1)) throw new UsageError(`--alpha must lie in [0, 1]`);
   if (!(options.lr > 0)) throw new UsageError('--lr must be > 0');
   try {
@@ -78,7 +70,7 @@ function runConfigFrom(options: HostCliOptions): RunConfig {
         fragments: options.fragments,
         overlap: options.overlap,
         alpha: options.alpha,
-        codec: options.codec as CodecName,
+        codec,
       },
       // a worker loads the same corpus by this name: moby-dick, or the path it was given
       corpus: options.data ?? 'moby-dick',

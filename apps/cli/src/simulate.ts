@@ -7,12 +7,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCorpus, validationBatches } from '@shoal/data';
-import { CODEC_NAMES, type CodecName } from '@shoal/diloco';
-import { CpuTrainer, createGptKernels, type GptKernels, GpuTrainer, presetConfig } from '@shoal/model';
+import { CpuTrainer, createGptKernels, type GptKernels, GpuTrainer } from '@shoal/model';
 import { METHODS, type MethodName, type MethodResult, type SimulateOptions, simulateMethod } from '@shoal/swarm';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
-import { UsageError } from './usage.ts';
+import { codecOption, presetOption, UsageError } from './usage.ts';
 
 export interface SimulateCliOptions {
   preset: string;
@@ -64,15 +63,8 @@ const formatBytes = (bytes: number) =>
 
 export async function simulateCommand(options: SimulateCliOptions): Promise<void> {
   const methods = parseMethods(options.methods);
-  let model: ReturnType<typeof presetConfig>;
-  try {
-    model = presetConfig(options.preset);
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  if (!CODEC_NAMES.includes(options.codec as CodecName)) {
-    throw new UsageError(`unknown codec ${options.codec}: choose from ${CODEC_NAMES.join(', ')}`);
-  }
+  const model = presetOption(options.preset);
+  const codec = codecOption(options.codec);
   if (options.fragments > model.nLayer) {
     throw new UsageError(`--fragments ${options.fragments} exceeds ${options.preset}'s ${model.nLayer} blocks`);
   }
@@ -132,7 +124,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         fragments: options.fragments,
         overlap: options.overlap,
         alpha: options.alpha,
-        codec: options.codec as CodecName,
+        codec,
         codecBlockSize: options.blockSize,
         outerLr: options.outerLr,
         outerMomentum: options.outerMomentum,

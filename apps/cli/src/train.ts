@@ -17,14 +17,13 @@ import {
   type GptConfig,
   GpuTrainer,
   initParameters,
-  presetConfig,
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
 import cliProgress from 'cli-progress';
 import { readInput, writeAtomically } from './files.ts';
 import { acquireCliGpu } from './grads-webgpu.ts';
-import { UsageError } from './usage.ts';
+import { presetOption, UsageError } from './usage.ts';
 
 export interface TrainOptions {
   preset: string;
@@ -56,7 +55,7 @@ type SavedRun = {
 /** How often a webgpu run reads its loss back (every step would stall the GPU queue each step). */
 const LOSS_EVERY = 10;
 
-const statePath = (weightsPath: string) => weightsPath.replace(/\.safetensors$/, '') + '.state.safetensors';
+const statePath = (weightsPath: string) => `${weightsPath.replace(/\.safetensors$/, '')}.state.safetensors`;
 
 async function createTrainer(
   backend: TrainOptions['backend'],
@@ -101,11 +100,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
       throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
     }
   } else {
-    try {
-      config = presetConfig(options.preset);
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    config = presetOption(options.preset);
     params = initParameters(buildLayout(config), options.seed);
   }
   const seqLen = saved?.run.train.seqLen ?? options.seq ?? config.blockSize;
