@@ -131,6 +131,33 @@ export async function runKernels(device: GPUDevice, kernels: BoundKernel[], labe
   await device.queue.onSubmittedWorkDone();
 }
 
+/**
+ * Builds GPU objects inside a validation error scope, so a bad binding fails here with its
+ * message instead of later in a dispatch. What `build` returns is destroyed if the scope caught
+ * an error; an exception from `build` itself is rethrown once the scope is popped.
+ */
+export async function buildValidated<T extends { destroy(): void }>(
+  device: GPUDevice,
+  label: string,
+  build: () => T,
+): Promise<T> {
+  device.pushErrorScope('validation');
+  let built: T | undefined;
+  let failure: unknown;
+  try {
+    built = build();
+  } catch (error) {
+    failure = error;
+  }
+  const error = await device.popErrorScope();
+  if (failure) throw failure;
+  if (error) {
+    built?.destroy();
+    throw new Error(`${label}: ${error.message}`);
+  }
+  return built as T;
+}
+
 /** ⌈a / b⌉ for workgroup counts. */
 export const ceilDiv = (a: number, b: number) => Math.ceil(a / b);
 

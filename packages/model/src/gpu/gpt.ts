@@ -19,6 +19,7 @@
 import {
   AttentionKernels,
   type BoundKernel,
+  buildValidated,
   CrossEntropyKernels,
   createStorageBuffer,
   EmbeddingKernels,
@@ -173,21 +174,7 @@ export class GpuGpt {
     kernels?: GptKernels,
   ): Promise<GpuGpt> {
     const families = kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead));
-    device.pushErrorScope('validation');
-    let model: GpuGpt | undefined;
-    let failure: unknown;
-    try {
-      model = new GpuGpt(device, config, B, T, families);
-    } catch (error) {
-      failure = error;
-    }
-    const error = await device.popErrorScope();
-    if (failure) throw failure;
-    if (error) {
-      model?.destroy();
-      throw new Error(`GpuGpt: binding the model failed: ${error.message}`);
-    }
-    return model as GpuGpt;
+    return buildValidated(device, 'GpuGpt: binding the model failed', () => new GpuGpt(device, config, B, T, families));
   }
 
   /** Uploads parameters in the logical layout. */

@@ -8,6 +8,7 @@ import {
   AdamWKernels,
   type AdamWRange,
   type BoundKernel,
+  buildValidated,
   CLIP_SCALE_INDEX,
   createEmptyStorageBuffer,
   GradNormKernels,
@@ -86,22 +87,21 @@ export class GpuTrainer implements Trainer {
     const families = kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead));
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const model = await GpuGpt.create(device, config, train.batchSize, train.seqLen, families);
-    device.pushErrorScope('validation');
-    let trainer: GpuTrainer | undefined;
-    let failure: unknown;
     try {
-      trainer = new GpuTrainer(model, train, adamw, gradNorm);
-      trainer.model.writeParams(params);
+      return await buildValidated(device, 'GpuTrainer: binding the optimiser failed', () => {
+        const trainer = new GpuTrainer(model, train, adamw, gradNorm);
+        try {
+          trainer.model.writeParams(params);
+        } catch (error) {
+          trainer.destroy();
+          throw error;
+        }
+        return trainer;
+      });
     } catch (error) {
-      failure = error;
+      model.destroy(); // idempotent: the trainer may have destroyed it already
+      throw error;
     }
-    const error = await device.popErrorScope();
-    if (failure || error) {
-      trainer?.destroy();
-      model.destroy();
-      throw failure ?? new Error(`GpuTrainer: binding the optimiser failed: ${error?.message}`);
-    }
-    return trainer as GpuTrainer;
   }
 
   async step(batch: Batch, lr: number, options: StepOptions = {}): Promise<number> {
