@@ -80,7 +80,13 @@ export class Worker {
   private trainer: Trainer | null = null;
   private fragments: Fragment[] = [];
   private tokensSince: number[] = [];
+  /** Rounds this worker contributed to, until merged or aborted (one per fragment). */
   private readonly rounds = new Map<number, RoundInFlight>();
+  /** Rounds opened for this worker whose contribution is due at the next step boundary. */
+  private readonly pendingOpens = new Map<number, RoundInFlight>();
+  /** A late joiner's offset into the room's learning-rate schedule (set at its first round-open). */
+  private scheduleOffset = 0;
+  private lateJoiner = false;
   private readonly collectors = new Map<string, { collector: ShardCollector; cancel: () => void }>();
   private readonly early: {
     from: PeerId;
@@ -247,8 +253,6 @@ export class Worker {
   private scheduleStep(): number {
     return this.metrics.innerStep + this.scheduleOffset;
   }
-  private scheduleOffset = 0;
-  private lateJoiner = false;
 
   private async start(config: RunConfig, stateFrom: PeerId | null, fragmentCount: number): Promise<void> {
     const { member } = this.options;
@@ -342,7 +346,6 @@ export class Worker {
       if (shard.owner === this.options.member.self) this.own(open, k, open.deadlineMs);
     }
   }
-  private readonly pendingOpens = new Map<number, RoundInFlight>();
 
   /** Merges finished rounds and sends due contributions; runs between inner steps. */
   private async atBoundary(): Promise<void> {
