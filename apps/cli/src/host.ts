@@ -5,12 +5,22 @@
  * batches with a CPU engine, writes θ_global as safetensors, and prints the join link; with
  * --json, one JSON line per event on stdout (see HostEvent).
  */
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
-import { buildLayout, CpuTrainer, encodeWeights } from '@shoal/model';
+import { CpuTrainer } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
-import { type CoordinatorEvent, createRunConfig, Host } from '@shoal/swarm';
+import type { IceServer } from '@shoal/server/signal-messages';
+import {
+  type CoordinatorEvent,
+  createRunConfig,
+  decodeRoomCheckpoint,
+  encodeRoomCheckpoint,
+  Host,
+  type RoomCheckpoint,
+  roomCheckpointOf,
+} from '@shoal/swarm';
+import { readInput, writeAtomically } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
 import { codecOption, presetOption, UsageError } from './usage.ts';
 
@@ -28,6 +38,8 @@ export interface HostCliOptions {
   seed: number;
   data?: string;
   checkpointDir?: string;
+  /** A room checkpoint to continue: its directory, or its weights file. */
+  resume?: string;
   evalEveryMs: number;
   evalBatches: number;
   metricsEveryMs: number;
@@ -52,9 +64,41 @@ export type HostEvent =
       bytesSent: number;
       bytesReceived: number;
     }
-  | { event: 'checkpoint'; path: string };
+  | { event: 'checkpoint'; path: string; state: string }
+  | {
+      event: 'resumed';
+      from: string;
+      fragments: { round: number; hash: string }[];
+      roomTokens: number;
+      /** Whether the signaling room was taken back (false: a new room, a new join link). */
+      reclaimed: boolean;
+    };
 
 export const CHECKPOINT_NAME = 'shoal-room.safetensors';
+export const STATE_NAME = 'shoal-room.state.safetensors';
+
+/** `--resume DIR` or `--resume DIR/NAME.safetensors` → the weights and run-state paths. */
+export function resumePaths(resume: string): { weights: string; state: string } {
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(resume).isDirectory();
+  } catch {
+    // not there: readInput names it below
+  }
+  if (isDirectory) return { weights: join(resume, CHECKPOINT_NAME), state: join(resume, STATE_NAME) };
+  return { weights: resume, state: `${resume.replace(/\.safetensors$/, '')}.state.safetensors` };
+}
+
+function loadRoomCheckpoint(resume: string): RoomCheckpoint {
+  const paths = resumePaths(resume);
+  const weights = readInput(paths.weights, 'checkpoint');
+  const state = readInput(paths.state, 'run state');
+  try {
+    return decodeRoomCheckpoint(weights, state);
+  } catch (error) {
+    throw new UsageError(`cannot resume from ${resume}: ${(error as Error).message}`);
+  }
+}
 
 function runConfigFrom(options: HostCliOptions): RunConfig {
   const model = presetOption(options.preset);
@@ -81,7 +125,9 @@ function runConfigFrom(options: HostCliOptions): RunConfig {
 }
 
 export async function hostCommand(options: HostCliOptions): Promise<void> {
-  const config = runConfigFrom(options);
+  // A resumed run keeps its own config: the training options on the command line do not apply.
+  const saved = options.resume ? loadRoomCheckpoint(options.resume) : null;
+  const config = saved?.state.config ?? runConfigFrom(options);
   const base = serverBase(options.server);
   let corpus: ReturnType<typeof loadCorpus>;
   try {
@@ -129,9 +175,43 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   };
 
   const signal = await connectSignaling(base);
-  const room = await signal.create();
-  const link = await joinMesh(signal, room, [], wrtc);
-  const host = await Host.create({ member: link.member, config, onEvent, deadlineMs: options.deadlineMs });
+  // A resumed host takes its signaling room back while the server still has it (members that
+  // stayed keep their link); otherwise it opens a new room.
+  let room: { roomId: string; peerId: string; hostSecret: string; joinToken: string; iceServers: IceServer[] };
+  let peers: string[] = [];
+  let reclaimed = false;
+  const savedRoom = saved?.state.room;
+  try {
+    if (!savedRoom) throw new Error('no room to take back');
+    const back = await signal.reclaim(savedRoom.roomId, savedRoom.hostSecret);
+    room = { ...back, hostSecret: savedRoom.hostSecret };
+    peers = back.peers;
+    reclaimed = true;
+  } catch {
+    room = await signal.create();
+  }
+  const link = await joinMesh(signal, room, peers, wrtc);
+  let host: Host;
+  try {
+    host = await Host.create({
+      member: link.member,
+      config,
+      onEvent,
+      deadlineMs: options.deadlineMs,
+      ...(saved && { params: saved.params, momentum: saved.momentum, resume: saved.state }),
+    });
+  } catch (error) {
+    await link.close();
+    throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
+  }
+  if (saved && options.resume) {
+    const { fragments, roomTokens } = saved.state;
+    print(
+      { event: 'resumed', from: options.resume, fragments, roomTokens, reclaimed },
+      `resumed ${options.resume}: rounds ${fragments.map((f) => f.round).join(', ')}, ${roomTokens} tokens` +
+        (reclaimed ? `, room ${room.roomId} taken back` : savedRoom ? ', its room is gone: a new one' : ''),
+    );
+  }
   const joinUrl = `${base}/join/${room.roomId}?token=${room.joinToken}`;
   print(
     { event: 'room', roomId: room.roomId, joinToken: room.joinToken, joinUrl },
@@ -139,17 +219,21 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   );
 
   // Evaluation of θ_global: one CPU engine, parameters swapped in for each evaluation.
-  const layout = buildLayout(config.model);
   const evaluator = new CpuTrainer(config.model, config.train, host.params());
   let evalLoss: number | null = null;
   let lastEvaluatedHashes = '';
-  const writeCheckpoint = (params: Float32Array) => {
+  const roomCredentials = { roomId: room.roomId, hostSecret: room.hostSecret, joinToken: room.joinToken };
+  // θ_global and the run state, each written beside and renamed (a reader never sees half a file);
+  // the fragment hashes in the state tell a resume whether the two are from the same save.
+  const writeCheckpoint = () => {
     if (!options.checkpointDir) return;
     mkdirSync(options.checkpointDir, { recursive: true });
+    const files = encodeRoomCheckpoint(roomCheckpointOf(host, roomCredentials));
     const path = join(options.checkpointDir, CHECKPOINT_NAME);
-    writeFileSync(`${path}.tmp`, encodeWeights(layout, params));
-    renameSync(`${path}.tmp`, path); // a reader never sees half a file
-    print({ event: 'checkpoint', path }, `checkpoint: ${path}`);
+    const state = join(options.checkpointDir, STATE_NAME);
+    writeAtomically(path, files.weights);
+    writeAtomically(state, files.state);
+    print({ event: 'checkpoint', path, state }, `checkpoint: ${path}`);
   };
   const evaluate = async () => {
     const hashes = host
@@ -162,7 +246,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     await evaluator.setParams(params);
     const loss = await evaluator.evaluate(evalBatches);
     evalLoss = Number.isFinite(loss) ? loss : null;
-    writeCheckpoint(params);
+    writeCheckpoint();
     return true;
   };
   const metrics = () => {
@@ -208,7 +292,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   clearInterval(metricsTimer);
   await evaluating;
   if (!options.json) console.error(`shoal: stopping (${closedBy})`);
-  writeCheckpoint(host.params());
+  writeCheckpoint();
   evaluator.destroy();
   await link.close();
   if (!closedBy.startsWith('SIG')) throw new Error(closedBy);

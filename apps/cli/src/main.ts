@@ -151,7 +151,14 @@ program
   .option('--steps <n>', 'inner steps of the learning-rate schedule (warmup, cosine decay)', parsePositiveInt, 400)
   .option('--seed <n>', 'initialisation and data seed', (v) => Number.parseInt(v, 10), 1)
   .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); workers need the same file')
-  .option('--checkpoint-dir <dir>', 'write θ_global to DIR/shoal-room.safetensors at each evaluation and on exit')
+  .option(
+    '--checkpoint-dir <dir>',
+    'write θ_global and the run state to DIR/shoal-room{,.state}.safetensors at each evaluation and on exit',
+  )
+  .option(
+    '--resume <checkpoint>',
+    "continue a room's run from a checkpoint directory (or its shoal-room.safetensors); takes the room back if the server still has it",
+  )
   .option('--eval-every-ms <ms>', 'validation loss of θ_global every ms', parsePositiveInt, 30_000)
   .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 4)
   .option('--metrics-every-ms <ms>', 'a metrics line every ms', parsePositiveInt, 5_000)

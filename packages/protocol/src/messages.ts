@@ -61,6 +61,11 @@ const helloBody = z.object({
   capabilities: capabilitiesSchema,
   /** A replica reconnecting with state it already holds; empty for a new member. */
   holds: z.array(fragmentStateSchema).max(MAX_FRAGMENTS),
+  /**
+   * The sender's own inner-step count (a worker returning to a restarted host): the coordinator
+   * counts its progress from here. Absent or 0 for a new member.
+   */
+  innerStep: countSchema.optional(),
 });
 
 /** Join accepted: the run's settings, where its fragments stand, and where to fetch them. */

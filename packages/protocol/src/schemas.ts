@@ -145,3 +145,31 @@ export const runConfigSchema = z.object({
   heartbeatMs: z.int().min(100).max(60_000),
 });
 export type RunConfig = z.infer<typeof runConfigSchema>;
+
+/**
+ * A room's run state beside its θ_global checkpoint (`shoal host --checkpoint-dir`, the
+ * dashboard's IndexedDB): what a host needs to take the same run up again. The hashes double as
+ * an integrity check of the weights and outer momentum they sit beside.
+ */
+export const roomRunStateSchema = z
+  .object({
+    format: z.literal('shoal-room'),
+    version: z.literal(1),
+    config: runConfigSchema,
+    /** Per fragment: its last committed round and the hash of θ_global[p] ‖ m[p] after it. */
+    fragments: z
+      .array(z.object({ round: roundSchema, hash: hashHexSchema }))
+      .min(1)
+      .max(MAX_FRAGMENTS),
+    /** Tokens the room had trained (the inner learning-rate schedule's position). */
+    roomTokens: countSchema,
+    committedRounds: countSchema,
+    abortedRounds: countSchema,
+    /** The signaling room, so a restarted host can take it back (the secret is the host's key). */
+    room: z.object({ roomId: textSchema, hostSecret: textSchema, joinToken: textSchema }).nullable(),
+    savedAt: z.string(),
+  })
+  .refine((state) => state.fragments.length === state.config.diloco.fragments, {
+    message: 'one entry per fragment of the run config',
+  });
+export type RoomRunState = z.infer<typeof roomRunStateSchema>;

@@ -33,8 +33,11 @@ export interface MemberInfo {
   bytesReceived: number;
   stalls: number;
   lastSeen: number;
-  /** Inner steps at join (a late joiner's own count starts at 0). */
-  tokens: number;
+  /**
+   * Its own step count when it said hello: a worker returning to a restarted host counts on from
+   * there, and `innerStep` is what it did since (so the room's tokens are not counted twice).
+   */
+  baseStep: number;
   /** The peers it has an open channel to (heartbeats); null until its first heartbeat. */
   reachable: Set<PeerId> | null;
 }
@@ -65,6 +68,13 @@ export interface CoordinatorOptions {
   /** A round's owners give up waiting after this long; the coordinator after twice that. */
   deadlineMs?: number;
   onEvent?: (event: CoordinatorEvent) => void;
+  /** A resumed run: rounds continue from each fragment's last, counters from the saved ones. */
+  resume?: {
+    fragments: { round: number }[];
+    roomTokens: number;
+    committedRounds: number;
+    abortedRounds: number;
+  };
 }
 
 const median = (values: number[]) => {
@@ -77,7 +87,7 @@ export class Coordinator {
   readonly members = new Map<PeerId, MemberInfo>();
   committedRounds = 0;
   abortedRounds = 0;
-  /** Tokens of members that left (the room's total keeps them). */
+  /** Tokens of members that left, and of the run before a resume (the room's total keeps them). */
   private departedTokens = 0;
   private epoch = 0;
   private readonly lastRound: number[];
@@ -99,15 +109,21 @@ export class Coordinator {
     this.member = member;
     this.deadlineMs = options.deadlineMs ?? 60_000;
     const { innerSteps: H, fragments: P } = config.diloco;
-    this.lastRound = fragments.map(() => 0);
+    const { resume } = options;
+    this.lastRound = fragments.map((_, p) => resume?.fragments[p]?.round ?? 0);
+    this.departedTokens = resume?.roomTokens ?? 0;
+    this.committedRounds = resume?.committedRounds ?? 0;
+    this.abortedRounds = resume?.abortedRounds ?? 0;
     this.committedHash = fragments.map(() => null);
     this.inFlight = fragments.map(() => null);
     this.nextOpenStep = fragments.map((_, p) => H + Math.floor((p * H) / P));
-    member.on('hello', (from, message) => this.onHello(from, message.role, message.capabilities, message.holds));
+    member.on('hello', (from, message) =>
+      this.onHello(from, message.role, message.capabilities, message.holds, message.innerStep ?? 0),
+    );
     member.on('heartbeat', (from, message) => {
       const info = this.members.get(from);
       if (!info) return this.member.refuse(from, 'heartbeat', 'not-member', 'say hello first');
-      info.innerStep = message.innerStep;
+      info.innerStep = Math.max(0, message.innerStep - info.baseStep);
       info.tokensSince = message.tokensSinceContribution;
       info.loss = message.loss;
       info.tokensPerSecond = message.tokensPerSecond;
@@ -169,6 +185,7 @@ export class Coordinator {
     role: MemberInfo['role'],
     capabilities: Capabilities,
     holds: { fragment: number; round: number; hash: string }[],
+    ownStep: number,
   ) {
     const fresh = this.options.replica.fragments.every((f) => f.round === 0);
     const existing = this.members.get(from);
@@ -194,7 +211,7 @@ export class Coordinator {
         bytesReceived: 0,
         stalls: 0,
         lastSeen: this.member.clock.now(),
-        tokens: 0,
+        baseStep: ownStep,
         reachable: null,
       });
       this.options.onEvent?.({ event: 'peer-joined', peer: from });

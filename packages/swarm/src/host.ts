@@ -6,7 +6,7 @@
  */
 import { buildFragments, createFragmentHasher, type Fragment } from '@shoal/diloco';
 import { buildLayout, initParameters } from '@shoal/model';
-import type { RunConfig } from '@shoal/protocol';
+import type { RoomRunState, RunConfig } from '@shoal/protocol';
 import { Coordinator, type CoordinatorEvent } from './coordinator.ts';
 import type { Member } from './member.ts';
 import { ReplicaState } from './replica.ts';
@@ -18,6 +18,12 @@ export interface HostOptions {
   /** θ_global to start from (a checkpoint); the seeded init when omitted. */
   params?: Float32Array;
   momentum?: Float32Array;
+  /**
+   * Take a saved run up again (with `params` and `momentum` from its checkpoint): each fragment's
+   * last committed round and hash, which the weights and momentum must reproduce, and the room's
+   * counters.
+   */
+  resume?: Pick<RoomRunState, 'fragments' | 'roomTokens' | 'committedRounds' | 'abortedRounds'>;
   deadlineMs?: number;
   onEvent?: (event: CoordinatorEvent) => void;
 }
@@ -43,6 +49,21 @@ export class Host {
       { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
       options.momentum,
     );
+    const { resume } = options;
+    if (resume) {
+      if (resume.fragments.length !== state.fragments.length)
+        throw new Error(`the run state has ${resume.fragments.length} fragments, the run ${state.fragments.length}`);
+      for (const [p, saved] of resume.fragments.entries()) {
+        const fragment = state.fragment(p);
+        if (fragment.hash !== saved.hash) {
+          throw new Error(
+            `fragment ${p}: the weights and momentum hash to ${fragment.hash}, the run state says ${saved.hash} ` +
+              '(the two files are not from the same save)',
+          );
+        }
+        fragment.round = saved.round;
+      }
+    }
     const coordinator = new Coordinator({
       config,
       member,
@@ -50,6 +71,7 @@ export class Host {
       fragments,
       deadlineMs: options.deadlineMs,
       onEvent: options.onEvent,
+      resume,
     });
     const replica = new ReplicaNode(
       member,

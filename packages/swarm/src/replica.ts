@@ -157,6 +157,11 @@ export class ReplicaState {
     this.pending.delete(key(p, round));
   }
 
+  /** Forgets every round in flight (their coordinator is gone). */
+  abortAll(): void {
+    this.pending.clear();
+  }
+
   /** Values [start, end) of θ and then m, fp32 (a state-transfer payload). */
   exportRange(p: number, start: number, end: number): Uint8Array {
     const state = this.fragment(p);

@@ -10,6 +10,7 @@ import { createRunConfig } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
+import type { RoomCheckpoint } from './room-checkpoint.ts';
 import { SimNetwork, VirtualClock } from './sim/index.ts';
 import { Worker } from './worker.ts';
 
@@ -38,6 +39,8 @@ export interface RoomOptions {
   deadlineMs?: number;
   /** From a crash to the peer-down it causes, ms. */
   detectionMs?: number;
+  /** Start the host from a checkpoint (a resumed run). */
+  resumeFrom?: RoomCheckpoint;
 }
 
 export interface RoomWorker {
@@ -73,6 +76,11 @@ export async function createRoom(options: RoomOptions) {
     config,
     deadlineMs: options.deadlineMs ?? 5_000,
     onEvent: (event) => events.push(event),
+    ...(options.resumeFrom && {
+      params: options.resumeFrom.params,
+      momentum: options.resumeFrom.momentum,
+      resume: options.resumeFrom.state,
+    }),
   });
   const workers: RoomWorker[] = [];
 

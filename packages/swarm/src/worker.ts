@@ -97,6 +97,12 @@ export class Worker {
     payload: Uint8Array;
   }[] = [];
   private feedback: ErrorFeedback[] = [];
+  /** Fragments whose θ_global is being fetched (joining late, diverged, a host that came back). */
+  private readonly pendingSync = new Set<number>();
+  /** The coordinator is down: rounds cannot commit until it comes back and welcomes this worker again. */
+  private coordinatorLost = false;
+  /** Why the loop stopped by itself, if it did. */
+  stopReason: string | null = null;
   private codec: Codec | null = null;
   private synced = false;
   private stopped = false;
@@ -110,7 +116,8 @@ export class Worker {
       resolveWelcome = resolve;
     });
     member.on('welcome', (from, message) => {
-      if (from !== options.coordinator || this.config) return;
+      if (from !== options.coordinator) return;
+      if (this.config) return this.onWelcomeBack(message.config, message.stateFrom);
       void this.start(message.config, message.stateFrom, message.fragments.length).then(resolveWelcome);
     });
     member.on('round-open', (from, message) => this.onOpen(from, message));
@@ -127,23 +134,70 @@ export class Worker {
       if (round.payloads) this.sendShard(round, message.shard);
     });
     member.onPeerDown((peer) => {
+      if (peer === options.coordinator) return this.onCoordinatorLost();
       for (const { collector } of this.collectors.values()) {
         collector.drop(peer);
         this.maybeFinishShard(collector);
       }
     });
+    // A host that restarts (`shoal host --resume`, a reloaded dashboard) comes back as the same
+    // peer: say hello again with what this replica holds, and carry on from its welcome.
+    member.onPeerUp((peer) => {
+      if (peer === options.coordinator && this.coordinatorLost && this.config) void this.hello();
+    });
   }
 
-  /** Says hello and waits for the welcome (and for the state, when joining late). */
-  async join(): Promise<void> {
-    await this.options.member.waitForPeer(this.options.coordinator);
+  private async hello(): Promise<void> {
     await this.options.member.send(this.options.coordinator, {
       kind: 'hello',
       role: 'worker',
       client: 'shoal-swarm 0.1.0',
       capabilities: this.options.capabilities,
-      holds: [],
+      holds: this.replica?.state.fragments.map((f, fragment) => ({ fragment, round: f.round, hash: f.hash })) ?? [],
+      innerStep: this.metrics.innerStep,
     });
+  }
+
+  /**
+   * The coordinator went away: no round in flight can commit any more. Committed rounds still
+   * merge; the others are dropped (their error feedback discarded) and training goes on alone
+   * until the host comes back.
+   */
+  private onCoordinatorLost(): void {
+    this.coordinatorLost = true;
+    for (const [p, round] of this.rounds) {
+      if (round.committedAt !== null) continue;
+      this.rounds.delete(p);
+      if (this.feedback[p]?.pending) this.feedback[p]?.discard();
+    }
+    this.pendingOpens.clear();
+    for (const { cancel } of this.collectors.values()) cancel();
+    this.collectors.clear();
+    this.early.length = 0;
+    this.replica?.state.abortAll();
+  }
+
+  /** The welcome of a host that came back: the same run, and θ_global to fetch if it moved. */
+  private onWelcomeBack(config: RunConfig, stateFrom: PeerId | null): void {
+    if (!this.coordinatorLost) return; // a repeated welcome
+    this.coordinatorLost = false;
+    if (JSON.stringify(config) !== JSON.stringify(this.config)) {
+      this.stopReason = "the host came back with another run's config";
+      this.stop();
+      return;
+    }
+    this.lateJoiner = true; // re-read the room's schedule position at the next round
+    if (stateFrom && this.replica) {
+      this.synced = false;
+      for (const f of this.fragments) this.pendingSync.add(f.index);
+      this.replica.fetch(stateFrom, [...this.pendingSync]);
+    }
+  }
+
+  /** Says hello and waits for the welcome (and for the state, when joining late). */
+  async join(): Promise<void> {
+    await this.options.member.waitForPeer(this.options.coordinator);
+    await this.hello();
     await this.welcome;
   }
 
@@ -271,7 +325,8 @@ export class Worker {
     if (config.diloco.errorFeedback) {
       this.feedback = this.fragments.map((f) => new ErrorFeedback(this.codec as Codec, f.size));
     }
-    const pendingSync = new Set<number>(stateFrom ? this.fragments.map((f) => f.index) : []);
+    const pendingSync = this.pendingSync;
+    for (const f of stateFrom ? this.fragments : []) pendingSync.add(f.index);
     const synced = async () => {
       const params = state.params(new Float32Array(layout.size));
       if (this.trainer) await member.clock.track(this.trainer.setParams(params));
@@ -280,13 +335,7 @@ export class Worker {
       // its own `synced` call says hello, with holds the coordinator can accept.
       if (pendingSync.size > 0) return;
       this.synced = true;
-      await member.send(this.options.coordinator, {
-        kind: 'hello',
-        role: 'worker',
-        client: 'shoal-swarm 0.1.0',
-        capabilities: this.options.capabilities,
-        holds: state.fragments.map((f, fragment) => ({ fragment, round: f.round, hash: f.hash })),
-      });
+      await this.hello();
     };
     this.replica = new ReplicaNode(member, state, () => this.options.coordinator, {
       committed: (p, round) => {

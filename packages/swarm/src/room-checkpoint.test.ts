@@ -1,0 +1,123 @@
+import { CheckpointError } from '@shoal/model';
+import { describe, expect, it } from 'vitest';
+import { Host } from './host.ts';
+import { Member } from './member.ts';
+import { decodeRoomCheckpoint, encodeRoomCheckpoint, roomCheckpointOf } from './room-checkpoint.ts';
+import { createRoom, evaluate, must, RUN, replicaStates } from './test-room.ts';
+
+const ROOM = { roomId: 'r00m', hostSecret: 's3cret', joinToken: 't0ken' };
+
+describe('a room checkpoint', () => {
+  it('round-trips, and a host resumed from it continues the same run with new workers', async () => {
+    const first = await createRoom({ workers: 2 });
+    first.startAll();
+    await first.finish(3_000);
+    const saved = roomCheckpointOf(first.host, ROOM);
+    expect(saved.state.fragments.every((f) => f.round >= 2)).toBe(true);
+    expect(saved.state.roomTokens).toBeGreaterThan(0);
+    const files = encodeRoomCheckpoint(saved);
+    const loaded = decodeRoomCheckpoint(files.weights, files.state);
+    expect(loaded.params).toEqual(saved.params);
+    expect(loaded.momentum).toEqual(saved.momentum);
+    expect(loaded.state).toEqual(saved.state);
+    const savedLoss = await evaluate(first.config, saved.params);
+
+    // A new host process: same θ_global, m, rounds and hashes; two fresh workers fetch the state.
+    const second = await createRoom({ workers: 2, resumeFrom: loaded });
+    expect(second.host.fragmentStates()).toEqual(saved.state.fragments.map((f, fragment) => ({ fragment, ...f })));
+    expect(second.host.coordinator.roomTokens).toBe(saved.state.roomTokens);
+    const opens = second.spy(second.hostMember, 'round-open');
+    second.startAll();
+    await second.finish(3_000);
+    for (const [p, f] of saved.state.fragments.entries()) {
+      const rounds = opens.filter((o) => o.message.fragment === p).map((o) => o.message.round);
+      expect(rounds[0], `fragment ${p}'s first round after the resume`).toBe(f.round + 1);
+      expect(rounds.length).toBeGreaterThanOrEqual(2);
+      // it opens at the saved tokens, so the workers continue the learning-rate schedule
+      expect(must(opens.find((o) => o.message.fragment === p)).message.roomTokens).toBeGreaterThanOrEqual(
+        saved.state.roomTokens,
+      );
+    }
+    expect(second.aborted()).toEqual([]);
+    const states = second.host.fragmentStates();
+    for (const w of second.workers) expect(replicaStates(w.worker)).toEqual(states);
+    expect(states.every((f, p) => f.round > must(saved.state.fragments[p]).round)).toBe(true);
+    expect(second.host.coordinator.committedRounds).toBe(saved.state.committedRounds + second.committed().length);
+    expect(await evaluate(second.config, second.host.params())).toBeLessThan(savedLoss);
+  }, 60_000);
+
+  it('refuses a pair of files that are not from the same save, and a run state that is not a room', async () => {
+    const room = await createRoom({ workers: 2 });
+    room.startAll();
+    await room.finish(1_500);
+    const saved = roomCheckpointOf(room.host, null);
+    const momentum = saved.momentum.slice();
+    momentum[3] = (momentum[3] as number) + 1e-3;
+    await expect(
+      Host.create({
+        member: room.hostMember,
+        config: room.config,
+        params: saved.params,
+        momentum,
+        resume: saved.state,
+      }),
+    ).rejects.toThrow(/fragment 0: the weights and momentum hash to [0-9a-f]+, the run state says/);
+
+    const files = encodeRoomCheckpoint(saved);
+    const notRoom = encodeRoomCheckpoint({
+      ...saved,
+      state: { ...saved.state, fragments: [] } as unknown as typeof saved.state,
+    });
+    expect(() => decodeRoomCheckpoint(files.weights, notRoom.state)).toThrow(CheckpointError);
+    expect(() => decodeRoomCheckpoint(files.weights, notRoom.state)).toThrow(/run state is not a room's: fragments/);
+    expect(() => decodeRoomCheckpoint(files.weights, files.weights)).toThrow(/run state has no outer\.m/);
+  }, 30_000);
+
+  it('a host that crashes and comes back from an older checkpoint: its workers stay, fetch θ_global and rounds go on', async () => {
+    const room = await createRoom({ workers: 2 });
+    const { clock, network, codec, config, workers } = room;
+    room.startAll();
+    await clock.runAsync({ until: 1_500 });
+    const saved = roomCheckpointOf(room.host, null);
+    await clock.runAsync({ until: 2_000 });
+    // The workers moved past the checkpoint: their replicas hold later rounds than it does.
+    const ahead = replicaStates(must(workers[0]).worker);
+    expect(ahead?.some((f, p) => f.round > must(saved.state.fragments[p]).round)).toBe(true);
+    network.crash('host');
+    await clock.runAsync({ until: 2_500 });
+    const stepsAtReturn = workers.map((w) => w.worker.metrics.innerStep);
+    expect(stepsAtReturn.every((steps) => steps > 0)).toBe(true);
+
+    const member = new Member(network.join('host'), codec, clock, RUN);
+    const opens = room.spy(member, 'round-open');
+    const commits = room.spy(member, 'commit');
+    const transfers = workers.map((w) => room.spy(w.member, 'state-transfer'));
+    const host = await Host.create({
+      member,
+      config,
+      params: saved.params,
+      momentum: saved.momentum,
+      resume: saved.state,
+      deadlineMs: 5_000,
+    });
+    await clock.runAsync({ until: 6_500 });
+    for (const w of workers) w.worker.stop();
+    await clock.runAsync({ until: 7_500 });
+    await Promise.all(workers.map((w) => w.running));
+
+    // Both workers came back without rejoining: the host's state went to each, rounds go on from the save.
+    for (const log of transfers) expect(log.length).toBeGreaterThan(0);
+    for (const [p, f] of saved.state.fragments.entries()) {
+      expect(must(opens.find((o) => o.message.fragment === p)).message.round).toBe(f.round + 1);
+    }
+    const both = commits.filter((c) => c.message.contributors.length === 2);
+    expect(both.length).toBeGreaterThanOrEqual(4);
+    const states = host.fragmentStates();
+    for (const w of workers) expect(replicaStates(w.worker)).toEqual(states);
+    // Their steps count on; the room's tokens count each step once.
+    const perStep = config.train.batchSize * config.train.seqLen;
+    const since = workers.reduce((n, w, i) => n + (w.worker.metrics.innerStep - must(stepsAtReturn[i])), 0);
+    expect(host.coordinator.roomTokens).toBeGreaterThan(saved.state.roomTokens);
+    expect(host.coordinator.roomTokens).toBeLessThanOrEqual(saved.state.roomTokens + since * perStep);
+  }, 60_000);
+});
