@@ -183,6 +183,15 @@ program
   .action(guarded(workerCommand));
 
 program
+  .command('export')
+  .description('write a checkpoint as ONNX: input_ids int64 [batch, seq] → logits float32 [batch, seq, vocab]')
+  .requiredOption('--checkpoint <file>', 'weights, NAME.safetensors')
+  .requiredOption('--out <file>', 'the .onnx file to write')
+  .option('--opset <n>', 'ONNX opset: 17 (GELU from primitives) or 20 (the Gelu op)', parsePositiveInt, 17)
+  .option('--json', 'print one JSON line {out, bytes, opset, config}')
+  .action(guarded(async (options) => (await import('./export.ts')).exportCommand(options)));
+
+program
   .command('server')
   .description('serve the web app on http://localhost:8080 (PORT overrides)')
   .option('--port <port>', 'port to listen on', parsePort)
