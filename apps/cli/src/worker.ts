@@ -6,11 +6,13 @@
  */
 import { BatchSampler, fnv1a32, loadCorpus } from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
+import type { WrtcImplementation } from '@shoal/mesh';
 import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
 import type { Capabilities, RunConfig } from '@shoal/protocol';
+import type { ServerMessageOf } from '@shoal/server/signal-messages';
 import { Worker } from '@shoal/swarm';
 import { acquireCliGpu } from './grads-webgpu.ts';
-import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
+import { connectSignaling, joinMesh, loadWrtc, type RoomLink, serverBase, untilSignal } from './room.ts';
 import { UsageError } from './usage.ts';
 
 export interface WorkerCliOptions {
@@ -28,8 +30,105 @@ export function workerIndexFor(peerId: string): number {
   return fnv1a32(new TextEncoder().encode(peerId)) & 0xffff;
 }
 
+export interface RoomWorkerOptions {
+  /** The server's base URL (serverBase). */
+  server: string;
+  room: string;
+  token: string;
+  wrtc: WrtcImplementation;
+  capabilities: Capabilities;
+  createEngine(config: RunConfig, params: Float32Array): Promise<Trainer>;
+  /** The corpus, when the room trains on a file rather than Moby Dick. */
+  data?: string;
+}
+
+export interface RoomWorker {
+  joined: ServerMessageOf<'joined'>;
+  link: RoomLink;
+  worker: Worker;
+  /** join() then run(); settles when the loop ends. */
+  running: Promise<void>;
+  /** Rejects with the reason the worker cannot train (the engine or the corpus failed). */
+  failure: Promise<Error>;
+  /** Stops after the step in progress, says leave to every peer and the server, closes. */
+  leave(): Promise<void>;
+}
+
+/** Joins the room, connects the mesh and starts training (what `shoal worker` is, minus the process). */
+export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<RoomWorker> {
+  const signal = await connectSignaling(options.server);
+  let joined: ServerMessageOf<'joined'>;
+  try {
+    joined = await signal.join(options.room, options.token);
+  } catch (error) {
+    signal.close();
+    throw new UsageError(`cannot join room ${options.room}: ${(error as Error).message}`);
+  }
+  const link = await joinMesh(signal, joined, [joined.hostId, ...joined.peers], options.wrtc);
+  const { member } = link;
+  let sampler: BatchSampler | null = null;
+  let failed: (error: Error) => void = () => {};
+  const failure = new Promise<Error>((resolve) => {
+    failed = resolve;
+  });
+  const worker = new Worker({
+    member,
+    coordinator: joined.hostId,
+    capabilities: options.capabilities,
+    // The run config arrives in the welcome: the data stream is set up with the engine.
+    createTrainer: async (config, params) => {
+      try {
+        if (config.data.corpus !== 'moby-dick' && options.data === undefined) {
+          throw new UsageError(`the room trains on ${config.data.corpus}: pass that file with --data`);
+        }
+        const seqLen = config.train.seqLen;
+        const corpus = loadCorpus(config.data.corpus === 'moby-dick' ? { seqLen } : { data: options.data, seqLen });
+        sampler = new BatchSampler(corpus.train, {
+          batchSize: config.train.batchSize,
+          seqLen: config.train.seqLen,
+          seed: config.data.seed,
+          worker: workerIndexFor(member.self),
+        });
+        return await options.createEngine(config, params);
+      } catch (error) {
+        failed(error as Error);
+        throw error;
+      }
+    },
+    // The inner loop awaits engine steps that may settle without a macrotask: a zero-length sleep
+    // after each step lets the mesh, the signaling socket and SIGINT be served in between.
+    stepMs: () => 0,
+    nextBatch: () => {
+      if (!sampler) throw new Error('a batch before the welcome');
+      return sampler.next();
+    },
+  });
+
+  // Hello only once the mesh reaches every member already in the room: the coordinator names a
+  // worker in rounds as soon as it says hello, and does not yet check who can reach whom.
+  const announced = [joined.hostId, ...joined.peers].filter((peer) => peer !== member.self);
+  await Promise.race([
+    Promise.all(announced.map((peer) => member.waitForPeer(peer))),
+    new Promise((resolve) => setTimeout(resolve, 20_000)),
+  ]);
+  const running = worker.join().then(() => worker.run());
+  let leaving: Promise<void> | null = null;
+  const leave = () => {
+    leaving ??= (async () => {
+      worker.stop();
+      // Let the step in progress finish (a bounded wait: a worker still waiting for its welcome never loops).
+      await Promise.race([running.catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5_000))]);
+      await member.broadcast(link.mesh.peers(), { kind: 'leave', reason: 'stopped' });
+      await link.close();
+      worker.destroy();
+    })();
+    return leaving;
+  };
+  return { joined, link, worker, running, failure, leave };
+}
+
 export async function workerCommand(options: WorkerCliOptions): Promise<void> {
-  const base = serverBase(options.server);
+  const server = serverBase(options.server);
   const wrtc = await loadWrtc();
   let release = () => {};
   let capabilities: Capabilities = { backend: 'cpu', adapter: 'CPU (WebAssembly)', tokensPerSecond: 0 };
@@ -53,85 +152,31 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
     else console.error(text);
   };
-  const signal = await connectSignaling(base);
-  let joined: Awaited<ReturnType<typeof signal.join>>;
-  try {
-    joined = await signal.join(options.room, options.token);
-  } catch (error) {
-    signal.close();
-    throw new UsageError(`cannot join room ${options.room}: ${(error as Error).message}`);
-  }
-  const link = await joinMesh(signal, joined, [joined.hostId, ...joined.peers], wrtc);
-  const { member } = link;
+  const room = await joinRoomAsWorker({
+    server,
+    room: options.room,
+    token: options.token,
+    wrtc,
+    capabilities,
+    createEngine,
+    data: options.data,
+  });
+  const { joined, link, worker } = room;
   log(
     { event: 'joined', roomId: joined.roomId, peer: joined.peerId, host: joined.hostId },
     `joined as ${joined.peerId}`,
   );
-
-  let sampler: BatchSampler | null = null;
-  let failed: ((error: Error) => void) | null = null;
-  const failure = new Promise<Error>((resolve) => {
-    failed = resolve;
-  });
-  const worker = new Worker({
-    member,
-    coordinator: joined.hostId,
-    capabilities,
-    // The run config arrives in the welcome: the data stream is set up with the engine.
-    createTrainer: async (config, params) => {
-      try {
-        if (config.data.corpus !== 'moby-dick' && options.data === undefined) {
-          throw new UsageError(`the room trains on ${config.data.corpus}: pass that file with --data`);
-        }
-        const seqLen = config.train.seqLen;
-        const corpus = loadCorpus(config.data.corpus === 'moby-dick' ? { seqLen } : { data: options.data, seqLen });
-        sampler = new BatchSampler(corpus.train, {
-          batchSize: config.train.batchSize,
-          seqLen: config.train.seqLen,
-          seed: config.data.seed,
-          worker: workerIndexFor(member.self),
-        });
-        return await createEngine(config, params);
-      } catch (error) {
-        failed?.(error as Error);
-        throw error;
-      }
-    },
-    // The inner loop awaits engine steps that may settle without a macrotask: a zero-length sleep
-    // after each step lets the mesh, the signaling socket and SIGINT be served in between.
-    stepMs: () => 0,
-    nextBatch: () => {
-      if (!sampler) throw new Error('a batch before the welcome');
-      return sampler.next();
-    },
-  });
-
-  // Hello only once the mesh reaches every member already in the room: the coordinator names a
-  // worker in rounds as soon as it says hello, and does not yet check who can reach whom.
-  const announced = [joined.hostId, ...joined.peers].filter((peer) => peer !== member.self);
-  await Promise.race([
-    Promise.all(announced.map((peer) => member.waitForPeer(peer))),
-    new Promise((resolve) => setTimeout(resolve, 20_000)),
-  ]);
-  const running = worker.join().then(() => {
-    log({ event: 'training', peer: member.self }, 'welcomed: training');
-    return worker.run();
-  });
+  void worker.welcomed.then(() => log({ event: 'training', peer: joined.peerId }, 'welcomed: training'));
   const stoppedBy = await Promise.race([
     untilSignal(),
-    failure,
-    running.then(() => new Error('the training loop ended')),
+    room.failure,
+    room.running.then(() => new Error(`the training loop ended${worker.stopReason ? `: ${worker.stopReason}` : ''}`)),
     new Promise<Error>((resolve) =>
-      signal.on('close', ({ code }) => resolve(new Error(`the signaling socket closed (${code})`))),
+      link.signal.on('close', ({ code }) => resolve(new Error(`the signaling socket closed (${code})`))),
     ),
   ]);
-  worker.stop();
-  // Let the step in progress finish (a bounded wait: a worker still waiting for its welcome never loops).
-  await Promise.race([running.catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5_000))]);
-  await member.broadcast(link.mesh.peers(), { kind: 'leave', reason: 'stopped' });
-  await link.close();
-  worker.destroy();
+  await room.leave();
   release();
-  log({ event: 'left', peer: member.self, metrics: worker.metrics }, `left after ${worker.metrics.innerStep} steps`);
+  log({ event: 'left', peer: joined.peerId, metrics: worker.metrics }, `left after ${worker.metrics.innerStep} steps`);
   if (stoppedBy instanceof Error) throw stoppedBy;
 }

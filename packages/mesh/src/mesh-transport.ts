@@ -227,6 +227,8 @@ export class MeshTransport implements Transport {
       if (!link?.up) throw new TransportError('peer-not-up', `peer ${peer} is not up`);
       link.peer.send(frame);
     },
+    /** Bytes queued on the channel to `peer` (0 when there is none). */
+    bufferedAmount: (peer: PeerId): number => this.links.get(peer)?.peer.bufferSize ?? 0,
     /** Destroys the connection without a goodbye, as a crash would. */
     crash: () => {
       this.closing = true;

@@ -122,7 +122,18 @@ export class Coordinator {
     );
     member.on('heartbeat', (from, message) => {
       const info = this.members.get(from);
-      if (!info) return this.member.refuse(from, 'heartbeat', 'not-member', 'say hello first');
+      if (!info) {
+        // A worker this coordinator dropped (its link failed) or never welcomed: say so, so it says
+        // hello again instead of waiting on rounds that will never name it.
+        this.member.refuse(from, 'heartbeat', 'not-member', 'say hello first');
+        void this.member.send(from, {
+          kind: 'rejected',
+          about: 'heartbeat',
+          reason: 'not-member',
+          message: 'say hello first',
+        });
+        return;
+      }
       info.innerStep = Math.max(0, message.innerStep - info.baseStep);
       info.tokensSince = message.tokensSinceContribution;
       info.loss = message.loss;
@@ -347,16 +358,27 @@ export class Coordinator {
     const open = this.inFlight[p];
     if (from === this.member.self) return; // the host's own replica: checked at commit
     if (!open || open.round !== round) {
-      this.member.refuse(from, 'hash-report', 'stale-round', `round ${round} of fragment ${p} is not open`);
+      // A follower's report that arrives after its round committed still says whether it agrees.
+      if (round === this.lastRound[p] && hash === this.committedHash[p]) this.setStatus(from, 'synced');
+      else this.member.refuse(from, 'hash-report', 'stale-round', `round ${round} of fragment ${p} is not open`);
       return;
     }
     if (!open.participants.includes(from)) {
-      const info = this.members.get(from);
-      if (info?.status === 'synced' || info?.status === 'diverged') open.reports.set(from, hash);
+      // A replica that follows the round: its hash tells at the commit whether it holds θ_global
+      // (a late joiner whose state arrived while a commit overtook its hello becomes synced here).
+      if (this.members.has(from)) open.reports.set(from, hash);
       return;
     }
     open.reports.set(from, hash);
     this.maybeFinish(open);
+  }
+
+  /** A member's status from its hash reports; the roster goes out when it changes. */
+  private setStatus(peer: PeerId, status: 'synced' | 'diverged'): void {
+    const info = this.members.get(peer);
+    if (!info || info.role === 'spectator' || info.status === status) return;
+    info.status = status;
+    this.broadcastRoster();
   }
 
   /** Commits once every live participant has reported, if a quorum agrees. */
@@ -378,10 +400,7 @@ export class Coordinator {
     const [hash, agreeing] = [...tally.entries()].sort((a, b) => b[1].length - a[1].length)[0] ?? ['', []];
     const { fragment, round } = open;
     if (agreeing.length > 0 && agreeing.length >= this.config.diloco.quorum * open.participants.length) {
-      for (const [peer, reported] of open.reports) {
-        const info = this.members.get(peer);
-        if (info) info.status = reported === hash ? 'synced' : 'diverged';
-      }
+      for (const [peer, reported] of open.reports) this.setStatus(peer, reported === hash ? 'synced' : 'diverged');
       this.committedRounds++;
       this.committedHash[fragment] = hash;
       void this.member.broadcast(this.everyone(), {

@@ -46,6 +46,8 @@ export class ReplicaNode {
   private readonly transfers = new Map<number, Transfer>();
   /** Fragments whose state is being fetched: their rounds are not followed meanwhile. */
   readonly fetching = new Set<number>();
+  /** The latest round-open and commit of each fragment being fetched, replayed once it arrives. */
+  private readonly held = new Map<number, { open?: RoundOpenMessage; commit?: CommitMessage }>();
 
   constructor(
     private readonly member: Member,
@@ -95,7 +97,10 @@ export class ReplicaNode {
       return;
     }
     const p = message.fragment;
-    if (this.fetching.has(p)) return;
+    if (this.fetching.has(p)) {
+      this.held.set(p, { ...this.held.get(p), open: message });
+      return;
+    }
     const current = this.state.fragment(p);
     if (message.baseHash !== current.hash) {
       // This replica missed a commit: its θ_global[p] is stale.
@@ -143,7 +148,10 @@ export class ReplicaNode {
 
   private onCommit(message: CommitMessage): void {
     const { fragment: p, round } = message;
-    if (this.fetching.has(p)) return;
+    if (this.fetching.has(p)) {
+      this.held.set(p, { ...this.held.get(p), commit: message });
+      return;
+    }
     const outcome = this.state.commit(p, round, message.hash);
     this.dropEarly(p);
     if (outcome === 'adopted') this.events.committed?.(p, round, message);
@@ -219,9 +227,16 @@ export class ReplicaNode {
     if (transfer.received < size) return;
     this.transfers.delete(p);
     this.fetching.delete(p);
+    const held = this.held.get(p);
+    this.held.delete(p);
     if (this.state.importState(p, round, transfer.theta, transfer.momentum, hash)) {
       this.dropEarly(p);
       this.events.synced?.(p);
+      // Catch up with the round that opened during the transfer: its base is, most likely, the
+      // state just installed, and its shard results wait in the early buffer. Without this, a
+      // replica whose transfers take longer than a round would fetch forever.
+      if (held?.open && held.open.round > round) this.onOpen(this.coordinator(), held.open);
+      if (held?.commit && held.commit.round > round && !this.fetching.has(p)) this.onCommit(held.commit);
     } else {
       this.member.refuse(from, 'state-transfer', 'hash', `fragment ${p} does not hash to ${hash}`);
       this.fetch(from, [p]);

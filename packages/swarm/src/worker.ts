@@ -50,6 +50,8 @@ interface RoundInFlight {
   weight: number;
   contributionStep: number;
   committedAt: number | null;
+  /** When its round-open arrived (clock ms). */
+  openedAt: number;
 }
 
 export interface WorkerMetrics {
@@ -140,6 +142,14 @@ export class Worker {
         this.maybeFinishShard(collector);
       }
     });
+    // The coordinator dropped this worker (its link failed for a moment): as after a restart,
+    // its rounds are gone; say hello again.
+    member.on('rejected', (from, message) => {
+      if (from !== options.coordinator || message.about !== 'heartbeat' || message.reason !== 'not-member') return;
+      if (!this.config || this.coordinatorLost) return;
+      this.onCoordinatorLost();
+      void this.hello();
+    });
     // A host that restarts (`shoal host --resume`, a reloaded dashboard) comes back as the same
     // peer: say hello again with what this replica holds, and carry on from its welcome.
     member.onPeerUp((peer) => {
@@ -199,6 +209,11 @@ export class Worker {
     await this.options.member.waitForPeer(this.options.coordinator);
     await this.hello();
     await this.welcome;
+  }
+
+  /** Resolves at the coordinator's welcome (and the state, when joining late). */
+  get welcomed(): Promise<void> {
+    return this.welcome;
   }
 
   get isSynced(): boolean {
@@ -374,9 +389,15 @@ export class Worker {
   }
 
   private onOpen(from: PeerId, open: RoundOpenMessage): void {
-    if (from !== this.options.coordinator || !this.synced) return;
+    if (from !== this.options.coordinator) return;
     const participant = open.participants.includes(this.options.member.self);
     if (!participant) return;
+    // A shard it owns is aggregated whatever this replica holds (aggregation needs no θ_global):
+    // a named owner that stayed away would leave every replica without that shard's result.
+    for (const [k, shard] of open.shards.entries()) {
+      if (shard.owner === this.options.member.self) this.own(open, k, open.deadlineMs);
+    }
+    if (!this.synced) return; // fetching θ_global: it contributes from its next round
     if (this.lateJoiner && this.config) {
       // A late joiner continues the room's learning-rate schedule: the room's tokens per participant.
       const perStep = this.config.train.batchSize * this.config.train.seqLen * open.participants.length;
@@ -390,10 +411,8 @@ export class Worker {
       weight: 0,
       contributionStep: 0,
       committedAt: null,
+      openedAt: this.options.member.clock.now(),
     });
-    for (const [k, shard] of open.shards.entries()) {
-      if (shard.owner === this.options.member.self) this.own(open, k, open.deadlineMs);
-    }
   }
 
   /** Merges finished rounds and sends due contributions; runs between inner steps. */
@@ -405,6 +424,15 @@ export class Worker {
     let params: Float32Array | null = null;
     let merged = false;
     const step = this.metrics.innerStep;
+    // A round neither committed nor aborted long after the coordinator's own deadline (its abort
+    // never reached this worker): give it up rather than wait on it forever.
+    const now = this.options.member.clock.now();
+    for (const [p, round] of this.rounds) {
+      if (round.committedAt !== null || now - round.openedAt <= 2 * round.open.deadlineMs + 1_000) continue;
+      this.rounds.delete(p);
+      replica.state.abort(p, round.open.round);
+      if (this.feedback[p]?.pending) this.feedback[p]?.discard();
+    }
     for (const [p, round] of this.rounds) {
       const due = round.committedAt !== null && step >= round.contributionStep + config.diloco.overlap;
       const forced = round.committedAt !== null && this.pendingOpens.has(p);
@@ -544,6 +572,7 @@ export class Worker {
     this.collectors.delete(key);
     entry.cancel();
     const result = collector.finish();
+
     const replicas = [this.options.coordinator, ...this.options.member.transport.peers()];
     void this.options.member.broadcast([...replicas, this.options.member.self], {
       kind: 'shard-result',
