@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '@shoal/server';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CHECKPOINT_NAME } from './host.ts';
+import { CHECKPOINT_NAME, STATE_NAME } from './host.ts';
 import { loadWrtc } from './room.ts';
 
 const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
@@ -55,7 +55,7 @@ async function until<T>(condition: () => T | undefined | false, timeoutMs: numbe
     const value = condition();
     if (value) return value;
     for (const p of procs) {
-      if (p.child.exitCode !== null)
+      if (p.child.exitCode !== null && !p.child.killed)
         throw new Error(`${p.name} exited (${p.child.exitCode}) while waiting for ${what}:\n${p.stderr.join('')}`);
     }
     if (performance.now() > deadline) {
@@ -165,6 +165,39 @@ describe('shoal host + shoal worker over WebRTC', () => {
       host.child.kill('SIGINT');
       expect(await host.exit).toBe(0);
       expect(statSync(join(checkpoints, CHECKPOINT_NAME)).size).toBeGreaterThan(0);
+      expect(statSync(join(checkpoints, STATE_NAME)).size).toBeGreaterThan(0);
+      const lastCommit = (p: number) =>
+        eventsOf(host, 'round-committed')
+          .filter((e) => e.fragment === p)
+          .at(-1);
+
+      // --resume: the same room (the server still has it), the same rounds and hashes, and a new
+      // worker's first commits continue from there.
+      const again = start('host again', ['host', '--server', server.url, '--resume', checkpoints, '--json']);
+      const back = await until(() => again.lines[1], 30_000, 'the resumed host’s first two lines');
+      expect(again.lines[0]).toMatchObject({ event: 'room', roomId: room.roomId });
+      expect(back).toMatchObject({ event: 'resumed', reclaimed: true });
+      const resumed = back.fragments as { round: number; hash: string }[];
+      for (const p of [0, 1]) expect(resumed[p]).toEqual({ round: lastCommit(p)?.round, hash: lastCommit(p)?.hash });
+      const joinAgain = [
+        '--server',
+        server.url,
+        '--room',
+        String(room.roomId),
+        '--token',
+        String(again.lines[0]?.joinToken),
+      ];
+      const late = start('worker 2', ['worker', ...joinAgain, '--backend', 'cpu', '--json']);
+      const next = await until(
+        () => eventsOf(again, 'round-committed').find((e) => e.fragment === 0),
+        60_000,
+        'a commit after the resume',
+      );
+      expect(next.round).toBe((resumed[0]?.round ?? 0) + 1);
+      late.child.kill('SIGINT');
+      expect(await late.exit).toBe(0);
+      again.child.kill('SIGINT');
+      expect(await again.exit).toBe(0);
       console.log(
         `host + 2 workers: ${eventsOf(host, 'round-committed').length} commits, eval ${firstEval.toFixed(3)} → ` +
           `${(metrics.evalLoss as number).toFixed(3)}, trained in ${(trainedIn / 1000).toFixed(1)} s`,

@@ -198,12 +198,22 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
       config,
       onEvent,
       deadlineMs: options.deadlineMs,
+      unreachableHint: room.iceServers.some((server) => [server.urls].flat().some((url) => /^turns?:/.test(url)))
+        ? ''
+        : ' (ICE failed and no TURN server is configured: see the README on coturn)',
       ...(saved && { params: saved.params, momentum: saved.momentum, resume: saved.state }),
     });
   } catch (error) {
     await link.close();
     throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
   }
+  const joinUrl = `${base}/join/${room.roomId}?token=${room.joinToken}`;
+  print(
+    { event: 'room', roomId: room.roomId, joinToken: room.joinToken, joinUrl },
+    `room ${room.roomId}: join with\n  ${joinUrl}\n  shoal worker --server ${base} --room ${room.roomId} --token ${room.joinToken}`,
+  );
+
+  // The room line comes first (the --json contract); then what was resumed.
   if (saved && options.resume) {
     const { fragments, roomTokens } = saved.state;
     print(
@@ -212,11 +222,6 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
         (reclaimed ? `, room ${room.roomId} taken back` : savedRoom ? ', its room is gone: a new one' : ''),
     );
   }
-  const joinUrl = `${base}/join/${room.roomId}?token=${room.joinToken}`;
-  print(
-    { event: 'room', roomId: room.roomId, joinToken: room.joinToken, joinUrl },
-    `room ${room.roomId}: join with\n  ${joinUrl}\n  shoal worker --server ${base} --room ${room.roomId} --token ${room.joinToken}`,
-  );
 
   // Evaluation of θ_global: one CPU engine, parameters swapped in for each evaluation.
   const evaluator = new CpuTrainer(config.model, config.train, host.params());

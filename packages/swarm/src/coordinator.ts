@@ -68,6 +68,8 @@ export interface CoordinatorOptions {
   /** A round's owners give up waiting after this long; the coordinator after twice that. */
   deadlineMs?: number;
   onEvent?: (event: CoordinatorEvent) => void;
+  /** Appended to an unreachable member's reason (the host knows whether a TURN server is configured). */
+  unreachableHint?: string;
   /** A resumed run: rounds continue from each fragment's last, counters from the saved ones. */
   resume?: {
     fragments: { round: number }[];
@@ -343,7 +345,10 @@ export class Coordinator {
     let changed = false;
     for (const worker of [...workers].sort((a, b) => (a.peer < b.peer ? -1 : a.peer > b.peer ? 1 : 0))) {
       const blocked = chosen.filter((c) => !(sees(c, worker) && sees(worker, c)));
-      const reason = blocked.length === 0 ? '' : `no channel to ${blocked.map((c) => c.peer).join(', ')}`;
+      const reason =
+        blocked.length === 0
+          ? ''
+          : `no channel to ${blocked.map((c) => c.peer).join(', ')}${this.options.unreachableHint ?? ''}`;
       if (reason === '') chosen.push(worker);
       if (worker.reason !== reason) {
         worker.reason = reason;

@@ -25,6 +25,8 @@ export interface HostOptions {
    */
   resume?: Pick<RoomRunState, 'fragments' | 'roomTokens' | 'committedRounds' | 'abortedRounds'>;
   deadlineMs?: number;
+  /** Appended to an unreachable member's reason in the roster. */
+  unreachableHint?: string;
   onEvent?: (event: CoordinatorEvent) => void;
 }
 
@@ -71,6 +73,7 @@ export class Host {
       fragments,
       deadlineMs: options.deadlineMs,
       onEvent: options.onEvent,
+      unreachableHint: options.unreachableHint,
       resume,
     });
     const replica = new ReplicaNode(

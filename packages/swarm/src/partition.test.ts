@@ -3,7 +3,7 @@ import { createRoom, must, replicaStates } from './test-room.ts';
 
 describe('workers that cannot reach each other', () => {
   it('are not named together in a round: rounds commit without them, and they rejoin once healed', async () => {
-    const room = await createRoom({ workers: 3, deadlineMs: 2_000 });
+    const room = await createRoom({ workers: 3, deadlineMs: 2_000, unreachableHint: ' (no TURN server)' });
     const rosters = room.spy(must(room.workers[0]).member, 'roster');
     room.network.partition('w1', 'w2');
     room.startAll();
@@ -14,7 +14,7 @@ describe('workers that cannot reach each other', () => {
     // w2 sorts after w1 and cannot reach it: rounds run on w0 and w1, and the roster says why.
     for (const c of partitioned) expect(c).toMatchObject({ participants: 2 });
     const w2 = rosters.at(-1)?.message.members.find((m) => m.peer === 'w2');
-    expect(w2?.reason).toBe('no channel to w1');
+    expect(w2?.reason).toBe('no channel to w1 (no TURN server)');
 
     room.network.heal('w1', 'w2');
     await room.finish(12_000);

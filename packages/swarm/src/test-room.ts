@@ -39,6 +39,8 @@ export interface RoomOptions {
   deadlineMs?: number;
   /** From a crash to the peer-down it causes, ms. */
   detectionMs?: number;
+  /** The host's hint after an unreachable member's reason. */
+  unreachableHint?: string;
   /** Start the host from a checkpoint (a resumed run). */
   resumeFrom?: RoomCheckpoint;
 }
@@ -76,6 +78,7 @@ export async function createRoom(options: RoomOptions) {
     config,
     deadlineMs: options.deadlineMs ?? 5_000,
     onEvent: (event) => events.push(event),
+    unreachableHint: options.unreachableHint,
     ...(options.resumeFrom && {
       params: options.resumeFrom.params,
       momentum: options.resumeFrom.momentum,
