@@ -196,8 +196,15 @@ program
   .description('serve the web app on http://localhost:8080 (PORT overrides)')
   .option('--port <port>', 'port to listen on', parsePort)
   .option('--host <host>', 'address to bind', '0.0.0.0')
-  .action(async (options) => {
-    await serverCommand(options);
-  });
+  .option(
+    '--limit <name=value>',
+    'a signaling limit, repeatable: maxFrameBytes, messagesPerSecond, maxPeersPerRoom, maxRooms, idleTimeoutMs, emptyRoomGraceMs, … (README)',
+    (value: string, previous: string[] = []) => [...previous, value],
+  )
+  .option(
+    '--ice-servers <json>',
+    'STUN/TURN servers handed to clients, a JSON array of RTCIceServer (default: SHOAL_ICE_SERVERS)',
+  )
+  .action(guarded(serverCommand));
 
 await program.parseAsync(process.argv);

@@ -1,17 +1,59 @@
-import { startServer } from '@shoal/server';
+import {
+  DEFAULT_SIGNALING_LIMITS,
+  type IceServer,
+  resolveIceServers,
+  type SignalingLimits,
+  startServer,
+} from '@shoal/server';
+import { UsageError } from './usage.ts';
 
-export async function serverCommand(options: { port?: number; host: string }): Promise<void> {
-  const port = options.port ?? (process.env.PORT ? Number(process.env.PORT) : 8080);
-  const server = await startServer({ port, host: options.host }).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'EADDRINUSE') {
-      console.error(
-        `shoal server: port ${port} is already in use. Stop the other server, or pick another port: PORT=8081 npm start`,
-      );
-    } else {
-      console.error(`shoal server: ${error.message}`);
+export interface ServerCliOptions {
+  port?: number;
+  host: string;
+  /** `name=value` pairs, one per --limit. */
+  limit?: string[];
+  /** A JSON array of RTCIceServer (overrides SHOAL_ICE_SERVERS). */
+  iceServers?: string;
+}
+
+/** `["maxPeersPerRoom=8", …]` → limits; an unknown name or a bad value is a one-line error. */
+export function parseLimits(pairs: string[] = []): Partial<SignalingLimits> {
+  const names = Object.keys(DEFAULT_SIGNALING_LIMITS) as (keyof SignalingLimits)[];
+  const limits: Partial<SignalingLimits> = {};
+  for (const pair of pairs) {
+    const [name, raw, ...rest] = pair.split('=');
+    if (!names.includes(name as keyof SignalingLimits) || raw === undefined || rest.length > 0) {
+      throw new UsageError(`--limit ${pair}: expected NAME=VALUE with NAME one of ${names.join(', ')}`);
     }
-    process.exit(1);
-  });
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0)
+      throw new UsageError(`--limit ${pair}: the value must be a positive number`);
+    limits[name as keyof SignalingLimits] = value;
+  }
+  return limits;
+}
+
+export async function serverCommand(options: ServerCliOptions): Promise<void> {
+  const port = options.port ?? (process.env.PORT ? Number(process.env.PORT) : 8080);
+  const limits = parseLimits(options.limit);
+  let iceServers: IceServer[] | undefined;
+  try {
+    iceServers = options.iceServers === undefined ? undefined : resolveIceServers(undefined, options.iceServers);
+  } catch (error) {
+    throw new UsageError(`--ice-servers: ${(error as Error).message.replace(/^SHOAL_ICE_SERVERS /, '')}`);
+  }
+  const server = await startServer({ port, host: options.host, limits, iceServers }).catch(
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EADDRINUSE') {
+        console.error(
+          `shoal server: port ${port} is already in use. Stop the other server, or pick another port: PORT=8081 npm start`,
+        );
+      } else {
+        console.error(`shoal server: ${error.message}`);
+      }
+      process.exit(1);
+    },
+  );
   console.log(`Shoal is running. Open ${server.url} in a browser with WebGPU.`);
   const stop = () => {
     server.close().then(() => process.exit(0));
