@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vite';
+import { browserShims } from './vite.shims.ts';
 
 const dir = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 
@@ -7,6 +8,8 @@ const dir = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 export default defineConfig({
   root: dir('apps/web'),
   publicDir: dir('public'),
+  // simple-peer's prebuilt browser bundle for @shoal/mesh (why: vite.shims.ts)
+  resolve: browserShims.resolve,
   build: {
     outDir: dir('dist/web'),
     emptyOutDir: true,
