@@ -127,13 +127,7 @@ export class Coordinator {
       if (!info) {
         // A worker this coordinator dropped (its link failed) or never welcomed: say so, so it says
         // hello again instead of waiting on rounds that will never name it.
-        this.member.refuse(from, 'heartbeat', 'not-member', 'say hello first');
-        void this.member.send(from, {
-          kind: 'rejected',
-          about: 'heartbeat',
-          reason: 'not-member',
-          message: 'say hello first',
-        });
+        this.member.rejectBack(from, 'heartbeat', 'not-member', 'say hello first');
         return;
       }
       info.innerStep = Math.max(0, message.innerStep - info.baseStep);

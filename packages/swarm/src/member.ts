@@ -152,6 +152,18 @@ export class Member {
     this.receiver.reject(from, reason, detail, kind);
   }
 
+  /** Refuses a message (counted as by refuse) and tells its sender why with a `rejected`. */
+  rejectBack(
+    from: PeerId,
+    kind: MessageKind,
+    reason: string,
+    detail: string,
+    about: { fragment?: number; round?: number; shard?: number } = {},
+  ): void {
+    this.refuse(from, kind, reason, detail);
+    void this.send(from, { kind: 'rejected', about: kind, reason, message: detail, ...about });
+  }
+
   setRun(runId: number): void {
     this.runId = runId;
     this.receiver.runId = runId;

@@ -176,15 +176,19 @@ export class Worker {
   private onCoordinatorLost(): void {
     this.coordinatorLost = true;
     for (const [p, round] of this.rounds) {
-      if (round.committedAt !== null) continue;
-      this.rounds.delete(p);
-      if (this.feedback[p]?.pending) this.feedback[p]?.discard();
+      if (round.committedAt === null) this.dropRound(p);
     }
     this.pendingOpens.clear();
     for (const { cancel } of this.collectors.values()) cancel();
     this.collectors.clear();
     this.early.length = 0;
     this.replica?.state.abortAll();
+  }
+
+  /** Forgets fragment p's round in flight, which will not commit: its error feedback is discarded. */
+  private dropRound(p: number): void {
+    this.rounds.delete(p);
+    if (this.feedback[p]?.pending) this.feedback[p]?.discard();
   }
 
   /** The welcome of a host that came back: the same run, and θ_global to fetch if it moved. */
@@ -362,16 +366,11 @@ export class Worker {
       },
       aborted: (p, round) => {
         if (this.pendingOpens.get(p)?.open.round === round) this.pendingOpens.delete(p);
-        const inFlight = this.rounds.get(p);
-        if (inFlight && inFlight.open.round === round) {
-          this.rounds.delete(p);
-          if (this.feedback[p]?.pending) this.feedback[p]?.discard();
-        }
+        if (this.rounds.get(p)?.open.round === round) this.dropRound(p);
       },
       diverged: (p) => {
-        this.rounds.delete(p);
+        this.dropRound(p);
         this.pendingOpens.delete(p); // named in a round whose base it lacks: it cannot contribute
-        if (this.feedback[p]?.pending) this.feedback[p]?.discard();
         pendingSync.add(p);
         this.synced = false;
       },
@@ -429,9 +428,8 @@ export class Worker {
     const now = this.options.member.clock.now();
     for (const [p, round] of this.rounds) {
       if (round.committedAt !== null || now - round.openedAt <= 2 * round.open.deadlineMs + 1_000) continue;
-      this.rounds.delete(p);
+      this.dropRound(p);
       replica.state.abort(p, round.open.round);
-      if (this.feedback[p]?.pending) this.feedback[p]?.discard();
     }
     for (const [p, round] of this.rounds) {
       const due = round.committedAt !== null && step >= round.contributionStep + config.diloco.overlap;
@@ -546,16 +544,8 @@ export class Worker {
     }
     const outcome = entry.collector.add(from, message.weight, message.payload);
     if (!outcome.accepted) {
-      this.options.member.refuse(from, 'contribution', outcome.reason, outcome.message);
-      void this.options.member.send(from, {
-        kind: 'rejected',
-        about: 'contribution',
-        reason: outcome.reason,
-        message: outcome.message,
-        fragment: message.fragment,
-        round: message.round,
-        shard: message.shard,
-      });
+      const { fragment, round, shard } = message;
+      this.options.member.rejectBack(from, 'contribution', outcome.reason, outcome.message, { fragment, round, shard });
     }
     this.maybeFinishShard(entry.collector);
   }
