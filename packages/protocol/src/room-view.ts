@@ -1,0 +1,148 @@
+/**
+ * The room view: what a host shows of its room (the dashboard's charts and tables) and publishes
+ * to the signaling server for the read-only watch link. One shape for every producer (the
+ * dashboard's host worker, `shoal host`) and every consumer (the dashboard, the watch page), so
+ * a room run from Node looks the same as one run from a browser.
+ *
+ * A host publishes `RoomViewUpdate`s: the latest snapshot of everything that is a table (peers,
+ * rounds, totals) plus the chart points recorded since its previous update. A watcher gets the
+ * whole history first (the server keeps a bounded, thinned series), then every update.
+ *
+ * Times: `t` and the rounds' times are ms since the run started (`startedAt`, epoch ms), so
+ * charts need no clock agreement between the host and the watcher.
+ */
+import { z } from 'zod';
+import { roleSchema, runConfigSchema } from './schemas.ts';
+
+export const ROOM_VIEW_VERSION = 1;
+/** Peers in one view: a room's members are bounded by the server's maxPeersPerRoom (≤ 256). */
+export const MAX_VIEW_PEERS = 256;
+/** Rounds in one view: the most recent ones (the timeline shows a window, not the whole run). */
+export const MAX_VIEW_ROUNDS = 120;
+/** Points in one update; the server keeps at most MAX_VIEW_HISTORY, thinning the oldest half. */
+export const MAX_VIEW_POINTS = 2_000;
+export const MAX_VIEW_HISTORY = 2_000;
+
+const finite = z.number().refine(Number.isFinite, 'a finite number');
+const nonNegative = z.number().min(0).refine(Number.isFinite, 'a finite number');
+const count = z.int().min(0);
+const lossValue = finite.nullable();
+const shortText = z.string().max(500);
+
+export const roomStatusSchema = z.enum(['waiting', 'running', 'paused', 'stopped']);
+export type RoomStatus = z.infer<typeof roomStatusSchema>;
+
+export const roomViewPeerSchema = z.object({
+  peer: z.string().min(1).max(128),
+  role: roleSchema,
+  /** The roster's status: joining, syncing, synced, diverged, unreachable, excluded. */
+  status: z.string().max(32),
+  /** Why it is unreachable, diverged or excluded; '' otherwise. */
+  reason: shortText,
+  backend: z.string().max(16),
+  adapter: shortText,
+  tokensPerSecond: nonNegative,
+  innerStep: count,
+  /** Its last reported training loss. */
+  loss: lossValue,
+  /** ms since its last heartbeat, at the time of the view. */
+  lastSeenMs: nonNegative,
+  /** Committed rounds it contributed to. */
+  roundsContributed: count,
+  /** Its contributions that shard owners refused, by reason ('non-finite', 'norm', 'length', …). */
+  rejected: z.record(z.string().max(64), count),
+  bytesSent: nonNegative,
+  bytesReceived: nonNegative,
+});
+export type RoomViewPeer = z.infer<typeof roomViewPeerSchema>;
+
+export const roomViewRoundSchema = z.object({
+  fragment: count,
+  round: count,
+  participants: count,
+  /** ms since the run started: round-open sent. */
+  openedAt: nonNegative,
+  /** First result shard reached the host: the owners have reduced. */
+  reducedAt: nonNegative.nullable(),
+  /** Every result shard reached the host: the all-gather is done. */
+  gatheredAt: nonNegative.nullable(),
+  /** Committed or aborted. */
+  endedAt: nonNegative.nullable(),
+  outcome: z.enum(['open', 'committed', 'aborted']),
+  /** The abort's reason, or the committed hash's first 16 hex digits. */
+  detail: shortText,
+});
+export type RoomViewRound = z.infer<typeof roomViewRoundSchema>;
+
+export const roomViewPointSchema = z.object({
+  /** ms since the run started. */
+  t: nonNegative,
+  /** The room's total tokens trained. */
+  tokens: nonNegative,
+  /** The median worker's inner step. */
+  step: count,
+  /** Mean of the workers' last training losses. */
+  trainLoss: lossValue,
+  /** The host's validation loss on θ_global (the latest evaluation). */
+  evalLoss: lossValue,
+  /** Sum of the workers' tokens/s. */
+  tokensPerSecond: nonNegative,
+  /** Bytes the whole room has sent on the mesh (host + every member's heartbeat counter). */
+  bytes: nonNegative,
+  /** What fp32 DiLoCo (ring all-reduce of each committed round's fragment) would have sent. */
+  fp32Bytes: nonNegative,
+  /** What data-parallel training (a ring all-reduce of every gradient, every step) would have sent. */
+  dpBytes: nonNegative,
+  /** Per worker: its last loss and tokens/s. */
+  peers: z.record(z.string().min(1).max(128), z.object({ loss: lossValue, tokensPerSecond: nonNegative })),
+});
+export type RoomViewPoint = z.infer<typeof roomViewPointSchema>;
+
+export const roomViewMetricsSchema = z.object({
+  step: count,
+  tokens: nonNegative,
+  trainLoss: lossValue,
+  evalLoss: lossValue,
+  tokensPerSecond: nonNegative,
+  /** The host's own mesh counters. */
+  bytesSent: nonNegative,
+  bytesReceived: nonNegative,
+  roundsCommitted: count,
+  roundsAborted: count,
+  /** Each fragment's last committed round and θ_global‖m hash. */
+  fragments: z.array(z.object({ round: count, hash: z.string().max(128) })).max(256),
+});
+export type RoomViewMetrics = z.infer<typeof roomViewMetricsSchema>;
+
+export const roomViewUpdateSchema = z.object({
+  version: z.literal(ROOM_VIEW_VERSION),
+  roomId: z.string().min(1).max(128),
+  status: roomStatusSchema,
+  config: runConfigSchema,
+  /** Epoch ms when the run started (Date.now() of the host). */
+  startedAt: nonNegative,
+  /** Who runs the host: 'dashboard' or 'shoal host'. */
+  hostKind: z.enum(['dashboard', 'cli']),
+  metrics: roomViewMetricsSchema,
+  peers: z.array(roomViewPeerSchema).max(MAX_VIEW_PEERS),
+  rounds: z.array(roomViewRoundSchema).max(MAX_VIEW_ROUNDS),
+  /** Chart points since the previous update (the whole thinned history in a watcher's first view). */
+  points: z.array(roomViewPointSchema).max(MAX_VIEW_POINTS),
+});
+export type RoomViewUpdate = z.infer<typeof roomViewUpdateSchema>;
+
+/**
+ * Appends `points` to `history`, keeping at most `max`: when full, every other point of the
+ * older half is dropped, so a long run keeps its whole shape at a coarser grain.
+ */
+export function appendThinned<T>(history: T[], points: readonly T[], max = MAX_VIEW_HISTORY): T[] {
+  let out = history.concat(points);
+  while (out.length > max) {
+    const half = Math.floor(out.length / 2);
+    out = out
+      .slice(0, half)
+      .filter((_, i) => i % 2 === 0)
+      .concat(out.slice(half));
+  }
+  return out;
+}
