@@ -4,12 +4,11 @@
  * announces, and the swarm Member on top of it, on the wall clock. Parameter traffic goes over
  * the mesh only; the server carries SDP/ICE.
  */
-import { fnv1a32 } from '@shoal/data';
-import { MeshTransport, type SignalData, type WrtcImplementation } from '@shoal/mesh';
+import { connectRoomMesh, type MeshTransport, type WrtcImplementation } from '@shoal/mesh';
 import { createWireCodec, type PeerId } from '@shoal/protocol';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
 import type { IceServer } from '@shoal/server/signal-messages';
-import { Member, wallClock } from '@shoal/swarm';
+import { Member, runIdFor, wallClock } from '@shoal/swarm';
 import { WebSocket } from 'ws';
 import { UsageError } from './usage.ts';
 
@@ -27,10 +26,7 @@ export async function loadWrtc(): Promise<WrtcImplementation> {
   return wrtc;
 }
 
-/** The run id both sides derive from the room id: FNV-1a of its UTF-8, never 0 (0 means "any run"). */
-export function runIdFor(roomId: string): number {
-  return fnv1a32(new TextEncoder().encode(roomId)) || 1;
-}
+export { runIdFor };
 
 /** `http://host:port/` → `http://host:port` (the join link's base); rejects what is not http(s). */
 export function serverBase(server: string): string {
@@ -64,61 +60,22 @@ export interface RoomLink {
 }
 
 /**
- * The mesh for `self` (the server-assigned peer id) in the room `signal` has entered: every
- * peer in `peers` and every later peer-joined becomes a mesh peer; peer-left removes it.
+ * The mesh for `self` (the server-assigned peer id) in the room `signal` has entered (every peer
+ * in `peers` and every later peer-joined; see connectRoomMesh), with the swarm Member on top.
  */
-/** Pause before dialling a peer again after a failed or dropped connection. */
-const REDIAL_MS = 1_000;
-
 export async function joinMesh(
   signal: SignalClient,
   room: { roomId: string; peerId: PeerId; iceServers: IceServer[] },
   peers: PeerId[],
   wrtc: WrtcImplementation,
 ): Promise<RoomLink> {
-  // The room's other members as signaling reports them: a link that fails to connect, or drops
-  // while its peer is still in the room, is dialled again after a pause (a busy machine can miss
-  // the connect timeout; a peer that left is not redialled).
-  const present = new Set(peers.filter((peer) => peer !== room.peerId));
-  let closed = false;
-  const redial = (peer: PeerId) => {
-    setTimeout(() => {
-      if (!closed && present.has(peer)) mesh.addPeer(peer);
-    }, REDIAL_MS).unref();
-  };
-  const mesh = new MeshTransport({
-    self: room.peerId,
-    wrtc,
-    sendSignal: (to, data) => signal.signal(to, data),
-    rtcConfig: { iceServers: room.iceServers as RTCIceServer[] },
-    onConnectFailed: (peer) => redial(peer),
-  });
-  mesh.on('peer-down', (peer, reason) => {
-    if (reason.code !== 'left') redial(peer);
-  });
+  const roomMesh = connectRoomMesh(signal, room, peers, { wrtc });
+  const { mesh } = roomMesh;
   const member = new Member(mesh, await createWireCodec(), wallClock, runIdFor(room.roomId));
-  const off = [
-    signal.on('signal', ({ from, data }) => {
-      // the server relays any JSON: only an object can be SDP or ICE
-      if (typeof data === 'object' && data !== null) mesh.handleSignal(from, data as SignalData);
-    }),
-    signal.on('peer-joined', ({ peer }) => {
-      if (peer === room.peerId) return;
-      present.add(peer);
-      mesh.addPeer(peer);
-    }),
-    signal.on('peer-left', ({ peer }) => {
-      present.delete(peer);
-      mesh.removePeer(peer);
-    }),
-  ];
-  for (const peer of peers) if (peer !== room.peerId) mesh.addPeer(peer);
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
-      closed = true;
-      for (const unsubscribe of off) unsubscribe();
-      await mesh.close();
+      await roomMesh.close();
       if (signal.open) {
         signal.leave();
         signal.close();

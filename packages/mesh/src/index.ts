@@ -7,3 +7,4 @@
 export * from './control.ts';
 export * from './drain.ts';
 export * from './mesh-transport.ts';
+export * from './room-mesh.ts';

@@ -1,0 +1,88 @@
+/**
+ * A room's mesh: a MeshTransport connected to every member a signaling channel announces, in
+ * Node (`shoal host`, `shoal worker`) and in the browser (the dashboard, the volunteer page).
+ * The signaling channel is structural (the server's SignalClient fits), so this package does not
+ * depend on the server's.
+ */
+import type { PeerId } from '@shoal/protocol';
+import { MeshTransport, type MeshTransportOptions, type SignalData } from './mesh-transport.ts';
+
+/** What the mesh needs of a signaling client (SignalClient from @shoal/server/signal-client fits). */
+export interface SignalChannel {
+  signal(to: string, data: unknown): void;
+  on(event: 'signal', handler: (message: { from: string; data: unknown }) => void): () => void;
+  on(event: 'peer-joined', handler: (message: { peer: string }) => void): () => void;
+  on(event: 'peer-left', handler: (message: { peer: string }) => void): () => void;
+}
+
+export interface RoomMeshOptions
+  extends Omit<MeshTransportOptions, 'self' | 'sendSignal' | 'rtcConfig' | 'onConnectFailed'> {
+  /** Pause before dialling a peer again after a failed or dropped connection. 1 s. */
+  redialMs?: number;
+}
+
+export interface RoomMesh {
+  mesh: MeshTransport;
+  /** Stops listening to signaling and closes every link; idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * The mesh for `self` (the server-assigned peer id): every peer in `peers` and every later
+ * peer-joined becomes a mesh peer; peer-left removes it. A link that fails to connect, or drops
+ * while its peer is still in the room, is dialled again after a pause (a busy machine can miss
+ * the connect timeout; a peer that left is not redialled).
+ */
+export function connectRoomMesh(
+  signal: SignalChannel,
+  room: { peerId: PeerId; iceServers: readonly unknown[] },
+  peers: readonly PeerId[],
+  options: RoomMeshOptions = {},
+): RoomMesh {
+  const { redialMs = 1_000, ...meshOptions } = options;
+  const present = new Set(peers.filter((peer) => peer !== room.peerId));
+  let closed = false;
+  const redial = (peer: PeerId) => {
+    const timer = setTimeout(() => {
+      if (!closed && present.has(peer)) mesh.addPeer(peer);
+    }, redialMs);
+    // Node: a pending redial must not keep the process alive
+    (timer as { unref?: () => void }).unref?.();
+  };
+  const mesh = new MeshTransport({
+    ...meshOptions,
+    self: room.peerId,
+    sendSignal: (to, data) => signal.signal(to, data),
+    rtcConfig: { iceServers: room.iceServers as RTCIceServer[] },
+    onConnectFailed: (peer) => redial(peer),
+  });
+  mesh.on('peer-down', (peer, reason) => {
+    if (reason.code !== 'left') redial(peer);
+  });
+  const off = [
+    signal.on('signal', ({ from, data }) => {
+      // the server relays any JSON: only an object can be SDP or ICE
+      if (typeof data === 'object' && data !== null) mesh.handleSignal(from, data as SignalData);
+    }),
+    signal.on('peer-joined', ({ peer }) => {
+      if (peer === room.peerId) return;
+      present.add(peer);
+      mesh.addPeer(peer);
+    }),
+    signal.on('peer-left', ({ peer }) => {
+      present.delete(peer);
+      mesh.removePeer(peer);
+    }),
+  ];
+  for (const peer of present) mesh.addPeer(peer);
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      closed = true;
+      for (const unsubscribe of off) unsubscribe();
+      await mesh.close();
+    })();
+    return closing;
+  };
+  return { mesh, close };
+}
