@@ -1,0 +1,57 @@
+/**
+ * The dashboard's checkpoints in IndexedDB (idb-keyval; works on the main thread and in the room
+ * worker). Per room, two records:
+ * - `room-link:<id>`: the signaling credentials, written by the main thread when the room is
+ *   created (small: read on every load of /host/<id>);
+ * - `room-files:<id>`: the checkpoint pair (room-checkpoint.ts: θ_global safetensors + run state),
+ *   written by the host worker after committed rounds.
+ */
+
+import type { RoomStatus } from '@shoal/protocol';
+import { createStore, del, get, keys, set, type UseStore } from 'idb-keyval';
+import type { CheckpointInfo } from './messages.ts';
+
+export interface RoomLinkRecord {
+  roomId: string;
+  hostSecret: string;
+  joinToken: string;
+  watchKey: string | null;
+  createdAt: string;
+  /** The room's status as the host last set it: a reload carries on from it. */
+  status: RoomStatus;
+}
+
+export interface RoomFilesRecord {
+  weights: Uint8Array;
+  state: Uint8Array;
+  info: CheckpointInfo;
+}
+
+let database: UseStore | null = null;
+const db = () => {
+  database ??= createStore('shoal', 'rooms');
+  return database;
+};
+
+export const saveRoomLink = (link: RoomLinkRecord) => set(`room-link:${link.roomId}`, link, db());
+export const loadRoomLink = (roomId: string) => get<RoomLinkRecord>(`room-link:${roomId}`, db());
+export const saveRoomFiles = (roomId: string, files: RoomFilesRecord) => set(`room-files:${roomId}`, files, db());
+export const loadRoomFiles = (roomId: string) => get<RoomFilesRecord>(`room-files:${roomId}`, db());
+
+/** Rooms this browser hosts, newest first, with their last checkpoint if any. */
+export async function listRooms(): Promise<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]> {
+  const all = (await keys(db())).map(String).filter((key) => key.startsWith('room-link:'));
+  const rooms = await Promise.all(
+    all.map(async (key) => {
+      const link = (await get<RoomLinkRecord>(key, db())) as RoomLinkRecord;
+      const files = await loadRoomFiles(link.roomId);
+      return { link, info: files?.info ?? null };
+    }),
+  );
+  return rooms.sort((a, b) => b.link.createdAt.localeCompare(a.link.createdAt));
+}
+
+export async function forgetRoom(roomId: string): Promise<void> {
+  await del(`room-link:${roomId}`, db());
+  await del(`room-files:${roomId}`, db());
+}

@@ -1,0 +1,107 @@
+/**
+ * What the main thread and the room worker (room.worker.ts) say to each other. The worker runs
+ * the swarm member: the host (coordinator + replica + evaluation + checkpoints) on the
+ * dashboard, the training loop on the volunteer page. The main thread keeps the UI, signaling
+ * and the WebRTC mesh; `net` messages (port-transport.ts) carry the mesh traffic.
+ */
+import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import type { NetIn, NetOut } from './port-transport.ts';
+
+export interface RoomCredentials {
+  roomId: string;
+  hostSecret: string;
+  joinToken: string;
+}
+
+export interface HostInit {
+  type: 'host';
+  /** This member's peer id (from the signaling server). */
+  self: string;
+  room: RoomCredentials;
+  /** A new run: its config, and θ_global to start from (a checkpoint the host picked) or the seeded init. */
+  config: RunConfig | null;
+  params: Float32Array | null;
+  /**
+   * Resume the run saved in IndexedDB under this room id (config and params are then null). It
+   * differs from room.roomId when the server had forgotten the room and a new one was opened.
+   */
+  resume: string | null;
+  status: RoomStatus;
+  /** The corpus: a URL (Moby Dick's static file). */
+  corpusUrl: string;
+  evalEveryMs: number;
+  evalBatches: number;
+  viewEveryMs: number;
+  deadlineMs: number;
+}
+
+export interface VolunteerInit {
+  type: 'volunteer';
+  self: string;
+  roomId: string;
+  /** The host's peer id: the coordinator. */
+  coordinator: string;
+  backend: 'webgpu' | 'cpu';
+  corpusUrl: string;
+  /** Fraction of wall time the engine may be busy (0.1 … 1). */
+  dutyCycle: number;
+  statsEveryMs: number;
+}
+
+export type RuntimeIn = NetIn | RuntimeControl;
+
+export type RuntimeControl =
+  | HostInit
+  | VolunteerInit
+  /** Host: the room's status (waiting → running ⇄ paused → stopped). Volunteer: the host's status. */
+  | { type: 'status'; status: RoomStatus }
+  /** Volunteer: pause or resume locally (the button, a hidden tab). */
+  | { type: 'pause'; paused: boolean }
+  | { type: 'duty-cycle'; dutyCycle: number }
+  /** Volunteer: stop after the step in progress, say leave to every peer. */
+  | { type: 'leave' }
+  /** Host: θ_global and the model config (sampling). */
+  | { type: 'params'; id: number }
+  /** Host: the checkpoint pair as files (download). */
+  | { type: 'files'; id: number };
+
+export interface VolunteerStats {
+  backend: 'webgpu' | 'cpu';
+  adapter: string;
+  /** connecting: until the host's welcome; waiting: the host has not pressed Start. */
+  phase: 'connecting' | 'waiting' | 'training' | 'paused' | 'stopped';
+  innerStep: number;
+  tokens: number;
+  loss: number | null;
+  tokensPerSecond: number;
+  contributions: number;
+  merges: number;
+  /** Rounds this replica adopted (committed rounds it followed). */
+  roundsCommitted: number;
+  bytesSent: number;
+  bytesReceived: number;
+  config: RunConfig | null;
+}
+
+export interface CheckpointInfo {
+  savedAt: string;
+  step: number;
+  tokens: number;
+  fragments: { round: number; hash: string }[];
+}
+
+export type RuntimeOut = NetOut | RuntimeEvent;
+
+export type RuntimeEvent =
+  /** Host: the room view since the previous one (points are a delta). */
+  | { type: 'view'; update: RoomViewUpdate; step: number }
+  /** Host: a checkpoint was written to IndexedDB. */
+  | { type: 'saved'; checkpoint: CheckpointInfo }
+  /** Host: resumed from IndexedDB. */
+  | { type: 'resumed'; checkpoint: CheckpointInfo }
+  | { type: 'stats'; stats: VolunteerStats }
+  | { type: 'params'; id: number; params: Float32Array; config: RunConfig }
+  | { type: 'files'; id: number; weights: Uint8Array; state: Uint8Array; roomId: string }
+  | { type: 'left' }
+  /** fatal: the runtime cannot go on (no engine, a bad checkpoint). */
+  | { type: 'error'; message: string; fatal: boolean };

@@ -1,0 +1,233 @@
+/**
+ * The dashboard's host on the main thread: creates (or takes back) the signaling room, starts
+ * the room worker as the host, bridges the mesh into it, publishes the room view for the watch
+ * link, relays a summary to volunteers, and carries the buttons (Start, pause, stop, kick,
+ * rotate token) to where they act.
+ */
+import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import type { SignalClient } from '@shoal/server/signal-client';
+import { loadRoomFiles, loadRoomLink, type RoomLinkRecord, saveRoomLink } from '../runtime/checkpoint-store.ts';
+import type { HostInit, RuntimeEvent } from '../runtime/messages.ts';
+import { store } from '../store.ts';
+import {
+  connectSignaling,
+  joinUrlOf,
+  meshIntoWorker,
+  type RoomWorker,
+  startRoomWorker,
+  summaryMessage,
+  watchUrlOf,
+} from './room-link.ts';
+
+export const HOST_DEFAULTS = {
+  evalEveryMs: 5_000,
+  evalBatches: 4,
+  viewEveryMs: 1_000,
+  deadlineMs: 30_000,
+};
+
+export interface HostSession {
+  setStatus(status: RoomStatus): void;
+  kick(peer: string): void;
+  rotateToken(): Promise<void>;
+  /** θ_global and the config, for sampling. */
+  params(): Promise<{ params: Float32Array; config: RunConfig }>;
+  /** The checkpoint pair now, for download. */
+  files(): Promise<{ weights: Uint8Array; state: Uint8Array; roomId: string }>;
+}
+
+let current: HostSession | null = null;
+
+/** A new room with `config` (and θ_global from `params` when the host picked a checkpoint). */
+export async function createRoom(config: RunConfig, params: Float32Array | null): Promise<HostSession> {
+  const { setSession } = store.getState();
+  setSession({ role: 'host', phase: 'creating the room…', error: null });
+  const signal = await connectSignaling();
+  const room = await signal.create();
+  const link: RoomLinkRecord = {
+    roomId: room.roomId,
+    hostSecret: room.hostSecret,
+    joinToken: room.joinToken,
+    watchKey: room.watchKey ?? null,
+    createdAt: new Date().toISOString(),
+    status: 'waiting',
+  };
+  await saveRoomLink(link);
+  history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
+  return run(signal, { ...room, peers: [] }, link, { config, params, resume: null });
+}
+
+/** Takes a room this browser hosted back after a reload: the same room and run, from IndexedDB. */
+export async function resumeRoom(roomId: string): Promise<HostSession> {
+  const { setSession } = store.getState();
+  setSession({ role: 'host', roomId, phase: 'resuming from this browser’s checkpoint…', error: null });
+  const saved = await loadRoomLink(roomId);
+  if (!saved)
+    throw new Error(`This browser has no record of room ${roomId}. Rooms are resumed where they were created.`);
+  const files = await loadRoomFiles(roomId);
+  if (!files) throw new Error(`Room ${roomId} has no checkpoint yet (one is written after the first committed round).`);
+  const signal = await connectSignaling();
+  let link = saved;
+  let room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[]; joinToken: string };
+  try {
+    room = await signal.reclaim(roomId, saved.hostSecret);
+  } catch {
+    // the server forgot the room (it restarted): the run goes on in a new room, with a new link
+    const created = await signal.create();
+    room = { ...created, peers: [] };
+    link = {
+      ...saved,
+      roomId: created.roomId,
+      hostSecret: created.hostSecret,
+      joinToken: created.joinToken,
+      watchKey: created.watchKey ?? null,
+    };
+    await saveRoomLink(link);
+    history.replaceState(null, '', `/host/${encodeURIComponent(created.roomId)}`);
+  }
+  link = { ...link, joinToken: room.joinToken };
+  return run(signal, room, link, { config: null, params: null, resume: roomId });
+}
+
+function run(
+  signal: SignalClient,
+  room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[] },
+  link: RoomLinkRecord,
+  start: { config: RunConfig | null; params: Float32Array | null; resume: string | null },
+): HostSession {
+  const { setSession, applyView, setCheckpoint } = store.getState();
+  const worker: RoomWorker = startRoomWorker();
+  const mesh = meshIntoWorker(signal, room, room.peers, worker);
+  let status: RoomStatus = link.status;
+  setSession({
+    role: 'host',
+    roomId: room.roomId,
+    joinUrl: joinUrlOf(room.roomId, link.joinToken),
+    watchUrl: link.watchKey ? watchUrlOf(room.roomId, link.watchKey) : null,
+    status,
+    phase: statusPhase(status),
+  });
+
+  const replies = new Map<number, (message: RuntimeEvent) => void>();
+  let nextId = 1;
+  const ask = <T extends RuntimeEvent>(type: 'params' | 'files'): Promise<T> =>
+    new Promise((resolve) => {
+      const id = nextId++;
+      replies.set(id, resolve as (message: RuntimeEvent) => void);
+      worker.post({ type, id });
+    });
+
+  const publish = (update: RoomViewUpdate, step: number) => {
+    applyView(update, { roomStep: step });
+    if (!signal.open) return;
+    signal.publish?.(update);
+    const { metrics } = update;
+    signal.relay(
+      summaryMessage({
+        status,
+        step,
+        tokens: metrics.tokens,
+        evalLoss: metrics.evalLoss,
+        roundsCommitted: metrics.roundsCommitted,
+      }),
+    );
+  };
+
+  worker.on((message) => {
+    switch (message.type) {
+      case 'view':
+        return publish(message.update, message.step);
+      case 'saved':
+        return setCheckpoint(message.checkpoint);
+      case 'resumed':
+        return setCheckpoint(message.checkpoint, true);
+      case 'error':
+        console.warn(`shoal host: ${message.message}`);
+        if (message.fatal) setSession({ error: message.message, phase: 'stopped' });
+        return;
+      case 'params':
+      case 'files':
+        replies.get(message.id)?.(message);
+        replies.delete(message.id);
+        return;
+      default:
+        return;
+    }
+  });
+
+  const init: HostInit = {
+    type: 'host',
+    self: room.peerId,
+    room: { roomId: room.roomId, hostSecret: link.hostSecret, joinToken: link.joinToken },
+    config: start.config,
+    params: start.params,
+    resume: start.resume,
+    status,
+    corpusUrl: new URL('/data/moby-dick.txt', location.origin).toString(),
+    ...HOST_DEFAULTS,
+  };
+  worker.post(init, start.params ? [start.params.buffer] : []);
+
+  signal.on('close', ({ code }) => {
+    setSession({ error: `Lost the connection to the Shoal server (${code}); reload the page to take the room back.` });
+  });
+  window.addEventListener('pagehide', () => {
+    // the room stays: a reload takes it back with the host secret
+    void mesh.close();
+  });
+
+  const session: HostSession = {
+    setStatus(next) {
+      status = next;
+      link = { ...link, status: next };
+      void saveRoomLink(link);
+      worker.post({ type: 'status', status: next });
+      setSession({ status: next, phase: statusPhase(next) });
+      signal.relay(summaryMessage({ ...summaryNow(), status: next }));
+    },
+    kick(peer) {
+      signal.kick(peer, 'removed by the host');
+    },
+    async rotateToken() {
+      const token = await signal.rotateToken();
+      link = { ...link, joinToken: token };
+      await saveRoomLink(link);
+      setSession({ joinUrl: joinUrlOf(room.roomId, token) });
+    },
+    async params() {
+      const reply = await ask<Extract<RuntimeEvent, { type: 'params' }>>('params');
+      return { params: reply.params, config: reply.config };
+    },
+    async files() {
+      const reply = await ask<Extract<RuntimeEvent, { type: 'files' }>>('files');
+      return { weights: reply.weights, state: reply.state, roomId: reply.roomId };
+    },
+  };
+  current = session;
+  return session;
+}
+
+function summaryNow() {
+  const { view, roomStep } = store.getState();
+  return {
+    step: roomStep ?? 0,
+    tokens: view?.metrics.tokens ?? 0,
+    evalLoss: view?.metrics.evalLoss ?? null,
+    roundsCommitted: view?.metrics.roundsCommitted ?? 0,
+  };
+}
+
+function statusPhase(status: RoomStatus): string {
+  switch (status) {
+    case 'waiting':
+      return 'Room open: share the join link, then press Start.';
+    case 'running':
+      return 'Training.';
+    case 'paused':
+      return 'Paused: no new rounds; volunteers wait.';
+    case 'stopped':
+      return 'Stopped. The last checkpoint is saved in this browser.';
+  }
+}
+
+export const hostSession = () => current;

@@ -1,0 +1,89 @@
+/**
+ * What the host and volunteer pages share on the main thread: the signaling socket, the WebRTC
+ * mesh, and the room worker joined to it (port-transport.ts). The worker trains or hosts; this
+ * side only moves bytes and keeps the store up to date.
+ */
+import { connectRoomMesh, type MeshTransport, type RoomMesh } from '@shoal/mesh';
+import type { RoomStatus } from '@shoal/protocol';
+import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
+import { z } from 'zod';
+import type { RuntimeEvent, RuntimeIn } from '../runtime/messages.ts';
+import { bridgeTransport, type PortLike } from '../runtime/port-transport.ts';
+import type { RoomSummary } from '../store.ts';
+
+/** The signaling server is the origin that served the page. */
+export async function connectSignaling(): Promise<SignalClient> {
+  try {
+    return await SignalClient.connect(signalUrl(location.origin), WebSocket as unknown as WebSocketConstructor);
+  } catch (error) {
+    throw new Error(`Cannot reach the Shoal server at ${location.origin}: ${(error as Error).message}`);
+  }
+}
+
+export const joinUrlOf = (roomId: string, token: string) =>
+  `${location.origin}/join/${encodeURIComponent(roomId)}?token=${encodeURIComponent(token)}`;
+export const watchUrlOf = (roomId: string, key: string) =>
+  `${location.origin}/watch/${encodeURIComponent(roomId)}?key=${encodeURIComponent(key)}`;
+
+export interface RoomWorker {
+  worker: Worker;
+  post(message: RuntimeIn, transfer?: Transferable[]): void;
+  on(listener: (message: RuntimeEvent) => void): () => void;
+}
+
+export function startRoomWorker(): RoomWorker {
+  const worker = new Worker(new URL('../runtime/room.worker.ts', import.meta.url), {
+    type: 'module',
+    name: 'shoal-room',
+  });
+  return {
+    worker,
+    post: (message, transfer = []) => worker.postMessage(message, transfer),
+    on(listener) {
+      const handler = (event: MessageEvent<RuntimeEvent | { net: string }>) => {
+        if (!('net' in event.data)) listener(event.data);
+      };
+      worker.addEventListener('message', handler);
+      return () => worker.removeEventListener('message', handler);
+    },
+  };
+}
+
+/** The mesh for this member, bridged into the room worker. */
+export function meshIntoWorker(
+  signal: SignalClient,
+  room: { peerId: string; iceServers: readonly unknown[] },
+  peers: string[],
+  { worker }: RoomWorker,
+): { mesh: MeshTransport; close(): Promise<void> } {
+  const roomMesh: RoomMesh = connectRoomMesh(signal, room, peers);
+  const detach = bridgeTransport(roomMesh.mesh, worker as unknown as PortLike<object, never>);
+  return {
+    mesh: roomMesh.mesh,
+    close: async () => {
+      detach();
+      await roomMesh.close();
+    },
+  };
+}
+
+/** The host's summary relayed to volunteers: validated like any input from the network. */
+export const roomSummarySchema = z.object({
+  type: z.literal('room-summary'),
+  status: z.enum(['waiting', 'running', 'paused', 'stopped']),
+  step: z.int().min(0),
+  tokens: z.number().min(0),
+  evalLoss: z.number().nullable(),
+  roundsCommitted: z.int().min(0),
+});
+
+export function summaryMessage(summary: RoomSummary): z.infer<typeof roomSummarySchema> {
+  return { type: 'room-summary', ...summary };
+}
+
+export const statusLabel: Record<RoomStatus, string> = {
+  waiting: 'waiting for Start',
+  running: 'training',
+  paused: 'paused',
+  stopped: 'stopped',
+};

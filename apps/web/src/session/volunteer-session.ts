@@ -1,0 +1,117 @@
+/**
+ * The volunteer page on the main thread: joins the room on the signaling server, starts the room
+ * worker as a trainer, bridges the mesh into it, follows the host's relayed summary (its status
+ * gates training), and carries pause, the duty-cycle cap, pause-while-hidden and a clean leave.
+ */
+import { store } from '../store.ts';
+import { connectSignaling, meshIntoWorker, roomSummarySchema, startRoomWorker } from './room-link.ts';
+
+export interface VolunteerSession {
+  setPaused(paused: boolean): void;
+  setDutyCycle(dutyCycle: number): void;
+  setPauseWhenHidden(enabled: boolean): void;
+  leave(): void;
+}
+
+export async function joinRoom(roomId: string, token: string, backend: 'webgpu' | 'cpu'): Promise<VolunteerSession> {
+  const { setSession, setVolunteer, setSummary, setSettings } = store.getState();
+  setSession({ role: 'volunteer', roomId, phase: 'joining the room…', error: null });
+  const signal = await connectSignaling();
+  let joined: Awaited<ReturnType<typeof signal.join>>;
+  try {
+    joined = await signal.join(roomId, token);
+  } catch (error) {
+    signal.close();
+    const code = (error as { code?: string }).code;
+    throw new Error(
+      code === 'bad-token'
+        ? 'This join link is no longer valid: the host has rotated the token. Ask the host for the new link.'
+        : code === 'no-such-room'
+          ? `Room ${roomId} does not exist (any more).`
+          : code === 'room-full'
+            ? 'The room is full.'
+            : `Could not join: ${(error as Error).message}`,
+    );
+  }
+  const worker = startRoomWorker();
+  const mesh = meshIntoWorker(signal, joined, [joined.hostId, ...joined.peers], worker);
+  setSession({ phase: 'connecting to the room’s peers…' });
+
+  let left = false;
+  worker.on((message) => {
+    switch (message.type) {
+      case 'stats':
+        setVolunteer(message.stats);
+        return;
+      case 'left':
+        void mesh.close().then(() => signal.close());
+        return;
+      case 'error':
+        console.warn(`shoal volunteer: ${message.message}`);
+        if (message.fatal) setSession({ error: message.message, phase: 'stopped' });
+        return;
+      default:
+        return;
+    }
+  });
+  const { settings } = store.getState();
+  worker.post({
+    type: 'volunteer',
+    self: joined.peerId,
+    roomId: joined.roomId,
+    coordinator: joined.hostId,
+    backend,
+    corpusUrl: new URL('/data/moby-dick.txt', location.origin).toString(),
+    dutyCycle: settings.dutyCycle,
+    statsEveryMs: 500,
+  });
+
+  signal.on('relay', ({ from, data }) => {
+    if (from !== joined.hostId) return;
+    const parsed = roomSummarySchema.safeParse(data);
+    if (!parsed.success) return; // a newer host's message, or garbage: nothing to act on
+    const { type: _, ...summary } = parsed.data;
+    setSummary(summary);
+    worker.post({ type: 'status', status: summary.status });
+  });
+  signal.on('kicked', ({ reason }) => {
+    setSession({ error: `The host removed you from the room${reason ? `: ${reason}` : ''}.`, phase: 'stopped' });
+    leave();
+  });
+  signal.on('close', ({ code }) => {
+    if (!left) setSession({ error: `Lost the connection to the Shoal server (${code}).` });
+  });
+
+  const pauseFor = () => {
+    const { settings: now } = store.getState();
+    worker.post({ type: 'pause', paused: now.paused || (now.pauseWhenHidden && document.hidden) });
+  };
+  document.addEventListener('visibilitychange', pauseFor);
+
+  // A clean leave on close: the worker says leave to every peer; the server hears it from the
+  // socket at once, so the host drops this member even if the page is gone before the worker is.
+  const leave = () => {
+    if (left) return;
+    left = true;
+    worker.post({ type: 'leave' });
+    if (signal.open) signal.leave();
+    setSession({ phase: 'left the room' });
+  };
+  window.addEventListener('pagehide', leave);
+
+  return {
+    setPaused(paused) {
+      setSettings({ paused });
+      pauseFor();
+    },
+    setDutyCycle(dutyCycle) {
+      setSettings({ dutyCycle });
+      worker.post({ type: 'duty-cycle', dutyCycle });
+    },
+    setPauseWhenHidden(enabled) {
+      setSettings({ pauseWhenHidden: enabled });
+      pauseFor();
+    },
+    leave,
+  };
+}
