@@ -1,0 +1,298 @@
+/**
+ * The host dashboard: the room form (prefilled from the URL query), then the room: links,
+ * Start / pause / stop, the numbers, charts and tables, checkpoints and sampling.
+ */
+import { decodeWeights, type GptConfig } from '@shoal/model';
+import { lazy, Suspense, useEffect, useRef, useState } from 'react';
+import { useStore } from 'zustand';
+import { listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
+import type { CheckpointInfo } from '../runtime/messages.ts';
+import {
+  CODECS,
+  checkField,
+  type FormErrors,
+  HOST_FIELDS,
+  type HostFormValues,
+  hostQueryOf,
+  parseHostQuery,
+  runConfigOf,
+} from '../session/host-config.ts';
+import { createRoom, type HostSession, resumeRoom } from '../session/host-session.ts';
+import { statusLabel } from '../session/room-link.ts';
+import { store } from '../store.ts';
+import { CopyField, download, ErrorBox, fmt, Header } from '../ui/parts.tsx';
+import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
+
+// onnxruntime-web and the exporter load only when the host asks for text
+const SamplePanel = lazy(() => import('../sampling/SamplePanel.tsx').then((m) => ({ default: m.SamplePanel })));
+
+export function HostPage({ roomId }: { roomId: string | null }) {
+  const [session, setSession] = useState<HostSession | null>(null);
+  const error = useStore(store, (state) => state.error);
+  const resuming = useRef(false);
+  useEffect(() => {
+    if (!roomId || resuming.current) return;
+    resuming.current = true;
+    resumeRoom(roomId).then(setSession, (e: Error) => store.getState().setSession({ role: 'host', error: e.message }));
+  }, [roomId]);
+  return (
+    <>
+      <Header>
+        <a href="/host">New room</a>
+      </Header>
+      <main className="wide">
+        <ErrorBox error={error} />
+        {session ? (
+          <Dashboard session={session} />
+        ) : roomId ? (
+          <p className="muted" aria-busy="true">
+            Taking room {roomId} back from this browser’s checkpoint…
+          </p>
+        ) : (
+          <RoomForm onCreated={setSession} />
+        )}
+      </main>
+    </>
+  );
+}
+
+function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) {
+  const [{ values: initial, errors: queryErrors }] = useState(() => parseHostQuery(location.search));
+  const [values, setValues] = useState<HostFormValues>(initial);
+  const [raw, setRaw] = useState<Record<string, string>>(() =>
+    Object.fromEntries(Object.entries(initial).map(([k, v]) => [k, String(v)])),
+  );
+  const [errors, setErrors] = useState<FormErrors>(queryErrors);
+  const [checkpoint, setCheckpoint] = useState<{ name: string; params: Float32Array; model: GptConfig } | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [problem, setProblem] = useState<string | null>(null);
+  const [saved, setSaved] = useState<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]>([]);
+  useEffect(() => {
+    listRooms().then(setSaved, () => setSaved([]));
+  }, []);
+
+  const update = (name: keyof HostFormValues, text: string) => {
+    setRaw((r) => ({ ...r, [name]: text }));
+    if (name === 'preset' || name === 'codec') {
+      setValues((v) => ({ ...v, [name]: text }));
+      setErrors((e) => ({ ...e, [name]: undefined }));
+      return;
+    }
+    const error = checkField(name, text);
+    setErrors((e) => ({ ...e, [name]: error }));
+    if (!error) setValues((v) => ({ ...v, [name]: Number(text) }));
+  };
+  const invalid = Object.values(errors).some(Boolean);
+  useEffect(() => {
+    if (!invalid) history.replaceState(null, '', `/host${hostQueryOf(values)}`);
+  }, [values, invalid]);
+
+  const create = async () => {
+    setProblem(null);
+    setBusy(true);
+    try {
+      const config = runConfigOf(values, checkpoint?.model);
+      onCreated(await createRoom(config, checkpoint ? checkpoint.params.slice() : null));
+    } catch (error) {
+      setProblem((error as Error).message);
+      setBusy(false);
+    }
+  };
+
+  return (
+    <>
+      <h1>Host a training room</h1>
+      <p className="lede">
+        Pick the model and the schedule, create the room, share its link. Volunteers who open it train the model in
+        their browsers; this page coordinates the rounds, evaluates θ_global and keeps checkpoints.
+      </p>
+      {saved.length > 0 && (
+        <section className="card">
+          <h2>Rooms hosted from this browser</h2>
+          <ul className="plain">
+            {saved.map(({ link, info }) => (
+              <li key={link.roomId}>
+                <a href={`/host/${encodeURIComponent(link.roomId)}`}>Resume {link.roomId}</a>{' '}
+                <span className="muted small">
+                  {info
+                    ? `step ${fmt.count(info.step)}, saved ${new Date(info.savedAt).toLocaleString()}`
+                    : 'no checkpoint yet'}
+                </span>
+              </li>
+            ))}
+          </ul>
+        </section>
+      )}
+      <form
+        className="card form-grid"
+        data-testid="room-form"
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (!invalid && !busy) void create();
+        }}
+      >
+        <label>
+          <span>Model</span>
+          <select
+            value={values.preset}
+            onChange={(e) => update('preset', e.target.value)}
+            disabled={checkpoint !== null}
+          >
+            {['nano', 'tiny', 'small', 'base'].map((name) => (
+              <option key={name}>{name}</option>
+            ))}
+          </select>
+          {errors.preset && <small className="field-error">{errors.preset}</small>}
+        </label>
+        <label>
+          <span>Codec</span>
+          <select value={values.codec} onChange={(e) => update('codec', e.target.value)}>
+            {CODECS.map((name) => (
+              <option key={name}>{name}</option>
+            ))}
+          </select>
+          {errors.codec && <small className="field-error">{errors.codec}</small>}
+        </label>
+        {HOST_FIELDS.map((field) => (
+          <label key={field.name} title={field.hint}>
+            <span>{field.label}</span>
+            <input
+              name={field.name}
+              inputMode="decimal"
+              value={raw[field.name] ?? ''}
+              aria-invalid={Boolean(errors[field.name])}
+              onChange={(e) => update(field.name, e.target.value)}
+            />
+            {errors[field.name] ? (
+              <small className="field-error">{errors[field.name]}</small>
+            ) : (
+              <small className="muted">{field.hint}</small>
+            )}
+          </label>
+        ))}
+        <div className="span-2 field">
+          <strong>Dataset</strong>
+          <small>Moby Dick (1.2 MB of text, served by this server to every volunteer).</small>
+        </div>
+        <label className="span-2">
+          <span>Start from a checkpoint (optional)</span>
+          <input
+            type="file"
+            accept=".safetensors"
+            onChange={async (e) => {
+              const file = e.target.files?.[0];
+              if (!file) return setCheckpoint(null);
+              try {
+                const { config, params } = decodeWeights(new Uint8Array(await file.arrayBuffer()));
+                setCheckpoint({ name: file.name, params, model: config });
+                setProblem(null);
+              } catch (error) {
+                setCheckpoint(null);
+                setProblem(`${file.name}: ${(error as Error).message}`);
+              }
+            }}
+          />
+          <small className="muted">
+            {checkpoint
+              ? `${checkpoint.name}: ${checkpoint.model.nLayer} layers × ${checkpoint.model.nEmbd}, replaces the model choice`
+              : 'θ_global starts from these weights (safetensors, nanoGPT names) instead of the seeded init.'}
+          </small>
+        </label>
+        <div className="span-2 actions">
+          <button type="submit" className="primary" disabled={invalid || busy}>
+            {busy ? 'Creating…' : 'Create room'}
+          </button>
+          {problem && <span className="field-error">{problem}</span>}
+        </div>
+      </form>
+    </>
+  );
+}
+
+function Dashboard({ session }: { session: HostSession }) {
+  const state = useStore(store);
+  const status = state.status ?? 'waiting';
+  const [rotating, setRotating] = useState(false);
+  const downloadFiles = async () => {
+    const files = await session.files();
+    download(`shoal-${files.roomId}.safetensors`, files.weights);
+    download(`shoal-${files.roomId}.state.safetensors`, files.state);
+  };
+  return (
+    <>
+      <div className="room-head">
+        <h1>
+          Room <span className="mono">{state.roomId}</span>{' '}
+          <span className={`status ${status}`} data-testid="room-status">
+            {statusLabel[status]}
+          </span>
+        </h1>
+        <div className="actions">
+          {status === 'waiting' && (
+            <button type="button" className="primary" onClick={() => session.setStatus('running')}>
+              Start
+            </button>
+          )}
+          {status === 'running' && (
+            <button type="button" onClick={() => session.setStatus('paused')}>
+              Pause
+            </button>
+          )}
+          {status === 'paused' && (
+            <button type="button" className="primary" onClick={() => session.setStatus('running')}>
+              Resume
+            </button>
+          )}
+          {status !== 'stopped' && (
+            <button type="button" className="danger" onClick={() => session.setStatus('stopped')}>
+              Stop
+            </button>
+          )}
+        </div>
+      </div>
+      <p className="muted">{state.phase}</p>
+      <section className="card links">
+        {state.joinUrl && <CopyField label="Join link" value={state.joinUrl} testId="join-url" />}
+        {state.watchUrl && <CopyField label="Watch link (read-only)" value={state.watchUrl} testId="watch-url" />}
+        <button
+          type="button"
+          className="ghost small"
+          disabled={rotating}
+          onClick={async () => {
+            setRotating(true);
+            await session.rotateToken().finally(() => setRotating(false));
+          }}
+        >
+          Rotate join token
+        </button>
+        <span className="muted small">The old link stops admitting; volunteers in the room stay.</span>
+      </section>
+      <RoomNumbers />
+      <RoomPanels onKick={(peer) => session.kick(peer)} />
+      <section className="card">
+        <h2>Checkpoints</h2>
+        <p data-testid="checkpoint">
+          {state.checkpoint
+            ? `Saved in this browser at step ${fmt.count(state.checkpoint.step)} (${new Date(state.checkpoint.savedAt).toLocaleTimeString()}), rounds ${state.checkpoint.fragments.map((f) => f.round).join(' / ')}.`
+            : 'Written to this browser (IndexedDB) after each committed round; a reload resumes the room.'}
+          {state.resumedFrom && ` Resumed from step ${fmt.count(state.resumedFrom.step)}.`}
+        </p>
+        <button type="button" onClick={() => void downloadFiles()}>
+          Download weights + run state
+        </button>
+      </section>
+      <Suspense fallback={<p className="muted">Loading the sampler…</p>}>
+        <SamplePanel
+          getParams={async () => {
+            const { params, config } = await session.params();
+            const key = store
+              .getState()
+              .view?.metrics.fragments.map((f) => f.hash)
+              .join();
+            return { params, model: config.model, key };
+          }}
+        />
+      </Suspense>
+    </>
+  );
+}

@@ -1,0 +1,60 @@
+/**
+ * What the dashboard and the watch page both show of a room: the numbers, the charts, the peers
+ * and the fragment-sync timeline. The dashboard adds its controls around it; the watch page
+ * shows it as it is.
+ */
+import { useStore } from 'zustand';
+import { RoomCharts } from '../charts/RoomCharts.tsx';
+import { metricsOf, store } from '../store.ts';
+import { fmt, StatTiles } from './parts.tsx';
+import { PeersTable, RoundsTimeline } from './RoomTables.tsx';
+
+export function RoomNumbers() {
+  const state = useStore(store);
+  const metrics = metricsOf(state);
+  const volunteers = (state.view?.peers ?? []).filter((peer) => peer.role === 'worker').length;
+  return (
+    <StatTiles
+      stats={[
+        {
+          label: 'Validation loss',
+          value: fmt.loss(metrics.evalLoss),
+          hint: 'the host’s loss on θ_global',
+          testId: 'eval-loss',
+        },
+        { label: 'Training loss', value: fmt.loss(metrics.trainLoss), hint: 'mean of the volunteers’ last losses' },
+        { label: 'Tokens', value: fmt.tokens(metrics.tokens), testId: 'room-tokens' },
+        { label: 'Step', value: fmt.count(metrics.step), hint: 'the room’s tokens ÷ tokens per step' },
+        { label: 'Throughput', value: fmt.rate(metrics.tokensPerSecond) },
+        { label: 'Volunteers', value: fmt.count(volunteers), testId: 'volunteer-count' },
+        { label: 'Rounds', value: `${fmt.count(metrics.roundsCommitted)} committed`, testId: 'rounds-committed' },
+        {
+          label: 'Host bytes',
+          value: `↑ ${fmt.bytes(metrics.bytesSent)} ↓ ${fmt.bytes(metrics.bytesReceived)}`,
+          testId: 'host-bytes',
+        },
+      ]}
+    />
+  );
+}
+
+export function RoomPanels({ onKick }: { onKick?: (peer: string) => void }) {
+  const points = useStore(store, (state) => state.points);
+  const view = useStore(store, (state) => state.view);
+  return (
+    <>
+      <section className="card">
+        <h2>Convergence, throughput and bandwidth</h2>
+        <RoomCharts points={points} />
+      </section>
+      <section className="card">
+        <h2>Volunteers</h2>
+        <PeersTable peers={view?.peers ?? []} onKick={onKick} />
+      </section>
+      <section className="card">
+        <h2>Fragment sync</h2>
+        <RoundsTimeline rounds={view?.rounds ?? []} />
+      </section>
+    </>
+  );
+}

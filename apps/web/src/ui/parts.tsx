@@ -1,0 +1,116 @@
+/**
+ * Small pieces every page uses: the header, stat tiles, a copyable link, error and notice
+ * boxes. Numbers always carry units (charts/format.ts).
+ */
+import { type ReactNode, useState } from 'react';
+import { formatBytes, formatQuantity, formatSi } from '../charts/format.ts';
+
+export const fmt = {
+  tokens: (n: number | null | undefined) => (n == null ? '—' : `${formatSi(n)} tokens`),
+  loss: (n: number | null | undefined) => (n == null ? '—' : n.toFixed(3)),
+  rate: (n: number | null | undefined) => (n == null ? '—' : formatQuantity(n, 'tok/s')),
+  bytes: (n: number | null | undefined) => (n == null ? '—' : formatBytes(n)),
+  count: (n: number | null | undefined) => (n == null ? '—' : n.toLocaleString('en-US')),
+  percent: (n: number | null | undefined) => (n == null ? '—' : `${(n * 100).toFixed(n < 0.1 ? 1 : 0)}%`),
+  ago: (ms: number | null | undefined) => (ms == null ? '—' : ms < 1500 ? 'now' : `${Math.round(ms / 1000)} s ago`),
+};
+
+export function Header({ children }: { children?: ReactNode }) {
+  return (
+    <header className="topbar">
+      <a className="brand" href="/">
+        <img src="/favicon.svg" alt="" width={24} height={24} />
+        Shoal
+      </a>
+      <nav className="topnav">{children}</nav>
+      <ThemeToggle />
+    </header>
+  );
+}
+
+/** Light, dark or the system's choice; stored in localStorage. */
+function ThemeToggle() {
+  const [theme, setTheme] = useState(() => localStorage.getItem('shoal-theme') ?? 'system');
+  const next = theme === 'system' ? 'dark' : theme === 'dark' ? 'light' : 'system';
+  return (
+    <button
+      type="button"
+      className="ghost small"
+      aria-label={`Theme: ${theme}. Switch to ${next}.`}
+      onClick={() => {
+        applyTheme(next);
+        setTheme(next);
+      }}
+    >
+      {theme === 'dark' ? '☾ dark' : theme === 'light' ? '☀ light' : '◐ auto'}
+    </button>
+  );
+}
+
+export function applyTheme(theme = localStorage.getItem('shoal-theme') ?? 'system') {
+  localStorage.setItem('shoal-theme', theme);
+  if (theme === 'system') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+}
+
+export interface Stat {
+  label: string;
+  value: string;
+  hint?: string;
+  testId?: string;
+}
+
+export function StatTiles({ stats }: { stats: Stat[] }) {
+  return (
+    <dl className="tiles">
+      {stats.map((stat) => (
+        <div className="tile" key={stat.label} title={stat.hint}>
+          <dt>{stat.label}</dt>
+          <dd data-testid={stat.testId}>{stat.value}</dd>
+        </div>
+      ))}
+    </dl>
+  );
+}
+
+export function CopyField({ label, value, testId }: { label: string; value: string; testId?: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <div className="copy-field">
+      <span className="copy-label">{label}</span>
+      <input readOnly value={value} data-testid={testId} onFocus={(event) => event.currentTarget.select()} />
+      <button
+        type="button"
+        onClick={async () => {
+          try {
+            await navigator.clipboard.writeText(value);
+            setCopied(true);
+            setTimeout(() => setCopied(false), 1500);
+          } catch {
+            // no clipboard permission (an http page, a test browser): the field is selectable
+          }
+        }}
+      >
+        {copied ? 'Copied' : 'Copy'}
+      </button>
+    </div>
+  );
+}
+
+export function ErrorBox({ error }: { error: string | null }) {
+  if (!error) return null;
+  return (
+    <div className="card bad" role="alert" data-testid="error">
+      {error}
+    </div>
+  );
+}
+
+export function download(name: string, bytes: Uint8Array, type = 'application/octet-stream') {
+  const url = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
