@@ -106,6 +106,7 @@ run(
     const event = JSON.parse(line);
     if (event.event === 'room') {
       console.log(`room ${event.roomId} on ${server}; join link: ${event.joinUrl}`);
+      if (event.watchUrl) console.log(`read-only view (share it to watch): ${event.watchUrl}`);
       for (let i = 0; i < Number(args.workers); i++) {
         run(`worker ${i + 1}`, [
           'worker',

@@ -1,8 +1,8 @@
 /**
  * `shoal host` and two `shoal worker --backend cpu` as child processes, over real WebRTC on
  * loopback through a signaling server in this process: the host's --json lines are the contract
- * under test (room, peer-joined, round-committed, metrics, peer-left), then SIGINT ends everyone
- * cleanly.
+ * under test (room, peer-joined, round-committed, metrics, peer-left), and a watcher with the room's
+ * watch key gets the host's published view; then SIGINT ends everyone cleanly.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, statSync } from 'node:fs';
@@ -10,7 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '@shoal/server';
+import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
+import type { ServerMessageOf } from '@shoal/server/signal-messages';
 import { afterAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { CHECKPOINT_NAME, STATE_NAME } from './host.ts';
 import { loadWrtc } from './room.ts';
 
@@ -101,6 +104,8 @@ describe('shoal host + shoal worker over WebRTC', () => {
         '2000',
         '--metrics-every-ms',
         '1000',
+        '--publish-every-ms',
+        '500',
         '--checkpoint-dir',
         checkpoints,
         '--json',
@@ -108,6 +113,14 @@ describe('shoal host + shoal worker over WebRTC', () => {
       const room = await until(() => host.lines[0], 30_000, 'the room line');
       expect(room.event).toBe('room');
       expect(room.joinUrl).toBe(`${server.url}/join/${room.roomId}?token=${room.joinToken}`);
+      // The read-only watch link: a socket with its key gets what the host publishes.
+      const watchUrl = new URL(String(room.watchUrl));
+      expect(watchUrl.pathname).toBe(`/watch/${room.roomId}`);
+      const watcher = await SignalClient.connect(signalUrl(server.url), WebSocket as unknown as WebSocketConstructor);
+      const views: ServerMessageOf<'view'>['data'][] = [];
+      watcher.on('view', ({ data }) => views.push(data));
+      const watching = await watcher.watch(String(room.roomId), watchUrl.searchParams.get('key') ?? '');
+      if (watching.view) views.push(watching.view);
       const workerArgs = ['--server', server.url, '--room', String(room.roomId), '--token', String(room.joinToken)];
       const workers = [0, 1].map((i) => start(`worker ${i}`, ['worker', ...workerArgs, '--backend', 'cpu', '--json']));
       const workerPeers = await until(
@@ -141,6 +154,30 @@ describe('shoal host + shoal worker over WebRTC', () => {
       );
       const trainedIn = performance.now() - startedAt;
 
+      // The watcher saw the room: both workers in the peers table, tokens rising, rounds committed
+      // (the views lag the host's events by up to a publish period).
+      const seen = await until(
+        () => {
+          const last = views.at(-1);
+          const peers = JSON.stringify(last?.peers.map((p) => p.peer).sort());
+          const both = peers === JSON.stringify([...workerPeers].sort());
+          return last && both && last.metrics.roundsCommitted >= 4 && last;
+        },
+        10_000,
+        'a view with both workers and four commits',
+      );
+      expect(seen).toMatchObject({ roomId: room.roomId, hostKind: 'cli', status: 'running' });
+      const tokens = views.flatMap((v) => v.points.map((p) => p.tokens));
+      expect(tokens.length).toBeGreaterThan(3);
+      expect(tokens.at(-1)).toBeGreaterThan(tokens[0] as number);
+      for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThanOrEqual(tokens[i - 1] as number);
+      expect(seen.rounds.some((r) => r.outcome === 'committed' && r.gatheredAt !== null)).toBe(true);
+      for (const peer of seen.peers) {
+        expect(peer).toMatchObject({ role: 'worker', backend: 'cpu', rejected: {} });
+        expect(peer.roundsContributed).toBeGreaterThan(0);
+      }
+      expect(seen.metrics.evalLoss).toEqual(expect.any(Number));
+
       const joined = eventsOf(host, 'peer-joined').map((e) => e.peer);
       expect(joined.sort()).toEqual([...workerPeers].sort());
       for (const commit of eventsOf(host, 'round-committed')) {
@@ -164,6 +201,8 @@ describe('shoal host + shoal worker over WebRTC', () => {
       );
       host.child.kill('SIGINT');
       expect(await host.exit).toBe(0);
+      await until(() => views.at(-1)?.status === 'stopped', 5_000, 'the last view, on the way out');
+      watcher.close();
       expect(statSync(join(checkpoints, CHECKPOINT_NAME)).size).toBeGreaterThan(0);
       expect(statSync(join(checkpoints, STATE_NAME)).size).toBeGreaterThan(0);
       const lastCommit = (p: number) =>

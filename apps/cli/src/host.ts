@@ -2,8 +2,10 @@
  * `shoal host --server URL`: creates a room on the signaling server and runs its host headless
  * (ARCHITECTURE.md, "The host is a replica"): the coordinator plus a replica of θ_global on a
  * WebRTC mesh with every member the server announces. It evaluates θ_global on fixed validation
- * batches with a CPU engine, writes θ_global as safetensors, and prints the join link; with
- * --json, one JSON line per event on stdout (see HostEvent).
+ * batches with a CPU engine, writes θ_global as safetensors, and prints the join link and the
+ * read-only watch link, whose page gets the room view this host publishes to the server every
+ * --publish-every-ms (RoomViewRecorder); with --json, one JSON line per event on stdout (see
+ * HostEvent).
  */
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,6 +20,7 @@ import {
   encodeRoomCheckpoint,
   Host,
   type RoomCheckpoint,
+  RoomViewRecorder,
   roomCheckpointOf,
 } from '@shoal/swarm';
 import { readInput, writeAtomically } from './files.ts';
@@ -43,13 +46,22 @@ export interface HostCliOptions {
   evalEveryMs: number;
   evalBatches: number;
   metricsEveryMs: number;
+  /** Sample the room view and publish it to the server's watchers this often. */
+  publishEveryMs: number;
   deadlineMs: number;
   json?: boolean;
 }
 
 /** What `--json` prints, one object per line. */
 export type HostEvent =
-  | { event: 'room'; roomId: string; joinToken: string; joinUrl: string }
+  | {
+      event: 'room';
+      roomId: string;
+      joinToken: string;
+      joinUrl: string;
+      /** The read-only view (`/watch/ROOM?key=…`); null from a server that issues no watch key. */
+      watchUrl: string | null;
+    }
   | { event: 'peer-joined'; peer: string }
   | { event: 'peer-left'; peer: string; reason: string }
   | { event: 'round-committed'; fragment: number; round: number; participants: number; hash: string }
@@ -146,7 +158,10 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
     else console.log(text);
   };
+  // The room view: created with the host below; the coordinator's events reach it from the start.
+  let recorder: RoomViewRecorder | null = null;
   const onEvent = (event: CoordinatorEvent) => {
+    recorder?.onEvent(event);
     switch (event.event) {
       case 'peer-joined':
         return print({ event: 'peer-joined', peer: event.peer }, `+ ${event.peer} joined`);
@@ -177,7 +192,14 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   const signal = await connectSignaling(base);
   // A resumed host takes its signaling room back while the server still has it (members that
   // stayed keep their link); otherwise it opens a new room.
-  let room: { roomId: string; peerId: string; hostSecret: string; joinToken: string; iceServers: IceServer[] };
+  let room: {
+    roomId: string;
+    peerId: string;
+    hostSecret: string;
+    joinToken: string;
+    watchKey?: string;
+    iceServers: IceServer[];
+  };
   let peers: string[] = [];
   let reclaimed = false;
   const savedRoom = saved?.state.room;
@@ -207,10 +229,14 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     await link.close();
     throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
   }
+  recorder = new RoomViewRecorder({ host, roomId: room.roomId, hostKind: 'cli' });
+  recorder.setStatus('running');
   const joinUrl = `${base}/join/${room.roomId}?token=${room.joinToken}`;
+  const watchUrl = room.watchKey ? `${base}/watch/${room.roomId}?key=${room.watchKey}` : null;
   print(
-    { event: 'room', roomId: room.roomId, joinToken: room.joinToken, joinUrl },
-    `room ${room.roomId}: join with\n  ${joinUrl}\n  shoal worker --server ${base} --room ${room.roomId} --token ${room.joinToken}`,
+    { event: 'room', roomId: room.roomId, joinToken: room.joinToken, joinUrl, watchUrl },
+    `room ${room.roomId}: join with\n  ${joinUrl}\n  shoal worker --server ${base} --room ${room.roomId} --token ${room.joinToken}` +
+      (watchUrl ? `\nwatch (read-only) at\n  ${watchUrl}` : ''),
   );
 
   // The room line comes first (the --json contract); then what was resumed.
@@ -251,6 +277,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     await evaluator.setParams(params);
     const loss = await evaluator.evaluate(evalBatches);
     evalLoss = Number.isFinite(loss) ? loss : null;
+    recorder?.setEvalLoss(evalLoss);
     writeCheckpoint();
     return true;
   };
@@ -286,6 +313,21 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   }, options.evalEveryMs);
   const metricsTimer = setInterval(metrics, options.metricsEveryMs);
   evaluating = evaluate().then(metrics);
+  // The watch link's view: one chart point and one publish per period (the server keeps the history).
+  const publish = () => {
+    if (!recorder || !signal.open) return;
+    recorder.sample();
+    signal.publish(recorder.update());
+  };
+  const publishTimer = setInterval(publish, options.publishEveryMs);
+  let refused = false;
+  signal.on('error', (error) => {
+    // a refused view is a bug here or a server with other limits: say it once, train on
+    if (error.ref !== 'publish' || refused) return;
+    refused = true;
+    console.error(`shoal: the server refused the room view (${error.code}): ${error.message}`);
+  });
+  publish();
 
   const closedBy = await Promise.race([
     untilSignal(),
@@ -295,7 +337,12 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   ]);
   clearInterval(evalTimer);
   clearInterval(metricsTimer);
+  clearInterval(publishTimer);
   await evaluating;
+  // Best effort: watchers see the run stopped (the socket may already be gone).
+  recorder.setStatus('stopped');
+  publish();
+  recorder.close();
   if (!options.json) console.error(`shoal: stopping (${closedBy})`);
   writeCheckpoint();
   evaluator.destroy();

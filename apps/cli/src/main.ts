@@ -163,6 +163,12 @@ program
   .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 4)
   .option('--metrics-every-ms <ms>', 'a metrics line every ms', parsePositiveInt, 5_000)
   .option(
+    '--publish-every-ms <ms>',
+    "sample the room view and publish it to the watch link's viewers every ms",
+    parsePositiveInt,
+    2_000,
+  )
+  .option(
     '--deadline-ms <ms>',
     'shard owners give up after ms; the coordinator on a round after twice that',
     parsePositiveInt,

@@ -1,8 +1,9 @@
 /**
- * A room: who is in it, who hosts it, and the two credentials. The host secret proves the host
- * (it reclaims the room after a reconnect); the join token admits members and can be rotated.
- * Both are 256-bit random base64url strings; the server keeps only the secret's SHA-256 and
- * compares in constant time.
+ * A room: who is in it, who hosts it, who watches it, and the three credentials. The host secret
+ * proves the host (it reclaims the room after a reconnect); the join token admits members and can
+ * be rotated; the watch key admits read-only watchers of the host's published view, for the
+ * room's whole life. All are 256-bit random base64url strings; the server keeps only the secret's
+ * SHA-256 and compares all three in constant time.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
@@ -28,8 +29,12 @@ export class Room<Member> {
   private readonly secretDigest = digest(this.hostSecret);
   private tokenDigest: Buffer;
   joinToken: string;
+  readonly watchKey = randomId(32);
+  private readonly watchKeyDigest = digest(this.watchKey);
   /** Everyone connected, host included while present, by peer id. */
   readonly peers = new Map<string, Member>();
+  /** Read-only sockets that receive the host's published views; not members, not in `peers`. */
+  readonly watchers = new Set<Member>();
   /** The pending deletion of this room while it is empty. */
   cleanup: ReturnType<typeof setTimeout> | null = null;
 
@@ -54,6 +59,10 @@ export class Room<Member> {
 
   checkSecret(secret: string): boolean {
     return sameSecret(secret, this.secretDigest);
+  }
+
+  checkWatchKey(key: string): boolean {
+    return sameSecret(key, this.watchKeyDigest);
   }
 
   /** A fresh member id, unique in this room. */

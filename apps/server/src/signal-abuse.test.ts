@@ -70,7 +70,7 @@ describe('signaling under bad input', () => {
   });
 
   it('closes an oversized frame with 1009', async () => {
-    server = await startTestServer({ limits: { maxFrameBytes: 4096 } });
+    server = await startTestServer({ limits: { maxFrameBytes: 4096, maxPublishBytes: 4096 } });
     const stillWorks = await bystanders();
     const attacker = await raw();
     attacker.send({ kind: 'signal', to: 'x', data: 'x'.repeat(5000) });

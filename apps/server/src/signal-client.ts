@@ -8,10 +8,15 @@
  *   client.on('signal', ({ from, data }) => peer(from).signal(data));
  *   client.signal(peerId, offer);
  *
+ * A host publishes its room view with `publish(update)`; a watch link's page calls
+ * `watch(roomId, key)` (the room's latest view and history) and then hears every later publish as
+ * a `view` event.
+ *
  * Replies from the server are validated with the same schemas the server uses. Requests
- * (create, reclaim, join, rotate-token) resolve with their reply, or reject with a
+ * (create, reclaim, join, watch, rotate-token) resolve with their reply, or reject with a
  * SignalError carrying the server's reason code.
  */
+import type { RoomViewUpdate } from '@shoal/protocol';
 import {
   type ServerMessage,
   type ServerMessageOf,
@@ -60,16 +65,19 @@ export interface SignalClientEvents {
   'peer-joined': (message: ServerMessageOf<'peer-joined'>) => void;
   'peer-left': (message: ServerMessageOf<'peer-left'>) => void;
   kicked: (message: ServerMessageOf<'kicked'>) => void;
+  /** A watcher: the host published a new view (with the points since its previous one). */
+  view: (message: ServerMessageOf<'view'>) => void;
   /** An error that answers no pending request (a refused signal, a rate limit). */
   error: (message: ServerMessageOf<'error'>) => void;
   close: (event: { code: number; reason: string }) => void;
 }
 
-type Reply = 'created' | 'reclaimed' | 'joined' | 'token';
+type Reply = 'created' | 'reclaimed' | 'joined' | 'watching' | 'token';
 const REQUEST_FOR: Record<Reply, string> = {
   created: 'create',
   reclaimed: 'reclaim',
   joined: 'join',
+  watching: 'watch',
   token: 'rotate-token',
 };
 
@@ -129,6 +137,19 @@ export class SignalClient {
     const reply = await this.request('joined', { kind: 'join', version: SIGNAL_PROTOCOL_VERSION.major, roomId, token });
     this.enter(reply.roomId, reply.peerId);
     return reply;
+  }
+
+  /**
+   * Read-only: watches a room with its watch key (this socket enters no room). Resolves with the
+   * room's latest view and every point the server kept (null before the host's first publish).
+   */
+  async watch(roomId: string, key: string): Promise<ServerMessageOf<'watching'>> {
+    return this.request('watching', { kind: 'watch', version: SIGNAL_PROTOCOL_VERSION.major, roomId, key });
+  }
+
+  /** Host only: the room view for the room's watchers (a RoomViewUpdate of @shoal/protocol). */
+  publish(update: RoomViewUpdate): void {
+    this.send({ kind: 'publish', data: update });
   }
 
   /** Host only: a new join token; the old one stops admitting. */
@@ -197,6 +218,7 @@ export class SignalClient {
       case 'created':
       case 'reclaimed':
       case 'joined':
+      case 'watching':
       case 'token':
         this.settle(REQUEST_FOR[message.kind], (request) => request.resolve(message));
         return;

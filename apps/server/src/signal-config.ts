@@ -48,6 +48,21 @@ export interface SignalingLimits {
   emptyRoomGraceMs: number;
   /** Bytes queued to a socket that does not drain; beyond it the socket is closed with 1008. 1 MiB. */
   maxBufferedBytes: number;
+  /**
+   * Bytes of a host's `publish` frame (its room view), the one frame allowed over maxFrameBytes.
+   * 256 KiB: a view of 64 peers, 120 rounds and a few hundred chart points fits several times.
+   */
+  maxPublishBytes: number;
+  /** Publishes per second by a host, and their burst. 4/s, burst 8 (hosts publish every 2 s). */
+  publishesPerSecond: number;
+  publishBurst: number;
+  /** Read-only watchers of one room; they count toward maxConnections too. 64. */
+  maxWatchersPerRoom: number;
+  /**
+   * Bytes (as JSON) of the chart points a room keeps for watchers that come later; beyond it the
+   * older points are thinned further. 1 MiB, so rooms cost at most maxRooms × (this + maxPublishBytes).
+   */
+  maxViewHistoryBytes: number;
 }
 
 export const DEFAULT_SIGNALING_LIMITS: Readonly<SignalingLimits> = {
@@ -69,6 +84,11 @@ export const DEFAULT_SIGNALING_LIMITS: Readonly<SignalingLimits> = {
   idleTimeoutMs: 35_000,
   emptyRoomGraceMs: 60_000,
   maxBufferedBytes: 1024 * 1024,
+  maxPublishBytes: 256 * 1024,
+  publishesPerSecond: 4,
+  publishBurst: 8,
+  maxWatchersPerRoom: 64,
+  maxViewHistoryBytes: 1024 * 1024,
 };
 
 /** Defaults filled in, every field checked; throws a RangeError naming the bad one. */

@@ -1,6 +1,10 @@
 /**
- * One frame from a client, checked in order of cost: text only, a nesting scan, JSON.parse, a
- * known kind, then the zod union. Pure, so the order and the reason codes are tested directly.
+ * One frame from a client, checked in order of cost: text only, size, a nesting scan, JSON.parse,
+ * a known kind, then the zod union. Pure, so the order and the reason codes are tested directly.
+ *
+ * Size: frames are at most maxFrameBytes, except a host's publish (its room view; `ws` holds it to
+ * maxPublishBytes). A frame over maxFrameBytes from a socket that may not publish is refused
+ * unparsed; from a host it is parsed, and refused unless it is a publish.
  */
 import { jsonDepth } from '@shoal/protocol';
 import {
@@ -17,9 +21,16 @@ export type ParsedFrame =
 export function parseClientFrame(
   data: Uint8Array | Uint8Array[] | ArrayBuffer,
   isBinary: boolean,
-  maxDepth: number,
+  limits: { maxJsonDepth: number; maxFrameBytes: number },
+  /** The sender hosts a room: its publish may exceed maxFrameBytes. */
+  mayPublish = false,
 ): ParsedFrame {
   if (isBinary) return { ok: false, code: 'binary-frame', message: 'signaling frames are JSON text' };
+  const { maxJsonDepth: maxDepth, maxFrameBytes } = limits;
+  const size = Array.isArray(data) ? data.reduce((sum, part) => sum + part.byteLength, 0) : data.byteLength;
+  if (size > maxFrameBytes && !mayPublish) {
+    return { ok: false, code: 'too-big', message: `frames are at most ${maxFrameBytes} bytes` };
+  }
   const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Uint8Array);
   const text = bytes.toString('utf8');
   if (jsonDepth(text) > maxDepth) return { ok: false, code: 'too-deep', message: `JSON nests deeper than ${maxDepth}` };
@@ -40,6 +51,10 @@ export function parseClientFrame(
     const issue = result.error.issues[0];
     const message = `${issue?.path.join('.') || kind}: ${issue?.message ?? 'invalid'}`;
     return { ok: false, code: 'schema', message, ref: kind };
+  }
+  if (bytes.length > maxFrameBytes && result.data.kind !== 'publish') {
+    const message = `frames other than publish are at most ${maxFrameBytes} bytes`;
+    return { ok: false, code: 'too-big', message, ref: kind };
   }
   return { ok: true, message: result.data, bytes: bytes.length };
 }

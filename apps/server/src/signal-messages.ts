@@ -6,9 +6,9 @@
  * | kind         | direction              | fields                                                        |
  * | ------------ | ---------------------- | ------------------------------------------------------------- |
  * | create       | client → server        | version                                                       |
- * | created      | server → host          | roomId, peerId, hostSecret, joinToken, iceServers, limits     |
+ * | created      | server → host          | roomId, peerId, hostSecret, joinToken, watchKey, iceServers, limits |
  * | reclaim      | client → server        | version, roomId, hostSecret                                   |
- * | reclaimed    | server → host          | roomId, peerId, joinToken, peers, iceServers, limits          |
+ * | reclaimed    | server → host          | roomId, peerId, joinToken, watchKey, peers, iceServers, limits |
  * | join         | client → server        | version, roomId, token                                        |
  * | joined       | server → member        | roomId, peerId, hostId, hostPresent, peers, iceServers, limits |
  * | peer-joined  | server → room          | peer (the host's id when the host comes back)                 |
@@ -23,12 +23,29 @@
  * | kick         | host → server          | peer, reason?                                                 |
  * | kicked       | server → member        | reason (the socket is then closed with 4001)                  |
  * | leave        | client → server        | — (the server closes with 1000)                               |
+ * | publish      | host → server          | data (a RoomViewUpdate of @shoal/protocol, for the room's watchers) |
+ * | watch        | client → server        | version, roomId, key (the room's watchKey)                    |
+ * | watching     | server → watcher       | roomId, view (the latest update with every kept point, or null) |
+ * | view         | server → watchers      | data (each later publish, with just its own points)           |
  * | error        | server → client        | code, message, ref? (the kind that caused it)                 |
  *
- * Versioning: create, reclaim and join carry the client's major version; another major gets
+ * Watching: the watch link (`/watch/ROOM?key=KEY`) opens a socket that sends `watch` instead of
+ * create/reclaim/join. A watcher is not a member: it is in no peers list, takes no seat, and may
+ * not signal, relay, publish or enter a room (every such frame gets an error). The watch key is
+ * issued with the room and never rotates. When the room ends (its grace period runs out with
+ * nobody in it) the server closes each watcher's socket with 4002 'room closed'; while the host is
+ * away, watchers keep the last view.
+ *
+ * A publish may be larger than other frames (maxPublishBytes against maxFrameBytes): only a
+ * host's frame may exceed maxFrameBytes, and then only a publish; the server keeps per room the
+ * latest update without its points plus a thinned series of all points (bounded in count and
+ * bytes), and rate-limits publishes per host.
+ *
+ * Versioning: create, reclaim, join and watch carry the client's major version; another major gets
  * `error` with code 'version'. Objects strip unknown keys, so a newer minor may add optional
  * fields without breaking older peers (as in @shoal/protocol).
  */
+import { roomViewUpdateSchema } from '@shoal/protocol';
 import { z } from 'zod';
 
 export const SIGNAL_PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
@@ -44,6 +61,8 @@ export const CLOSE_CODES = {
   tryAgainLater: 1013,
   /** Kicked by the host. */
   kicked: 4001,
+  /** To a watcher: the room it watched has ended. */
+  roomClosed: 4002,
 } as const;
 
 /** Reason codes of `error` messages. */
@@ -62,6 +81,8 @@ export const SIGNAL_ERROR_CODES = [
   'no-such-room',
   'bad-token',
   'bad-secret',
+  /** A watch with the wrong watch key. */
+  'bad-key',
   'host-present',
   'room-full',
   'too-many-rooms',
@@ -96,6 +117,8 @@ export const clientLimitsSchema = z.object({
   messagesPerSecond: z.number().min(0),
   messageBurst: z.number().min(0),
   maxPeersPerRoom: z.int().min(1),
+  /** The largest publish frame a host may send. Absent from older servers. */
+  maxPublishBytes: z.int().min(1).optional(),
 });
 export type ClientLimits = z.infer<typeof clientLimitsSchema>;
 
@@ -108,6 +131,8 @@ export const clientMessageSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('rotate-token') }),
   z.object({ kind: z.literal('kick'), peer: idSchema, reason: z.string().max(256).optional() }),
   z.object({ kind: z.literal('leave') }),
+  z.object({ kind: z.literal('publish'), data: roomViewUpdateSchema }),
+  z.object({ kind: z.literal('watch'), version: versionSchema, roomId: idSchema, key: idSchema }),
 ]);
 export type ClientMessage = z.infer<typeof clientMessageSchema>;
 export type ClientMessageKind = ClientMessage['kind'];
@@ -125,6 +150,8 @@ export const serverMessageSchema = z.discriminatedUnion('kind', [
     peerId: idSchema,
     hostSecret: idSchema,
     joinToken: idSchema,
+    /** The read-only watch link's key; fixed for the room's life. Absent from older servers. */
+    watchKey: idSchema.optional(),
     iceServers: z.array(iceServerSchema),
     limits: clientLimitsSchema,
   }),
@@ -133,6 +160,8 @@ export const serverMessageSchema = z.discriminatedUnion('kind', [
     roomId: idSchema,
     peerId: idSchema,
     joinToken: idSchema,
+    /** The same watch key as at create. Absent from older servers. */
+    watchKey: idSchema.optional(),
     peers: z.array(idSchema),
     iceServers: z.array(iceServerSchema),
     limits: clientLimitsSchema,
@@ -155,6 +184,8 @@ export const serverMessageSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('relay'), from: idSchema, data: opaqueSchema }),
   z.object({ kind: z.literal('token'), joinToken: idSchema }),
   z.object({ kind: z.literal('kicked'), reason: z.string().max(256) }),
+  z.object({ kind: z.literal('watching'), roomId: idSchema, view: roomViewUpdateSchema.nullable() }),
+  z.object({ kind: z.literal('view'), data: roomViewUpdateSchema }),
   z.object({
     kind: z.literal('error'),
     code: z.enum(SIGNAL_ERROR_CODES),

@@ -1,7 +1,8 @@
 /**
- * Test support: a server on port 0 with short timers, and a raw socket that records every
- * message and close, for the bad-input tests that the typed client would never send.
+ * Test support: a server on port 0 with short timers, a raw socket that records every message
+ * and close, for the bad-input tests that the typed client would never send, and a valid room view.
  */
+import { ROOM_VIEW_VERSION, type RoomViewUpdate } from '@shoal/protocol';
 import { WebSocket } from 'ws';
 import { type RunningServer, type ServerOptions, startServer } from './index.ts';
 import type { ServerMessage } from './signal-messages.ts';
@@ -74,3 +75,79 @@ export const until = async (check: () => boolean, ms = 2000): Promise<void> => {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 };
+
+/** A valid room view of `roomId` (nano-like config, no peers) with chart points at times `ts`. */
+export function roomView(roomId: string, ts: number[], extra: Partial<RoomViewUpdate> = {}): RoomViewUpdate {
+  return {
+    version: ROOM_VIEW_VERSION,
+    roomId,
+    status: 'running',
+    config: {
+      model: { nLayer: 2, nHead: 4, nEmbd: 64, blockSize: 64, vocabSize: 256 },
+      train: {
+        batchSize: 16,
+        seqLen: 64,
+        maxLr: 1e-3,
+        minLr: 1e-4,
+        warmupSteps: 20,
+        totalSteps: 400,
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weightDecay: 0.1,
+        gradClip: 1,
+        seed: 1,
+      },
+      diloco: {
+        fragments: 2,
+        fragmentMode: 'sequential',
+        innerSteps: 50,
+        overlap: 2,
+        alpha: 0.5,
+        outerLr: 0.7,
+        outerMomentum: 0.9,
+        codec: 'fp4',
+        codecBlockSize: 64,
+        errorFeedback: true,
+        aggregation: { kind: 'clipped-mean', clipFactor: 2 },
+        hashAlgorithm: 'xxh128',
+        weightCapFactor: 4,
+        quorum: 0.5,
+      },
+      data: { corpus: 'moby-dick', seed: 7 },
+      heartbeatMs: 1000,
+    },
+    startedAt: 1_700_000_000_000,
+    hostKind: 'cli',
+    metrics: {
+      step: ts.length,
+      tokens: 1024 * ts.length,
+      trainLoss: 3,
+      evalLoss: null,
+      tokensPerSecond: 500,
+      bytesSent: 10,
+      bytesReceived: 20,
+      roundsCommitted: 0,
+      roundsAborted: 0,
+      fragments: [
+        { round: 0, hash: '09ec977e1bb6675ae57c224cecd0ca9e' },
+        { round: 0, hash: '09ec977e1bb6675ae57c224cecd0ca9e' },
+      ],
+    },
+    peers: [],
+    rounds: [],
+    points: ts.map((t) => ({
+      t,
+      tokens: t,
+      step: Math.floor(t / 100),
+      trainLoss: 3,
+      evalLoss: null,
+      tokensPerSecond: 500,
+      bytes: t,
+      fp32Bytes: 0,
+      dpBytes: 0,
+      peers: { w0: { loss: 3, tokensPerSecond: 500 } },
+    })),
+    ...extra,
+  };
+}

@@ -5,8 +5,10 @@
  * Every frame from a stranger passes, in order: the socket's token bucket (cheap drop before any
  * parsing), text-only, a nesting scan, JSON.parse, the zod union, then the room rules. A failure
  * answers `error` with a reason code and is counted; floods and never-joining sockets are closed
- * with 1008, oversized frames by `ws` with 1009. Memory is bounded by maxConnections ×
- * (maxFrameBytes + maxBufferedBytes) and maxRooms × maxPeersPerRoom.
+ * with 1008, oversized frames by `ws` with 1009. Only a host's `publish` may exceed maxFrameBytes
+ * (up to maxPublishBytes); its room's watchers get it (signal-watch.ts). Memory is bounded by
+ * maxConnections × (max(maxFrameBytes, maxPublishBytes) + maxBufferedBytes), maxRooms ×
+ * maxPeersPerRoom, and maxRooms × (maxPublishBytes + maxViewHistoryBytes) of kept views.
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -25,6 +27,7 @@ import {
   SIGNAL_PROTOCOL_VERSION,
   type SignalErrorCode,
 } from './signal-messages.ts';
+import { WatchHub } from './signal-watch.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 export const SIGNAL_PATH = '/signal';
@@ -40,6 +43,8 @@ export interface SignalingStats {
   connections: number;
   rooms: number;
   peers: number;
+  /** Sockets watching a room (not counted in peers). */
+  watchers: number;
   /** Rejected input by reason code. */
   rejections: Record<string, number>;
 }
@@ -77,11 +82,15 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     messagesPerSecond: limits.messagesPerSecond,
     messageBurst: limits.messageBurst,
     maxPeersPerRoom: limits.maxPeersPerRoom,
+    maxPublishBytes: limits.maxPublishBytes,
   };
   let nextId = 1;
+  const watch = new WatchHub<Connection>({ limits, now, sendText, reject, close: closeWith, log });
 
-  // perMessageDeflate stays off: compressed frames would let 64 KiB inflate to megabytes.
-  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxFrameBytes, perMessageDeflate: false });
+  // perMessageDeflate stays off: compressed frames would let 64 KiB inflate to megabytes. ws takes
+  // frames up to the larger limit (a host's publish); onFrame holds the others to maxFrameBytes.
+  const maxPayload = Math.max(limits.maxFrameBytes, limits.maxPublishBytes);
+  const wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
   wss.on('error', (error) => log('wss-error', { message: error.message }));
 
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -133,8 +142,8 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     connections.add(conn);
     log('connect', { conn: conn.id, ip: request.socket.remoteAddress ?? null });
     conn.helloTimer = setTimeout(() => {
-      if (conn.room) return;
-      reject(conn, 'hello-timeout', `create, reclaim or join a room within ${limits.helloTimeoutMs} ms`);
+      if (conn.room || watch.isWatching(conn)) return;
+      reject(conn, 'hello-timeout', `create, reclaim, join or watch a room within ${limits.helloTimeoutMs} ms`);
       closeWith(conn, CLOSE_CODES.policy, 'hello timeout');
     }, limits.helloTimeoutMs);
     conn.helloTimer.unref();
@@ -153,6 +162,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     socket.on('close', (code) => {
       if (conn.helloTimer) clearTimeout(conn.helloTimer);
       drop(conn, 'closed');
+      watch.leave(conn);
       connections.delete(conn);
       log('disconnect', { conn: conn.id, code });
     });
@@ -165,7 +175,8 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       onOverBudget(conn);
       return;
     }
-    const frame = parseClientFrame(data, isBinary, limits.maxJsonDepth);
+    const isHost = conn.room !== null && conn.peerId === conn.room.hostId;
+    const frame = parseClientFrame(data, isBinary, limits, isHost);
     if (!frame.ok) {
       reject(conn, frame.code, frame.message, frame.ref);
       return;
@@ -202,9 +213,10 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     switch (message.kind) {
       case 'create':
       case 'reclaim':
-      case 'join': {
-        if (room) {
-          reject(conn, 'already-in-room', 'this socket is already in a room', message.kind);
+      case 'join':
+      case 'watch': {
+        if (room || watch.isWatching(conn)) {
+          reject(conn, 'already-in-room', 'this socket is already in a room or watching one', message.kind);
           return;
         }
         if (message.version !== SIGNAL_PROTOCOL_VERSION.major) {
@@ -218,6 +230,14 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
         }
         if (message.kind === 'reclaim') {
           reclaim(conn, message.roomId, message.hostSecret);
+          return;
+        }
+        if (message.kind === 'watch') {
+          // a watcher stays outside the room: no peer id, no seat, no signaling
+          if (watch.watch(conn, message.roomId, rooms.get(message.roomId), message.key) && conn.helloTimer) {
+            clearTimeout(conn.helloTimer);
+            conn.helloTimer = null;
+          }
           return;
         }
         join(conn, message.roomId, message.token);
@@ -276,6 +296,13 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
         for (const target of targets) send(target, { kind: 'relay', from: self, data: message.data });
         return;
       }
+      case 'publish':
+        if (!isHost) {
+          reject(conn, 'not-host', 'only the host publishes the room view', 'publish');
+          return;
+        }
+        watch.publish(conn, room, message.data, bytes);
+        return;
       case 'rotate-token':
         if (!isHost) {
           reject(conn, 'not-host', 'only the host rotates the token', 'rotate-token');
@@ -318,6 +345,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       peerId: room.hostId,
       hostSecret: room.hostSecret,
       joinToken: room.joinToken,
+      watchKey: room.watchKey,
       iceServers,
       limits: clientLimits,
     });
@@ -344,6 +372,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       roomId: room.id,
       peerId: room.hostId,
       joinToken: room.joinToken,
+      watchKey: room.watchKey,
       peers: room.othersThan(room.hostId),
       iceServers,
       limits: clientLimits,
@@ -410,6 +439,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       room.cleanup = setTimeout(() => {
         if (room.peers.size > 0) return;
         rooms.delete(room.id);
+        watch.roomClosed(room);
         log('room-expired', { room: room.id });
       }, limits.emptyRoomGraceMs);
       room.cleanup.unref();
@@ -421,6 +451,11 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   }
 
   function send(conn: Connection, message: ServerMessage): void {
+    sendText(conn, JSON.stringify(message));
+  }
+
+  /** A frame already encoded (a view sent to every watcher is stringified once). */
+  function sendText(conn: Connection, text: string): void {
     if (conn.closing || conn.socket.readyState !== WebSocket.OPEN) return;
     if (conn.socket.bufferedAmount > limits.maxBufferedBytes) {
       // a reader that does not drain would make us queue without bound
@@ -435,7 +470,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       conn.socket.terminate();
       return;
     }
-    conn.socket.send(JSON.stringify(message));
+    conn.socket.send(text);
   }
 
   function reject(conn: Connection, code: SignalErrorCode, message: string, ref?: string): void {
@@ -461,6 +496,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       connections: connections.size,
       rooms: rooms.size,
       peers: [...rooms.values()].reduce((sum, room) => sum + room.peers.size, 0),
+      watchers: watch.count,
       rejections: counters.byReason(),
     }),
     close: () => {

@@ -96,6 +96,9 @@ const rosterBody = z.object({
   members: z.array(memberSchema).max(MAX_MEMBERS),
 });
 
+/** Distinct reasons a heartbeat's rejection counts may name (a sender keeps its first ones). */
+export const MAX_REJECTION_REASONS = 32;
+
 /** Progress: what the coordinator opens rounds, weights and the dashboard from. */
 const heartbeatBody = z.object({
   innerStep: countSchema,
@@ -110,6 +113,16 @@ const heartbeatBody = z.object({
   stalls: countSchema,
   /** The peers this member has an open channel to: connectivity is part of membership. */
   reachable: peerListSchema(MAX_MEMBERS),
+  /**
+   * Its contributions that shard owners refused, by reason, counted from their `rejected`
+   * answers: owners are workers, so only the sender can tell the host. Absent from older peers.
+   */
+  rejectedContributions: z
+    .record(reasonSchema, countSchema)
+    .refine((counts) => Object.keys(counts).length <= MAX_REJECTION_REASONS, {
+      message: `at most ${MAX_REJECTION_REASONS} reasons`,
+    })
+    .optional(),
 });
 
 /** Room-level figures, computed on the host; mirrors `shoal host --json`'s metrics event. */

@@ -110,6 +110,7 @@ export const SAMPLES: { [K in MessageKind]: MessageOf<K> } = {
     bytesReceived: 7_654_321,
     stalls: 1,
     reachable: ['host', 'peer-b'],
+    rejectedContributions: { codec: 2, 'non-finite': 1 },
   },
   metrics: {
     kind: 'metrics',

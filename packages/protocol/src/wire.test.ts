@@ -193,6 +193,14 @@ describe('decode rejects malformed input with a specific reason', () => {
     expectRejected(codec.decode(forge({ json: spaced })), 'schema', /^holds\.0\.hash/);
     const heartbeat = { ...bodyOf(SAMPLES.heartbeat), reachable: ['a', 'a'] };
     expectRejected(codec.decode(forge({ kindId: 4, json: heartbeat })), 'schema', /unique/);
+    // rejection counts: optional (an older peer's heartbeat has none), bounded, reason codes only
+    const { rejectedContributions: _, ...older } = bodyOf(SAMPLES.heartbeat);
+    expect(codec.decode(forge({ kindId: 4, json: older })).ok).toBe(true);
+    const manyReasons = Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`reason-${i}`, 1]));
+    const tooMany = { ...older, rejectedContributions: manyReasons };
+    expectRejected(codec.decode(forge({ kindId: 4, json: tooMany })), 'schema', /^rejectedContributions.*32 reasons/);
+    const badKey = { ...older, rejectedContributions: { 'Not A Code': 1 } };
+    expectRejected(codec.decode(forge({ kindId: 4, json: badKey })), 'schema', /^rejectedContributions/);
     const pollution = '{"__proto__": {"polluted": true}, "reason": "x"}';
     const left = codec.decode(forge({ kindId: 16, json: pollution }));
     expect(left).toEqual({ ok: true, message: { kind: 'leave', reason: 'x' }, runId: 0, minor: 0 });

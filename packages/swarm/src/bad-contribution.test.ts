@@ -1,12 +1,15 @@
 import type { Message, PeerId } from '@shoal/protocol';
 import { describe, expect, it } from 'vitest';
+import { RoomViewRecorder } from './room-view.ts';
 import { createRoom, must, RUN, replicaStates } from './test-room.ts';
 import { contributionOf } from './test-wire.ts';
 
 describe('a bad contribution', () => {
   it('(NaN scale, wrong length) is refused by the shard owner with a reason, counted, and the round commits', async () => {
-    const room = await createRoom({ workers: 4 });
+    let view: RoomViewRecorder | null = null;
+    const room = await createRoom({ workers: 4, onEvent: (event) => view?.onEvent(event) });
     const { network, codec, host, workers, clock } = room;
+    view = new RoomViewRecorder({ host, roomId: 'r', hostKind: 'cli', now: () => clock.now() });
     const bad = must(workers[3]);
     // w3 turns hostile in round 2: its shard 0 of fragment 0 gets a NaN block scale, its shard 1 of
     // fragment 1 loses 3 bytes. The forged messages replace the real ones on the wire.
@@ -79,6 +82,14 @@ describe('a bad contribution', () => {
     for (const p of [0, 1]) expect(room.committed().filter((c) => c.fragment === p).length).toBeGreaterThanOrEqual(3);
     const hostStates = host.fragmentStates();
     for (const w of workers) expect(replicaStates(w.worker)).toEqual(hostStates);
+    // The host saw no refusal itself, yet its view shows w3's two, by reason (w3's heartbeats
+    // carry the owners' answers), and nothing against the others.
+    expect(Object.fromEntries(bad.worker.rejectedContributions)).toEqual({ codec: 2 });
+    const peers = new Map(view.snapshot().peers.map((p) => [p.peer, p] as const));
+    expect(peers.get(bad.peer)?.rejected).toEqual({ codec: 2 });
+    for (const w of workers.slice(0, 3)) expect(peers.get(w.peer)?.rejected).toEqual({});
+    // its other contributions still count: every committed round names it
+    expect(peers.get(bad.peer)?.roundsContributed).toBe(room.committed().length);
     expect(clock.now()).toBe(6_000);
   });
 });

@@ -40,6 +40,8 @@ export interface MemberInfo {
   baseStep: number;
   /** The peers it has an open channel to (heartbeats); null until its first heartbeat. */
   reachable: Set<PeerId> | null;
+  /** Its contributions that shard owners refused, by reason, as its heartbeats report them. */
+  rejected: Record<string, number>;
 }
 
 interface OpenRound {
@@ -56,7 +58,15 @@ export type CoordinatorEvent =
   | { event: 'peer-joined'; peer: PeerId }
   | { event: 'peer-left'; peer: PeerId; reason: string }
   | { event: 'round-opened'; fragment: number; round: number; participants: number }
-  | { event: 'round-committed'; fragment: number; round: number; participants: number; hash: string }
+  | {
+      event: 'round-committed';
+      fragment: number;
+      round: number;
+      participants: number;
+      hash: string;
+      /** The participants whose hash agreed (the commit's contributors): `participants` of them. */
+      contributors: PeerId[];
+    }
   | { event: 'round-aborted'; fragment: number; round: number; reason: string };
 
 export interface CoordinatorOptions {
@@ -89,6 +99,11 @@ export class Coordinator {
   readonly members = new Map<PeerId, MemberInfo>();
   committedRounds = 0;
   abortedRounds = 0;
+  /**
+   * No new rounds while set (a dashboard before Start, or paused): members are still welcomed,
+   * rounds in flight still finish. Clearing it does not open rounds until the next heartbeat.
+   */
+  paused = false;
   /** Tokens of members that left, and of the run before a resume (the room's total keeps them). */
   private departedTokens = 0;
   private epoch = 0;
@@ -138,6 +153,7 @@ export class Coordinator {
       info.bytesReceived = message.bytesReceived;
       info.stalls = message.stalls;
       info.reachable = new Set(message.reachable);
+      info.rejected = message.rejectedContributions ?? {};
       info.lastSeen = member.clock.now();
       this.maybeOpenRounds();
     });
@@ -220,6 +236,7 @@ export class Coordinator {
         lastSeen: this.member.clock.now(),
         baseStep: ownStep,
         reachable: null,
+        rejected: {},
       });
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
@@ -281,6 +298,7 @@ export class Coordinator {
 
   /** Opens every fragment's round that the median worker's progress calls for. */
   maybeOpenRounds(): void {
+    if (this.paused) return;
     const workers = this.syncedWorkers();
     if (workers.length === 0) return;
     const step = this.medianStep;
@@ -410,7 +428,14 @@ export class Coordinator {
         contributors: agreeing,
         roomTokens: this.roomTokens,
       });
-      this.options.onEvent?.({ event: 'round-committed', fragment, round, participants: agreeing.length, hash });
+      this.options.onEvent?.({
+        event: 'round-committed',
+        fragment,
+        round,
+        participants: agreeing.length,
+        hash,
+        contributors: agreeing,
+      });
     } else {
       const reason = why === 'deadline' ? 'deadline' : tally.size > 1 ? 'hash-disagreement' : 'quorum';
       this.abortedRounds++;

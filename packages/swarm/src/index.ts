@@ -10,6 +10,7 @@ export * from './owner.ts';
 export * from './replica.ts';
 export * from './replica-node.ts';
 export * from './room-checkpoint.ts';
+export * from './room-view.ts';
 export * from './run-id.ts';
 export * from './sim/index.ts';
 export * from './simulate.ts';

@@ -33,6 +33,12 @@ export interface ReplicaEvents {
   synced?(fragment: number): void;
 }
 
+/**
+ * A result shard adopted into round (fragment, round): `received` of its `total` shards are in.
+ * The first marks the owners' reduce done, the last the all-gather (the host's round timeline).
+ */
+export type ResultShardListener = (fragment: number, round: number, received: number, total: number) => void;
+
 interface Transfer {
   round: number;
   hash: string;
@@ -48,6 +54,7 @@ export class ReplicaNode {
   readonly fetching = new Set<number>();
   /** The latest round-open and commit of each fragment being fetched, replayed once it arrives. */
   private readonly held = new Map<number, { open?: RoundOpenMessage; commit?: CommitMessage }>();
+  private readonly resultShardListeners = new Set<ResultShardListener>();
 
   constructor(
     private readonly member: Member,
@@ -71,6 +78,12 @@ export class ReplicaNode {
 
   get fragments(): Fragment[] {
     return this.state.fragments.map((f) => f.fragment);
+  }
+
+  /** Calls `listener` for every result shard this replica adopts; returns the unsubscribe. */
+  onResultShard(listener: ResultShardListener): () => void {
+    this.resultShardListeners.add(listener);
+    return () => this.resultShardListeners.delete(listener);
   }
 
   /** Fetches every fragment in `fragments` from `from` (a late joiner, a diverged replica). */
@@ -143,6 +156,15 @@ export class ReplicaNode {
     }
     if (outcome.status === 'complete') {
       void this.member.send(this.coordinator(), { kind: 'hash-report', fragment: p, round, hash: outcome.hash });
+    }
+    const received = outcome.shards - (outcome.status === 'waiting' ? outcome.missing : 0);
+    for (const listener of this.resultShardListeners) {
+      try {
+        listener(p, round, received, outcome.shards);
+      } catch (error) {
+        // an observer's bug is counted, never allowed to cost the replica its round
+        this.member.refuse(this.member.self, 'shard-result', 'handler-error', String(error));
+      }
     }
   }
 

@@ -41,9 +41,10 @@ interface PendingRound {
   tentative: { theta: Float32Array; momentum: Float32Array; hash: string } | null;
 }
 
+/** `shards`: the round's shard count, so callers can tell how far the all-gather is. */
 export type ShardResultOutcome =
-  | { status: 'waiting'; missing: number }
-  | { status: 'complete'; hash: string }
+  | { status: 'waiting'; missing: number; shards: number }
+  | { status: 'complete'; hash: string; shards: number }
   | { status: 'ignored'; reason: string };
 
 export type CommitOutcome = 'adopted' | 'diverged' | 'not-ready';
@@ -121,14 +122,15 @@ export class ReplicaState {
     }
     pending.results[shard] = decoded;
     const missing = pending.results.filter((r) => r === null).length;
-    if (missing > 0) return { status: 'waiting', missing };
+    const shards = pending.shards.length;
+    if (missing > 0) return { status: 'waiting', missing, shards };
     const state = this.fragment(p);
     const delta = new Float32Array(state.fragment.size);
     for (const [k, s] of pending.shards.entries()) delta.set(pending.results[k] as Float32Array, s.start);
     const next = tentativeOuterStep(state.theta, state.momentum, delta, this.outer);
     const hash = this.hasher.hash(next.theta, next.momentum);
     pending.tentative = { ...next, hash };
-    return { status: 'complete', hash };
+    return { status: 'complete', hash, shards };
   }
 
   /** The tentative hash of a round whose shard results are all in, else null. */

@@ -43,6 +43,8 @@ export interface RoomOptions {
   unreachableHint?: string;
   /** Start the host from a checkpoint (a resumed run). */
   resumeFrom?: RoomCheckpoint;
+  /** Also called with each of the coordinator's events (they are kept in `events` too). */
+  onEvent?: (event: CoordinatorEvent) => void;
 }
 
 export interface RoomWorker {
@@ -77,7 +79,10 @@ export async function createRoom(options: RoomOptions) {
     member: hostMember,
     config,
     deadlineMs: options.deadlineMs ?? 5_000,
-    onEvent: (event) => events.push(event),
+    onEvent: (event) => {
+      events.push(event);
+      options.onEvent?.(event);
+    },
     unreachableHint: options.unreachableHint,
     ...(options.resumeFrom && {
       params: options.resumeFrom.params,

@@ -24,7 +24,13 @@ import {
 } from '@shoal/diloco';
 import { learningRate } from '@shoal/gpu';
 import { type Batch, buildLayout, initParameters, type Trainer } from '@shoal/model';
-import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
+import {
+  type Capabilities,
+  MAX_REJECTION_REASONS,
+  type PeerId,
+  type RoundOpenMessage,
+  type RunConfig,
+} from '@shoal/protocol';
 import type { Member } from './member.ts';
 import { ShardCollector } from './owner.ts';
 import { ReplicaState } from './replica.ts';
@@ -105,9 +111,15 @@ export class Worker {
   private coordinatorLost = false;
   /** Why the loop stopped by itself, if it did. */
   stopReason: string | null = null;
+  /**
+   * This worker's contributions that shard owners refused, by reason (from their `rejected`
+   * answers): the host sees no owner's refusals, so the heartbeat carries them to its dashboard.
+   */
+  readonly rejectedContributions = new Map<string, number>();
   private codec: Codec | null = null;
   private synced = false;
   private stopped = false;
+  private paused = false;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private welcome: Promise<void>;
 
@@ -149,6 +161,18 @@ export class Worker {
       if (!this.config || this.coordinatorLost) return;
       this.onCoordinatorLost();
       void this.hello();
+    });
+    member.on('rejected', (from, message) => {
+      if (message.about !== 'contribution') return;
+      // Only an owner of that shard of a round this worker sent to may say so: a stranger's
+      // claim would otherwise put refusals on this worker's record.
+      const round = this.rounds.get(message.fragment ?? -1);
+      const owner = round?.open.round === message.round ? round?.open.shards[message.shard ?? -1]?.owner : undefined;
+      if (owner !== from) return;
+      const counts = this.rejectedContributions;
+      if (counts.has(message.reason) || counts.size < MAX_REJECTION_REASONS) {
+        counts.set(message.reason, (counts.get(message.reason) ?? 0) + 1);
+      }
     });
     // A host that restarts (`shoal host --resume`, a reloaded dashboard) comes back as the same
     // peer: say hello again with what this replica holds, and carry on from its welcome.
@@ -228,11 +252,31 @@ export class Worker {
     this.stopped = true;
   }
 
+  /** Pauses the inner loop after the step in progress (the worker stays a member and a replica). */
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    this.paused = false;
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
   /** The inner loop, until stop() or `until()` says so. */
   async run(until: () => boolean = () => false): Promise<void> {
     const { member } = this.options;
     while (!this.stopped && !until()) {
       if (!this.synced || !this.trainer || !this.config) {
+        await member.clock.sleep(50);
+        continue;
+      }
+      if (this.paused) {
+        // No training, but still a member: due contributions go out, rounds merge, heartbeats flow.
+        await this.atBoundary();
+        if (member.clock.now() - this.lastHeartbeat >= this.config.heartbeatMs) this.heartbeat();
         await member.clock.sleep(50);
         continue;
       }
@@ -319,6 +363,7 @@ export class Worker {
       bytesReceived: member.bytesReceived,
       stalls: this.metrics.stalls,
       reachable: member.transport.peers(),
+      rejectedContributions: Object.fromEntries(this.rejectedContributions),
     });
   }
 

@@ -1,0 +1,141 @@
+import { MAX_VIEW_HISTORY, MAX_VIEW_ROUNDS, roomViewUpdateSchema } from '@shoal/protocol';
+import { describe, expect, it } from 'vitest';
+import type { CoordinatorEvent } from './coordinator.ts';
+import { RoomViewRecorder, ringAllReduceBytes } from './room-view.ts';
+import { createRoom, must } from './test-room.ts';
+
+/** A room whose host events also reach a recorder on the room's virtual clock (t = virtual ms). */
+async function recordedRoom(workers: number) {
+  let recorder: RoomViewRecorder | null = null;
+  const room = await createRoom({ workers, onEvent: (event) => recorder?.onEvent(event) });
+  recorder = new RoomViewRecorder({
+    host: room.host,
+    roomId: 'room-1',
+    hostKind: 'cli',
+    startedAt: 0,
+    now: () => room.clock.now(),
+  });
+  return { room, recorder };
+}
+
+describe('the room view recorder', () => {
+  it('records the round timeline, the peers and chart points of a training room, valid for the wire', async () => {
+    const { room, recorder } = await recordedRoom(3);
+    const { clock, host, events } = room;
+    const shards: [number, number, number, number][] = [];
+    host.replica.onResultShard((p, r, received, total) => shards.push([p, r, received, total]));
+    recorder.setStatus('running');
+    room.startAll();
+    const updates = [];
+    for (let t = 500; t <= 4_000; t += 500) {
+      await clock.runAsync({ until: t });
+      if (t === 2_500) recorder.setEvalLoss(2.5);
+      recorder.sample();
+      if (t % 2_000 === 0) updates.push(recorder.update());
+    }
+    await room.finish(4_000);
+
+    // Each update carries the points since the previous one; the snapshot all of them.
+    const [first, second] = updates.map((u) => roomViewUpdateSchema.parse(u));
+    expect(first?.points.map((p) => p.t)).toEqual([500, 1_000, 1_500, 2_000]);
+    expect(second?.points.map((p) => p.t)).toEqual([2_500, 3_000, 3_500, 4_000]);
+    const snapshot = roomViewUpdateSchema.parse(recorder.snapshot());
+    const points = snapshot.points;
+    expect(points).toHaveLength(8);
+    expect(snapshot).toMatchObject({ roomId: 'room-1', hostKind: 'cli', status: 'running', startedAt: 0 });
+    expect(points.map((p) => p.evalLoss)).toEqual([null, null, null, null, 2.5, 2.5, 2.5, 2.5]);
+    recorder.setEvalLoss(Number.NaN);
+    expect(recorder.snapshot().metrics.evalLoss).toBeNull();
+
+    // Tokens rise; the room trains with three workers from the first sample on.
+    const last = must(points.at(-1));
+    for (let i = 1; i < points.length; i++) {
+      expect(must(points[i]).tokens).toBeGreaterThan(must(points[i - 1]).tokens);
+    }
+    expect(Object.keys(last.peers).sort()).toEqual(['w0', 'w1', 'w2']);
+    expect(last.trainLoss).toBeGreaterThan(0);
+    expect(last.tokensPerSecond).toBeGreaterThan(0);
+    expect(last.step).toBeGreaterThan(30); // 100 ms a step: about 38 by 4 s
+    expect(snapshot.metrics.step).toBe(host.coordinator.medianStep);
+    // fp32 DiLoCo: a ring all-reduce of each committed round's fragment among its 3 participants.
+    const committed = room.committed() as Extract<CoordinatorEvent, { event: 'round-committed' }>[];
+    expect(committed.length).toBeGreaterThanOrEqual(4);
+    const committedBy = (t: number) => snapshot.rounds.filter((r) => r.outcome === 'committed' && must(r.endedAt) <= t);
+    const fp32 = committedBy(last.t).reduce(
+      (sum, r) => sum + ringAllReduceBytes(must(host.fragments[r.fragment]).size, r.participants),
+      0,
+    );
+    expect(last.fp32Bytes).toBe(fp32);
+    // Data-parallel: one ring all-reduce of all N parameters per synchronous step of 3 workers.
+    const N = host.fragments.reduce((sum, f) => sum + f.size, 0);
+    const syncSteps = last.tokens / (4 * 64) / 3;
+    expect(last.dpBytes).toBeCloseTo(syncSteps * ringAllReduceBytes(N, 3), -3);
+    expect(last.dpBytes).toBeGreaterThan(10 * last.fp32Bytes);
+    expect(last.bytes).toBeGreaterThan(host.member.bytesSent);
+
+    // The timeline: every committed round, in order open ≤ reduced ≤ gathered ≤ ended, with its hash.
+    for (const event of committed) {
+      const entry = must(snapshot.rounds.find((r) => r.fragment === event.fragment && r.round === event.round));
+      expect(entry).toMatchObject({ outcome: 'committed', participants: 3, detail: event.hash.slice(0, 16) });
+      const { openedAt, reducedAt, gatheredAt, endedAt } = entry;
+      expect(openedAt).toBeLessThan(must(reducedAt));
+      expect(must(reducedAt)).toBeLessThanOrEqual(must(gatheredAt));
+      expect(must(gatheredAt)).toBeLessThanOrEqual(must(endedAt));
+      // the replica hook: one call per result shard, 1 … 3 of 3
+      const calls = shards.filter(([p, r]) => p === event.fragment && r === event.round);
+      expect(calls.map(([, , received, total]) => [received, total])).toEqual([
+        [1, 3],
+        [2, 3],
+        [3, 3],
+      ]);
+    }
+    expect(snapshot.metrics).toMatchObject({ roundsCommitted: committed.length, roundsAborted: 0 });
+    expect(snapshot.metrics.fragments.map((f) => f.round)).toEqual(host.fragmentStates().map((f) => f.round));
+
+    // The peers: every worker, its counters, and the committed rounds it contributed to.
+    expect(snapshot.peers.map((p) => p.peer).sort()).toEqual(['w0', 'w1', 'w2']);
+    for (const peer of snapshot.peers) {
+      const contributed = committed.filter((e) => e.contributors.includes(peer.peer)).length;
+      expect(peer).toMatchObject({ role: 'worker', status: 'synced', backend: 'cpu', adapter: 'test', rejected: {} });
+      expect(peer.roundsContributed).toBe(contributed);
+      expect(peer.roundsContributed).toBeGreaterThanOrEqual(4);
+      expect(peer.innerStep).toBeGreaterThan(20);
+      expect(peer.loss).toBeGreaterThan(0);
+      expect(peer.bytesSent).toBeGreaterThan(0);
+      expect(peer.lastSeenMs).toBeLessThan(1_500); // the workers stopped at 4 s; the view is at 5 s
+    }
+    expect(events.some((e) => e.event === 'round-aborted')).toBe(false);
+    recorder.close();
+  });
+
+  it('keeps the last MAX_VIEW_ROUNDS rounds and a thinned history', async () => {
+    const { room, recorder } = await recordedRoom(0);
+    for (let round = 1; round <= MAX_VIEW_ROUNDS + 10; round++) {
+      recorder.onEvent({ event: 'round-opened', fragment: 0, round, participants: 2 });
+      if (round % 2) {
+        recorder.onEvent({ event: 'round-aborted', fragment: 0, round, reason: 'deadline' });
+      } else {
+        const hash = 'ab'.repeat(16);
+        recorder.onEvent({ event: 'round-committed', fragment: 0, round, participants: 2, hash, contributors: ['a'] });
+      }
+    }
+    const total = MAX_VIEW_HISTORY + 500;
+    for (let i = 0; i < total; i++) {
+      room.clock.run({ until: i }); // a point per virtual ms
+      recorder.sample();
+    }
+    const snapshot = roomViewUpdateSchema.parse(recorder.snapshot());
+    expect(snapshot.rounds).toHaveLength(MAX_VIEW_ROUNDS);
+    expect(snapshot.rounds[0]?.round).toBe(11);
+    expect(snapshot.rounds.at(-1)).toMatchObject({ round: MAX_VIEW_ROUNDS + 10, outcome: 'committed' });
+    expect(snapshot.rounds.at(-2)).toMatchObject({ outcome: 'aborted', detail: 'deadline' });
+    // the history spans the whole run at a coarser grain; the update is bounded too
+    expect(snapshot.points.length).toBeLessThanOrEqual(MAX_VIEW_HISTORY);
+    expect(snapshot.points[0]?.t).toBe(0);
+    expect(snapshot.points.at(-1)?.t).toBe(total - 1);
+    expect(roomViewUpdateSchema.parse(recorder.update()).points.length).toBeLessThanOrEqual(MAX_VIEW_HISTORY);
+    expect(recorder.update().points).toEqual([]);
+    // no workers: nothing trained, nothing a data-parallel run would have sent
+    expect(snapshot.points.at(-1)).toMatchObject({ tokens: 0, trainLoss: null, dpBytes: 0, peers: {} });
+  });
+});

@@ -1,0 +1,267 @@
+/**
+ * The room view of a host (@shoal/protocol's RoomViewUpdate: what the dashboard shows and what
+ * the watch link gets), recorded from its Host: the round timeline from the coordinator's events
+ * and the host replica's result shards, the peers' rows from the coordinator's members, and
+ * chart points sampled when the caller says (a timer in `shoal host` or the dashboard).
+ *
+ * Byte figures count from the recorder's start (a resumed run's earlier traffic is not known).
+ *
+ *   const recorder = new RoomViewRecorder({ host, roomId, hostKind: 'cli' });
+ *   // Host.create({ …, onEvent: (event) => recorder.onEvent(event) })
+ *   setInterval(() => { recorder.sample(); signal.publish(recorder.update()); }, 2000);
+ */
+import {
+  appendThinned,
+  MAX_VIEW_PEERS,
+  MAX_VIEW_POINTS,
+  MAX_VIEW_ROUNDS,
+  type PeerId,
+  ROOM_VIEW_VERSION,
+  type RoomStatus,
+  type RoomViewMetrics,
+  type RoomViewPeer,
+  type RoomViewPoint,
+  type RoomViewRound,
+  type RoomViewUpdate,
+} from '@shoal/protocol';
+import type { CoordinatorEvent, MemberInfo } from './coordinator.ts';
+import type { Host } from './host.ts';
+
+export interface RoomViewRecorderOptions {
+  host: Host;
+  roomId: string;
+  hostKind: RoomViewUpdate['hostKind'];
+  /** Epoch ms when the run started; default now(). The view's times are ms since then. */
+  startedAt?: number;
+  /** Epoch ms; default Date.now. */
+  now?: () => number;
+}
+
+/**
+ * Bytes a ring all-reduce of `values` fp32 numbers among n peers sends in all: each peer sends
+ * 2(n − 1)/n of the vector (reduce-scatter, then all-gather), n peers together 2(n − 1)·values·4.
+ */
+export function ringAllReduceBytes(values: number, n: number): number {
+  return n < 2 ? 0 : 2 * (n - 1) * values * 4;
+}
+
+/** Text fields of the view are at most 500 characters (a long "no channel to …" reason is cut). */
+const clip = (text: string) => (text.length > 500 ? `${text.slice(0, 499)}…` : text);
+
+export class RoomViewRecorder {
+  readonly startedAt: number;
+  private readonly host: Host;
+  private readonly roomId: string;
+  private readonly hostKind: RoomViewUpdate['hostKind'];
+  private readonly now: () => number;
+  private status: RoomStatus = 'waiting';
+  private evalLoss: number | null = null;
+  /** The most recent MAX_VIEW_ROUNDS rounds, oldest first. */
+  private readonly rounds: RoomViewRound[] = [];
+  /** Committed rounds each peer contributed to (kept after it leaves, should it come back). */
+  private readonly contributed = new Map<PeerId, number>();
+  /** Every point, thinned (snapshot), and those since the last update(). */
+  private history: RoomViewPoint[] = [];
+  private pending: RoomViewPoint[] = [];
+  private fp32Bytes = 0;
+  private dpBytes = 0;
+  /** The room's tokens already counted into dpBytes. */
+  private dpTokens: number;
+  /** N: every parameter of the model (the fragments cover them all). */
+  private readonly parameters: number;
+  private readonly unsubscribe: () => void;
+
+  constructor(options: RoomViewRecorderOptions) {
+    this.host = options.host;
+    this.roomId = options.roomId;
+    this.hostKind = options.hostKind;
+    this.now = options.now ?? Date.now;
+    this.startedAt = options.startedAt ?? this.now();
+    this.parameters = this.host.fragments.reduce((sum, fragment) => sum + fragment.size, 0);
+    this.dpTokens = this.host.coordinator.roomTokens;
+    this.unsubscribe = this.host.replica.onResultShard((p, round, received, total) => {
+      const entry = this.round(p, round);
+      if (entry?.outcome !== 'open') return;
+      const t = this.elapsed();
+      entry.reducedAt ??= t; // the first result: the owners have reduced
+      if (received === total) entry.gatheredAt ??= t;
+    });
+  }
+
+  /** Forward the Host's onEvent here. */
+  onEvent(event: CoordinatorEvent): void {
+    switch (event.event) {
+      case 'round-opened': {
+        const { fragment, round, participants } = event;
+        this.rounds.push({
+          fragment,
+          round,
+          participants,
+          openedAt: this.elapsed(),
+          reducedAt: null,
+          gatheredAt: null,
+          endedAt: null,
+          outcome: 'open',
+          detail: '',
+        });
+        if (this.rounds.length > MAX_VIEW_ROUNDS) this.rounds.shift();
+        return;
+      }
+      case 'round-committed': {
+        const entry = this.end(event.fragment, event.round, 'committed', event.hash.slice(0, 16));
+        // fp32 DiLoCo would have all-reduced the fragment among the round's named participants.
+        const size = this.host.fragments[event.fragment]?.size ?? 0;
+        this.fp32Bytes += ringAllReduceBytes(size, entry?.participants ?? event.participants);
+        for (const peer of event.contributors) this.contributed.set(peer, (this.contributed.get(peer) ?? 0) + 1);
+        return;
+      }
+      case 'round-aborted':
+        this.end(event.fragment, event.round, 'aborted', event.reason);
+        return;
+      default:
+        return; // peers joining and leaving show in the members table
+    }
+  }
+
+  setStatus(status: RoomStatus): void {
+    this.status = status;
+  }
+
+  /** The host's latest validation loss of θ_global (null: none yet, or not finite). */
+  setEvalLoss(loss: number | null): void {
+    this.evalLoss = loss !== null && Number.isFinite(loss) ? loss : null;
+  }
+
+  /** Records one chart point now. */
+  sample(): void {
+    const { coordinator, config } = this.host;
+    const figures = this.figures();
+    const tokens = coordinator.roomTokens;
+    // Data-parallel on the same room: one synchronous step of the n current workers is n inner
+    // steps of ours and a ring all-reduce of all N gradients among them. So the inner steps trained
+    // since the last sample, divided by n, are synchronous steps at today's n; summing per sample
+    // follows n as workers come and go (to the sampling period's grain).
+    const n = figures.workers.length;
+    const tokensPerStep = config.train.batchSize * config.train.seqLen;
+    if (n > 0 && tokens > this.dpTokens) {
+      const steps = (tokens - this.dpTokens) / tokensPerStep / n;
+      this.dpBytes += steps * ringAllReduceBytes(this.parameters, n);
+    }
+    this.dpTokens = tokens;
+    const point: RoomViewPoint = {
+      t: this.elapsed(),
+      tokens,
+      step: coordinator.medianStep,
+      trainLoss: figures.trainLoss,
+      evalLoss: this.evalLoss,
+      tokensPerSecond: figures.tokensPerSecond,
+      // the host's own counter plus what every member's heartbeat says it sent
+      bytes: this.host.member.bytesSent + [...coordinator.members.values()].reduce((sum, m) => sum + m.bytesSent, 0),
+      fp32Bytes: this.fp32Bytes,
+      dpBytes: this.dpBytes,
+      peers: Object.fromEntries(
+        figures.workers.map((w) => [w.peer, { loss: w.loss, tokensPerSecond: w.tokensPerSecond }] as const),
+      ),
+    };
+    this.history = appendThinned(this.history, [point]);
+    this.pending = appendThinned(this.pending, [point], MAX_VIEW_POINTS);
+  }
+
+  /** The view with the points recorded since the previous update(): what a host publishes. */
+  update(): RoomViewUpdate {
+    const view = this.view(this.pending);
+    this.pending = [];
+    return view;
+  }
+
+  /** The view with every point kept (thinned): for a local UI. */
+  snapshot(): RoomViewUpdate {
+    return this.view(this.history);
+  }
+
+  /** Stops listening to the host's replica. */
+  close(): void {
+    this.unsubscribe();
+  }
+
+  private view(points: RoomViewPoint[]): RoomViewUpdate {
+    const { coordinator, member } = this.host;
+    const figures = this.figures();
+    const metrics: RoomViewMetrics = {
+      step: coordinator.medianStep,
+      tokens: coordinator.roomTokens,
+      trainLoss: figures.trainLoss,
+      evalLoss: this.evalLoss,
+      tokensPerSecond: figures.tokensPerSecond,
+      bytesSent: member.bytesSent,
+      bytesReceived: member.bytesReceived,
+      roundsCommitted: coordinator.committedRounds,
+      roundsAborted: coordinator.abortedRounds,
+      fragments: this.host
+        .fragmentStates()
+        .slice(0, 256)
+        .map(({ round, hash }) => ({ round, hash })),
+    };
+    const clock = member.clock.now(); // lastSeen is on the member's clock, not the epoch
+    return {
+      version: ROOM_VIEW_VERSION,
+      roomId: this.roomId,
+      status: this.status,
+      config: this.host.config,
+      startedAt: this.startedAt,
+      hostKind: this.hostKind,
+      metrics,
+      peers: [...coordinator.members.values()].slice(0, MAX_VIEW_PEERS).map((info) => this.peerRow(info, clock)),
+      rounds: this.rounds.map((entry) => ({ ...entry })),
+      points: [...points],
+    };
+  }
+
+  private peerRow(info: MemberInfo, clock: number): RoomViewPeer {
+    return {
+      peer: info.peer,
+      role: info.role,
+      status: info.status,
+      reason: clip(info.reason),
+      backend: info.capabilities.backend,
+      adapter: clip(info.capabilities.adapter),
+      tokensPerSecond: info.tokensPerSecond,
+      // its own count, as its heartbeat says (MemberInfo counts from its hello)
+      innerStep: info.baseStep + info.innerStep,
+      loss: info.loss,
+      lastSeenMs: Math.max(0, clock - info.lastSeen),
+      roundsContributed: this.contributed.get(info.peer) ?? 0,
+      rejected: { ...info.rejected },
+      bytesSent: info.bytesSent,
+      bytesReceived: info.bytesReceived,
+    };
+  }
+
+  /** The workers, the mean of their last losses and the sum of their speeds. */
+  private figures(): { workers: MemberInfo[]; trainLoss: number | null; tokensPerSecond: number } {
+    const workers = [...this.host.coordinator.members.values()].filter((m) => m.role === 'worker');
+    const losses = workers.map((w) => w.loss).filter((loss): loss is number => loss !== null);
+    return {
+      workers,
+      trainLoss: losses.length === 0 ? null : losses.reduce((a, b) => a + b, 0) / losses.length,
+      tokensPerSecond: workers.reduce((sum, w) => sum + w.tokensPerSecond, 0),
+    };
+  }
+
+  private round(fragment: number, round: number): RoomViewRound | undefined {
+    return this.rounds.findLast((entry) => entry.fragment === fragment && entry.round === round);
+  }
+
+  private end(fragment: number, round: number, outcome: 'committed' | 'aborted', detail: string) {
+    const entry = this.round(fragment, round);
+    if (!entry) return undefined;
+    entry.endedAt = this.elapsed();
+    entry.outcome = outcome;
+    entry.detail = clip(detail);
+    return entry;
+  }
+
+  private elapsed(): number {
+    return Math.max(0, this.now() - this.startedAt);
+  }
+}
