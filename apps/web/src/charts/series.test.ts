@@ -1,0 +1,233 @@
+import type { RoomViewPoint } from '@shoal/protocol';
+import { describe, expect, it } from 'vitest';
+import { formatBytes, formatDuration, formatQuantity, formatSi } from './format.ts';
+import {
+  bandwidthRateSeries,
+  byteRates,
+  CHART_FG,
+  choosePeers,
+  cumulativeBytesSeries,
+  hasValues,
+  lossSeries,
+  PEER_PALETTE,
+  peerLabels,
+  peerOrder,
+  savings,
+  throughputSeries,
+} from './series.ts';
+
+type Peers = RoomViewPoint['peers'];
+
+function point(t: number, fields: Partial<RoomViewPoint> = {}): RoomViewPoint {
+  return {
+    t,
+    tokens: t * 10,
+    step: 0,
+    trainLoss: null,
+    evalLoss: null,
+    tokensPerSecond: 0,
+    bytes: 0,
+    fp32Bytes: 0,
+    dpBytes: 0,
+    peers: {},
+    ...fields,
+  };
+}
+
+const peer = (loss: number | null, tokensPerSecond = 0) => ({ loss, tokensPerSecond });
+
+describe('format', () => {
+  it('writes SI numbers with three significant digits', () => {
+    expect(formatSi(0)).toBe('0');
+    expect(formatSi(2.3104)).toBe('2.31');
+    expect(formatSi(999)).toBe('999');
+    expect(formatSi(999.9)).toBe('1k');
+    expect(formatSi(1_200_000)).toBe('1.2M');
+    expect(formatSi(1_234_567)).toBe('1.23M');
+    expect(formatSi(999_999)).toBe('1M');
+    expect(formatSi(-34_500)).toBe('-34.5k');
+    expect(formatSi(3e12)).toBe('3T');
+    expect(formatSi(Number.NaN)).toBe('—');
+  });
+
+  it('joins the prefix to byte units and puts it on the number for others', () => {
+    expect(formatQuantity(1_200_000, 'B/s')).toBe('1.2 MB/s');
+    expect(formatQuantity(512, 'B')).toBe('512 B');
+    expect(formatBytes(1_500_000_000)).toBe('1.5 GB');
+    expect(formatQuantity(34_512, 'tok/s')).toBe('34.5k tok/s');
+    expect(formatQuantity(2.31, 'nats')).toBe('2.31 nats');
+    expect(formatQuantity(2.31, '')).toBe('2.31');
+  });
+
+  it('writes run time as m:ss, and h:mm:ss from an hour on', () => {
+    expect(formatDuration(0)).toBe('0:00');
+    expect(formatDuration(75.9)).toBe('1:15');
+    expect(formatDuration(3725)).toBe('1:02:05');
+    expect(formatDuration(Number.POSITIVE_INFINITY)).toBe('—');
+  });
+});
+
+describe('peers', () => {
+  const points = [
+    point(0, { peers: { zed: peer(3) } }),
+    point(1000, { peers: { zed: peer(2.9), bob: peer(3.1), amy: peer(3.2) } }),
+    point(2000, { peers: { amy: peer(3), carl: peer(3.3) } }),
+  ];
+
+  it('keeps the order a peer was first seen (new ids in one point sorted)', () => {
+    expect(peerOrder(points)).toEqual(['zed', 'amy', 'bob', 'carl']);
+    expect(peerOrder([])).toEqual([]);
+  });
+
+  it('chooses the peers of the latest point first when there are too many, keeping their first-seen index', () => {
+    expect(choosePeers(points, 2)).toEqual([
+      { id: 'amy', index: 1 },
+      { id: 'carl', index: 3 },
+    ]);
+    expect(choosePeers(points, 3).map((p) => p.id)).toEqual(['zed', 'amy', 'carl']);
+    expect(choosePeers(points, 10)).toHaveLength(4);
+    expect(choosePeers(points, 0)).toEqual([]);
+  });
+
+  it('labels peers by the shortest prefix that tells them apart', () => {
+    expect(peerLabels(['abc', 'a1b2c3d4e5f6'])).toEqual(['abc', 'a1b2c3…']);
+    expect(peerLabels(['abcdef01xx', 'abcdef02xx'])).toEqual(['abcdef01…', 'abcdef02…']);
+    expect(peerLabels(['same-prefix-long-id-1', 'same-prefix-long-id-2'])).toEqual([
+      'same-prefix-long-id-1',
+      'same-prefix-long-id-2',
+    ]);
+  });
+});
+
+describe('lossSeries', () => {
+  const points = [
+    point(0, { trainLoss: 5.5, peers: { b: peer(5.5) } }),
+    point(1000, { trainLoss: 4, evalLoss: 4.2, peers: { b: peer(4.1), a: peer(3.9) } }),
+    point(2000, { trainLoss: 3, evalLoss: 3.5, peers: { a: peer(null) } }),
+  ];
+
+  it('has validation, mean train and one column per peer in first-seen order, null where a peer has no value', () => {
+    const { data, series } = lossSeries(points, 'time');
+    expect(series.map((s) => s.label)).toEqual(['validation (θ_global)', 'train (mean)', 'b', 'a']);
+    expect(series[0]?.color).toBe(CHART_FG);
+    expect(series[2]?.color).toBe(PEER_PALETTE[0]);
+    expect(series[3]?.color).toBe(PEER_PALETTE[1]);
+    expect(data).toEqual([
+      [0, 1, 2],
+      [null, 4.2, 3.5],
+      [5.5, 4, 3],
+      [5.5, 4.1, null],
+      [null, 3.9, null],
+    ]);
+  });
+
+  it('puts tokens on x when asked, sorting points whose token count stepped back', () => {
+    const resumed = [point(0, { tokens: 100, trainLoss: 3 }), point(1000, { tokens: 50, trainLoss: 4 })];
+    const { data } = lossSeries(resumed, 'tokens');
+    expect(data[0]).toEqual([50, 100]);
+    expect(data[2]).toEqual([4, 3]);
+  });
+
+  it('gives empty columns for no points, with the fixed series still named', () => {
+    const { data, series } = lossSeries([], 'tokens');
+    expect(data).toEqual([[], [], []]);
+    expect(series).toHaveLength(2);
+    expect(hasValues(data)).toBe(false);
+  });
+
+  it('caps the per-volunteer series', () => {
+    const peers: Peers = {};
+    for (let i = 0; i < 30; i++) peers[`peer-${String(i).padStart(2, '0')}`] = peer(3);
+    const { data, series } = lossSeries([point(0, { peers })], 'time', { maxPeers: 5 });
+    expect(series).toHaveLength(2 + 5);
+    expect(data).toHaveLength(1 + 2 + 5);
+  });
+});
+
+describe('throughputSeries', () => {
+  it('has the room total, then each volunteer', () => {
+    const points = [
+      point(0, { tokensPerSecond: 100, peers: { a: peer(3, 100) } }),
+      point(1000, { tokensPerSecond: 250, peers: { a: peer(3, 120), b: peer(3, 130) } }),
+    ];
+    const { data, series } = throughputSeries(points, 'tokens');
+    expect(series.map((s) => s.label)).toEqual(['room', 'a', 'b']);
+    expect(data).toEqual([
+      [0, 10_000],
+      [100, 250],
+      [100, 120],
+      [null, 130],
+    ]);
+  });
+});
+
+describe('byteRates', () => {
+  it('divides successive byte deltas by the time between points', () => {
+    const points = [point(0, { bytes: 0 }), point(1000, { bytes: 500 }), point(3000, { bytes: 2500 })];
+    expect(byteRates(points)).toEqual([null, 500, 1000]);
+  });
+
+  it('averages over a trailing window', () => {
+    const points = [0, 1, 2, 3, 4, 5].map((s) => point(s * 1000, { bytes: s * s * 100 }));
+    // window 2 s: point 4 against point 2 → (1600 − 400) / 2
+    expect(byteRates(points, 2000)).toEqual([null, 100, 200, 400, 600, 800]);
+  });
+
+  it('leaves a gap where the counter drops or time stands still, and starts afresh after a drop', () => {
+    const points = [
+      point(0, { bytes: 1000 }),
+      point(1000, { bytes: 2000 }),
+      point(2000, { bytes: 1500 }), // a member left
+      point(3000, { bytes: 1700 }),
+      point(3000, { bytes: 1800 }),
+    ];
+    expect(byteRates(points)).toEqual([null, 1000, null, 200, null]);
+    // a window reaches back past a point at the same time, not past the drop: (1800 − 1500) / 1 s
+    expect(byteRates(points, 5000)).toEqual([null, 1000, null, 200, 300]);
+  });
+
+  it('bandwidthRateSeries puts the rates on x', () => {
+    const points = [point(0, { bytes: 0 }), point(2000, { bytes: 4000 })];
+    expect(bandwidthRateSeries(points, 'time').data).toEqual([
+      [0, 2],
+      [null, 2000],
+    ]);
+  });
+});
+
+describe('cumulativeBytesSeries', () => {
+  it('has Shoal, fp32 DiLoCo and data-parallel bytes, zeros as gaps for a log axis', () => {
+    const points = [
+      point(0, { bytes: 0, fp32Bytes: 0, dpBytes: 0 }),
+      point(1000, { bytes: 10, fp32Bytes: 80, dpBytes: 4000 }),
+    ];
+    const { data, series } = cumulativeBytesSeries(points, 'time');
+    expect(series.map((s) => s.label)).toEqual(['Shoal', 'fp32 DiLoCo', 'data-parallel']);
+    expect(data).toEqual([
+      [0, 1],
+      [null, 10],
+      [null, 80],
+      [null, 4000],
+    ]);
+    expect(savings(points)).toEqual({ fp32: 8, dp: 400 });
+    expect(savings(points.slice(0, 1))).toEqual({ fp32: null, dp: null });
+  });
+});
+
+describe('hasValues', () => {
+  it('is true once any series has a value', () => {
+    expect(
+      hasValues([
+        [0, 1],
+        [null, null],
+      ]),
+    ).toBe(false);
+    expect(
+      hasValues([
+        [0, 1],
+        [null, 2],
+      ]),
+    ).toBe(true);
+    expect(hasValues([[]])).toBe(false);
+  });
+});
