@@ -1,0 +1,80 @@
+/**
+ * What the e2e specs share: `window.shoal.getState()` typed, console-error recording, and a
+ * long-task recorder for the main thread (Long Animation Frames with script attribution, so a
+ * long task is traced to the code that ran it).
+ */
+import type { Page } from '@playwright/test';
+
+export interface RoomState {
+  role: string;
+  roomId: string | null;
+  joinUrl: string | null;
+  watchUrl: string | null;
+  status: string | null;
+  error: string | null;
+  peers: { peer: string; status: string; innerStep: number }[];
+  metrics: {
+    step: number | null;
+    tokens: number | null;
+    trainLoss: number | null;
+    evalLoss: number | null;
+    tokensPerSecond: number | null;
+    bytesSent: number | null;
+    bytesReceived: number | null;
+    roundsCommitted: number | null;
+  };
+  fragments: { round: number; hash: string }[] | null;
+  rounds: { fragment: number; round: number; outcome: string }[];
+  points: number;
+  checkpoint: { savedAt: string; step: number; tokens: number; fragments: { round: number; hash: string }[] } | null;
+  resumedFrom: RoomState['checkpoint'];
+  gpu: { kind: string };
+}
+
+export interface LongTask {
+  /** ms since the page loaded */
+  start: number;
+  duration: number;
+  /** Scripts that ran in it: source URL and what invoked them, with their own duration. */
+  sources: string[];
+  /** The longest script's own duration, ms. */
+  scriptMs: number;
+}
+
+declare global {
+  interface Window {
+    __shoalLongTasks: LongTask[];
+  }
+}
+
+export const readState = (page: Page) =>
+  page.evaluate(() => (window as unknown as { shoal: { getState(): RoomState } }).shoal.getState());
+
+export function recordErrors(page: Page, name: string, errors: string[]): void {
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(`[${name}] ${message.text()}`);
+  });
+  page.on('pageerror', (error) => errors.push(`[${name}] ${String(error)}`));
+}
+
+/** Records every animation frame over 50 ms on `page` (from its next load on). */
+export async function watchLongTasks(page: Page): Promise<void> {
+  await page.addInitScript(() => {
+    window.__shoalLongTasks = [];
+    type Script = { sourceURL: string; invoker: string; duration: number };
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries() as (PerformanceEntry & { scripts?: Script[] })[]) {
+        if (entry.duration <= 50) continue;
+        const scripts = entry.scripts ?? [];
+        window.__shoalLongTasks.push({
+          start: Math.round(entry.startTime),
+          duration: Math.round(entry.duration),
+          sources: scripts.map(
+            (s) => `${s.sourceURL.replace(location.origin, '')} (${s.invoker}, ${Math.round(s.duration)} ms)`,
+          ),
+          scriptMs: Math.round(Math.max(0, ...scripts.map((s) => s.duration))),
+        });
+      }
+    }).observe({ type: 'long-animation-frame', buffered: true });
+  });
+}
