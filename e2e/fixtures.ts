@@ -24,7 +24,9 @@ export interface RoomState {
     roundsCommitted: number | null;
   };
   fragments: { round: number; hash: string }[] | null;
-  rounds: { fragment: number; round: number; outcome: string }[];
+  rounds: { fragment: number; round: number; outcome: string; openedAt: number; endedAt: number | null }[];
+  /** Epoch ms when the run started: the rounds' times count from it. */
+  startedAt: number | null;
   points: number;
   checkpoint: { savedAt: string; step: number; tokens: number; fragments: { round: number; hash: string }[] } | null;
   resumedFrom: RoomState['checkpoint'];
@@ -32,8 +34,8 @@ export interface RoomState {
 }
 
 export interface LongTask {
-  /** ms since the page loaded */
-  start: number;
+  /** epoch ms */
+  at: number;
   duration: number;
   /** Scripts that ran in it: source URL and what invoked them, with their own duration. */
   sources: string[];
@@ -67,7 +69,7 @@ export async function watchLongTasks(page: Page): Promise<void> {
         if (entry.duration <= 50) continue;
         const scripts = entry.scripts ?? [];
         window.__shoalLongTasks.push({
-          start: Math.round(entry.startTime),
+          at: Math.round(performance.timeOrigin + entry.startTime),
           duration: Math.round(entry.duration),
           sources: scripts.map(
             (s) => `${s.sourceURL.replace(location.origin, '')} (${s.invoker}, ${Math.round(s.duration)} ms)`,

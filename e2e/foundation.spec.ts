@@ -40,7 +40,33 @@ test('a browser without WebGPU gets an explanation, not a blank page', async ({ 
     await expect(page.getByTestId('no-webgpu')).toBeVisible();
     await expect(page.getByTestId('no-webgpu')).toContainText(/Chrome|WebGPU/);
     expect((await readState(page)).gpu.kind).toBe('unavailable');
+    // the join page explains too, and offers the CPU instead of a dead Join button
+    await page.goto(`${baseURL}/join/some-room?token=some-token`);
+    await expect(page.getByTestId('no-webgpu')).toContainText('chrome://flags/#enable-unsafe-webgpu');
+    await expect(page.getByTestId('join-cpu')).toBeEnabled();
+    await expect(page.getByRole('button', { name: 'Join', exact: true })).toHaveCount(0);
   } finally {
     await browser.close();
+  }
+});
+
+test('the first load is under 1 MB of JavaScript, onnxruntime-web not among it', async ({ page }) => {
+  const scripts = async () =>
+    page.evaluate(() =>
+      performance
+        .getEntriesByType('resource')
+        .map((entry) => entry as PerformanceResourceTiming)
+        .filter((entry) => /\.m?js(\?|$)/.test(entry.name))
+        .map((entry) => ({ name: new URL(entry.name).pathname, bytes: entry.decodedBodySize })),
+    );
+  for (const path of ['/', '/host']) {
+    await page.goto(path);
+    await page.waitForLoadState('networkidle');
+    const loaded = await scripts();
+    const total = loaded.reduce((sum, s) => sum + s.bytes, 0);
+    console.log(`first load of ${path}: ${(total / 1e6).toFixed(3)} MB of JavaScript in ${loaded.length} files`);
+    expect(loaded.filter((s) => /ort|onnx|sample-engine|sample\.worker/.test(s.name))).toEqual([]);
+    expect(total).toBeGreaterThan(100_000); // the app itself was measured
+    expect(total).toBeLessThan(1_000_000);
   }
 });

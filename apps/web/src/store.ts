@@ -203,6 +203,7 @@ export function snapshot() {
     metrics: metricsOf(state),
     fragments: view?.metrics.fragments ?? state.checkpoint?.fragments ?? null,
     rounds: view?.rounds ?? [],
+    startedAt: view?.startedAt ?? null,
     points: state.points.length,
     checkpoint: state.checkpoint,
     resumedFrom: state.resumedFrom,

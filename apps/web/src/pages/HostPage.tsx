@@ -5,6 +5,7 @@
 import { decodeWeights, type GptConfig } from '@shoal/model';
 import { lazy, Suspense, useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
+import { useShallow } from 'zustand/shallow';
 import { listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
 import type { CheckpointInfo } from '../runtime/messages.ts';
 import {
@@ -210,7 +211,19 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
 }
 
 function Dashboard({ session }: { session: HostSession }) {
-  const state = useStore(store);
+  // only what this part shows: the charts and tables subscribe to their own slices
+  const state = useStore(
+    store,
+    useShallow(({ roomId, status, phase, joinUrl, watchUrl, checkpoint, resumedFrom }) => ({
+      roomId,
+      status,
+      phase,
+      joinUrl,
+      watchUrl,
+      checkpoint,
+      resumedFrom,
+    })),
+  );
   const status = state.status ?? 'waiting';
   const [rotating, setRotating] = useState(false);
   const downloadFiles = async () => {
@@ -268,7 +281,7 @@ function Dashboard({ session }: { session: HostSession }) {
         <span className="muted small">The old link stops admitting; volunteers in the room stay.</span>
       </section>
       <RoomNumbers />
-      <RoomPanels onKick={(peer) => session.kick(peer)} />
+      <RoomPanels onKick={session.kick} />
       <section className="card">
         <h2>Checkpoints</h2>
         <p data-testid="checkpoint">

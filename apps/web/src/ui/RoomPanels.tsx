@@ -4,15 +4,19 @@
  * shows it as it is.
  */
 import { useStore } from 'zustand';
+import { useShallow } from 'zustand/shallow';
 import { RoomCharts } from '../charts/RoomCharts.tsx';
 import { metricsOf, store } from '../store.ts';
 import { fmt, StatTiles } from './parts.tsx';
 import { PeersTable, RoundsTimeline } from './RoomTables.tsx';
 
 export function RoomNumbers() {
-  const state = useStore(store);
-  const metrics = metricsOf(state);
-  const volunteers = (state.view?.peers ?? []).filter((peer) => peer.role === 'worker').length;
+  // re-render only when a shown number changes (not on every store update)
+  const metrics = useStore(store, useShallow(metricsOf));
+  const volunteers = useStore(
+    store,
+    (state) => (state.view?.peers ?? []).filter((peer) => peer.role === 'worker').length,
+  );
   return (
     <StatTiles
       stats={[
@@ -38,9 +42,12 @@ export function RoomNumbers() {
   );
 }
 
+const NONE: never[] = [];
+
 export function RoomPanels({ onKick }: { onKick?: (peer: string) => void }) {
   const points = useStore(store, (state) => state.points);
-  const view = useStore(store, (state) => state.view);
+  const peers = useStore(store, (state) => state.view?.peers);
+  const rounds = useStore(store, (state) => state.view?.rounds);
   return (
     <>
       <section className="card">
@@ -49,11 +56,11 @@ export function RoomPanels({ onKick }: { onKick?: (peer: string) => void }) {
       </section>
       <section className="card">
         <h2>Volunteers</h2>
-        <PeersTable peers={view?.peers ?? []} onKick={onKick} />
+        <PeersTable peers={peers ?? NONE} onKick={onKick} />
       </section>
       <section className="card">
         <h2>Fragment sync</h2>
-        <RoundsTimeline rounds={view?.rounds ?? []} />
+        <RoundsTimeline rounds={rounds ?? NONE} />
       </section>
     </>
   );

@@ -3,9 +3,16 @@
  * fragment-sync timeline (each round's open → reduce → gather → committed/aborted).
  */
 import type { RoomViewPeer, RoomViewRound } from '@shoal/protocol';
+import { memo } from 'react';
 import { fmt } from './parts.tsx';
 
-export function PeersTable({ peers, onKick }: { peers: RoomViewPeer[]; onKick?: (peer: string) => void }) {
+export const PeersTable = memo(function PeersTable({
+  peers,
+  onKick,
+}: {
+  peers: RoomViewPeer[];
+  onKick?: (peer: string) => void;
+}) {
   const volunteers = peers.filter((peer) => peer.role === 'worker');
   if (volunteers.length === 0) {
     return <p className="muted">No volunteers yet. Share the join link: each one who opens it lends a GPU.</p>;
@@ -72,13 +79,13 @@ export function PeersTable({ peers, onKick }: { peers: RoomViewPeer[]; onKick?: 
       </table>
     </div>
   );
-}
+});
 
 const seconds = (ms: number | null, from: number) => (ms === null ? '—' : `+${((ms - from) / 1000).toFixed(1)} s`);
 
-export function RoundsTimeline({ rounds }: { rounds: RoomViewRound[] }) {
+export const RoundsTimeline = memo(function RoundsTimeline({ rounds }: { rounds: RoomViewRound[] }) {
   if (rounds.length === 0) return <p className="muted">No rounds yet: the first opens after H inner steps.</p>;
-  const recent = [...rounds].reverse().slice(0, 24);
+  const recent = [...rounds].reverse().slice(0, 12);
   // bars on a shared scale: the slowest recent round spans the full width
   const longest = Math.max(
     1,
@@ -135,4 +142,4 @@ export function RoundsTimeline({ rounds }: { rounds: RoomViewRound[] }) {
       </table>
     </div>
   );
-}
+});
