@@ -30,7 +30,13 @@ export default defineConfig({
   root: dir('apps/web'),
   publicDir: dir('public'),
   // simple-peer's prebuilt browser bundle for @shoal/mesh (why: vite.shims.ts)
-  resolve: browserShims.resolve,
+  resolve: {
+    alias: [
+      ...browserShims.resolve.alias,
+      // onnxruntime-web's WebAssembly-only build for the sampling worker (a 14 MB .wasm, not JSEP's 28 MB)
+      { find: /^onnxruntime-web$/, replacement: 'onnxruntime-web/wasm' },
+    ],
+  },
   plugins: [mobyDickAsset()],
   worker: { format: 'es' },
   build: {

@@ -78,9 +78,12 @@ test('a host and two volunteers train nano: the validation loss falls, two peers
   await expect
     .poll(async () => (await readState(host)).metrics.evalLoss as number, { timeout: 150_000, intervals: [2_000] })
     .toBeLessThan(initialEval - 1.5);
+  // a few more rounds, so the charts and the timeline in the screenshots have something to show
+  await expect
+    .poll(async () => (await readState(host)).metrics.roundsCommitted as number, { timeout: 60_000 })
+    .toBeGreaterThanOrEqual(10);
   const state = await readState(host);
   expect(state.role).toBe('host');
-  expect(state.metrics.roundsCommitted).toBeGreaterThanOrEqual(3);
   expect(state.metrics.bytesSent).toBeGreaterThan(0);
   expect(state.metrics.bytesReceived).toBeGreaterThan(0);
   await expect(host.getByTestId('peer-row')).toHaveCount(2);
@@ -169,6 +172,25 @@ test('reloading the host page resumes the run from IndexedDB: the same step and 
       timeout: 90_000,
     })
     .toBeGreaterThan(lastRound);
+});
+
+test('sampling text from θ_global: ONNX export and onnxruntime-web, loaded only now', async () => {
+  test.setTimeout(120_000);
+  const ortBefore = await host.evaluate(() =>
+    performance.getEntriesByType('resource').filter((entry) => /ort-wasm|sample\.worker/.test(entry.name)),
+  );
+  expect(ortBefore).toEqual([]);
+  await host.getByTestId('sample-max-tokens').fill('24');
+  await host.getByTestId('sample-generate').click();
+  await expect(host.getByTestId('sample-output')).toContainText(/Call me Ishmael\.\S*[\s\S]{12,}/, { timeout: 90_000 });
+  await expect(host.getByTestId('sample-error')).toHaveCount(0);
+  const ortAfter = await host.evaluate(() =>
+    performance
+      .getEntriesByType('resource')
+      .map((entry) => entry.name)
+      .filter((name) => /sample\.worker/.test(name)),
+  );
+  expect(ortAfter.length).toBeGreaterThan(0);
 });
 
 test('report: long tasks on the dashboard during rounds, and no console errors', async () => {

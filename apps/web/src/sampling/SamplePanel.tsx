@@ -41,6 +41,11 @@ export interface SamplePanelProps {
   seed?: number;
   /** The card's heading; default "Sample text". */
   title?: string;
+  /**
+   * onnxruntime-web's WebAssembly threads. Default: 1, or half the cores (at most 4) on a
+   * cross-origin isolated page; if a threaded start fails, the run retries on one thread.
+   */
+  threads?: number;
 }
 
 type Status =
@@ -95,7 +100,15 @@ function statusLine(status: Status): string {
   }
 }
 
-export function SamplePanel({ getParams, disabled, disabledReason, initialSettings, seed, title }: SamplePanelProps) {
+export function SamplePanel({
+  getParams,
+  disabled,
+  disabledReason,
+  initialSettings,
+  seed,
+  title,
+  threads,
+}: SamplePanelProps) {
   const id = useId();
   const [fields, setFields] = useState<Fields>(() => toFields({ ...DEFAULT_SETTINGS, ...initialSettings }));
   const [status, setStatus] = useState<Status>({ kind: 'idle' });
@@ -145,6 +158,7 @@ export function SamplePanel({ getParams, disabled, disabledReason, initialSettin
         model: fetched.model,
         ...(fetched.key !== undefined ? { paramsKey: fetched.key } : {}),
         ...(seed !== undefined ? { seed } : {}),
+        ...(threads !== undefined ? { numThreads: threads } : {}),
       },
       (e) => {
         if (!live()) return;

@@ -25,8 +25,8 @@ export class SampleClient {
   private worker: Worker | null = null;
   private active: Active | null = null;
   private nextId = 1;
-  /** For the page-thread fallback: checked by the engine between tokens. */
-  private cancelled = false;
+  /** For the page-thread fallback: the current run's flag, checked by the engine between tokens. */
+  private cancel = { cancelled: false };
 
   /**
    * Runs one generation; `emit` gets its progress, text and a final `done` or `error`. The
@@ -35,28 +35,25 @@ export class SampleClient {
    */
   async run(request: SampleRequest, emit: Emit): Promise<void> {
     this.stop();
-    this.cancelled = false;
     const numThreads = request.numThreads ?? defaultThreads();
     if (typeof Worker === 'undefined') {
+      const cancel = { cancelled: false };
+      this.cancel = cancel;
       const engine = await import('./sample-engine.ts');
-      return engine.sample({ ...request, numThreads }, emit, () => this.cancelled);
+      return engine.sample({ ...request, numThreads }, emit, () => cancel.cancelled);
     }
     // Threads need a cross-origin isolated page and an onnxruntime build that can start its own
     // workers; if that fails to load, one more try on a single thread, in a fresh worker.
     const first = await this.runInWorker({ ...request, numThreads }, emit, numThreads > 1);
     if (first !== 'retry-single-thread') return;
-    this.worker?.terminate();
-    this.worker = null;
+    this.dropWorker();
     await this.runInWorker({ ...request, numThreads: 1 }, emit, false);
   }
 
   /** Stops the generation in progress (the worker is terminated; the next run starts a new one). */
   stop(): void {
-    this.cancelled = true;
-    if (this.worker && this.active) {
-      this.worker.terminate();
-      this.worker = null;
-    }
+    this.cancel.cancelled = true;
+    if (this.active) this.dropWorker();
     const active = this.active;
     this.active = null;
     active?.finish();
@@ -65,6 +62,10 @@ export class SampleClient {
   /** Stops and frees the worker (onnxruntime's memory goes with it). */
   dispose(): void {
     this.stop();
+    this.dropWorker();
+  }
+
+  private dropWorker(): void {
     this.worker?.terminate();
     this.worker = null;
   }
@@ -104,6 +105,8 @@ export class SampleClient {
             return;
           }
           emit(event);
+          // onnxruntime remembers a failed start for good: the next run gets a fresh worker.
+          if (event.type === 'error' && event.stage === 'load') this.dropWorker();
           if (event.type === 'done' || event.type === 'error') {
             if (this.active === active) this.active = null;
             resolve('finished');

@@ -12,6 +12,10 @@ declare const self: DedicatedWorkerGlobalScope;
 let queue: Promise<void> = Promise.resolve();
 
 self.addEventListener('message', (event: MessageEvent<WorkerRequest>) => {
-  const { id, request } = event.data;
+  // With threads, onnxruntime starts its pthread workers from this same script and talks to
+  // them in its own messages: leave those alone.
+  const data = event.data as Partial<WorkerRequest> | null;
+  if (typeof data?.id !== 'number' || typeof data.request !== 'object' || data.request === null) return;
+  const { id, request } = data as WorkerRequest;
   queue = queue.then(() => sample(request, (e) => self.postMessage({ ...e, id } satisfies WorkerEvent)));
 });

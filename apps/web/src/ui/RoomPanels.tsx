@@ -3,6 +3,7 @@
  * and the fragment-sync timeline. The dashboard adds its controls around it; the watch page
  * shows it as it is.
  */
+import { useDeferredValue } from 'react';
 import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
 import { RoomCharts } from '../charts/RoomCharts.tsx';
@@ -45,9 +46,11 @@ export function RoomNumbers() {
 const NONE: never[] = [];
 
 export function RoomPanels({ onKick }: { onKick?: (peer: string) => void }) {
-  const points = useStore(store, (state) => state.points);
-  const peers = useStore(store, (state) => state.view?.peers);
-  const rounds = useStore(store, (state) => state.view?.rounds);
+  // Deferred: the charts and tables re-render in React's background lane, in slices that yield
+  // to the main thread, so a room view arriving mid-round never blocks input or the mesh.
+  const points = useDeferredValue(useStore(store, (state) => state.points));
+  const peers = useDeferredValue(useStore(store, (state) => state.view?.peers));
+  const rounds = useDeferredValue(useStore(store, (state) => state.view?.rounds));
   return (
     <>
       <section className="card">
