@@ -3,6 +3,7 @@
  * and close, for the bad-input tests that the typed client would never send, and a valid room view.
  */
 import { ROOM_VIEW_VERSION, type RoomViewUpdate } from '@shoal/protocol';
+import { RUN_CONFIG } from '@shoal/protocol/test-fixtures';
 import { WebSocket } from 'ws';
 import { type RunningServer, type ServerOptions, startServer } from './index.ts';
 import type { ServerMessage } from './signal-messages.ts';
@@ -82,41 +83,7 @@ export function roomView(roomId: string, ts: number[], extra: Partial<RoomViewUp
     version: ROOM_VIEW_VERSION,
     roomId,
     status: 'running',
-    config: {
-      model: { nLayer: 2, nHead: 4, nEmbd: 64, blockSize: 64, vocabSize: 256 },
-      train: {
-        batchSize: 16,
-        seqLen: 64,
-        maxLr: 1e-3,
-        minLr: 1e-4,
-        warmupSteps: 20,
-        totalSteps: 400,
-        beta1: 0.9,
-        beta2: 0.95,
-        eps: 1e-8,
-        weightDecay: 0.1,
-        gradClip: 1,
-        seed: 1,
-      },
-      diloco: {
-        fragments: 2,
-        fragmentMode: 'sequential',
-        innerSteps: 50,
-        overlap: 2,
-        alpha: 0.5,
-        outerLr: 0.7,
-        outerMomentum: 0.9,
-        codec: 'fp4',
-        codecBlockSize: 64,
-        errorFeedback: true,
-        aggregation: { kind: 'clipped-mean', clipFactor: 2 },
-        hashAlgorithm: 'xxh128',
-        weightCapFactor: 4,
-        quorum: 0.5,
-      },
-      data: { corpus: 'moby-dick', seed: 7 },
-      heartbeatMs: 1000,
-    },
+    config: RUN_CONFIG,
     startedAt: 1_700_000_000_000,
     hostKind: 'cli',
     metrics: {

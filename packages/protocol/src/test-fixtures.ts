@@ -1,4 +1,4 @@
-/** One valid message of every kind, and a seeded generator, for the tests (not exported from the package). */
+/** One valid message of every kind, and a seeded generator, for the tests (`@shoal/protocol/test-fixtures`; not part of the package's API). */
 import { mulberry32 } from '@shoal/gpu/random';
 import type { MessageKind, MessageOf } from './messages.ts';
 import { shardRanges } from './round-open.ts';

@@ -120,7 +120,7 @@ function run(
   const publish = (update: RoomViewUpdate, step: number) => {
     applyView(update, { roomStep: step });
     if (!signal.open) return;
-    signal.publish?.(update);
+    signal.publish(update);
     const { metrics } = update;
     signal.relay(
       summaryMessage({

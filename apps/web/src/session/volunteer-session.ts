@@ -73,6 +73,8 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     const { type: _, ...summary } = parsed.data;
     setSummary(summary);
     worker.post({ type: 'status', status: summary.status });
+    // the host ended the run: nothing more to train for
+    if (summary.status === 'stopped') leave();
   });
   signal.on('kicked', ({ reason }) => {
     setSession({ error: `The host removed you from the room${reason ? `: ${reason}` : ''}.`, phase: 'stopped' });
