@@ -297,11 +297,7 @@ function Dashboard({ session }: { session: HostSession }) {
       <Suspense fallback={<p className="muted">Loading the sampler…</p>}>
         <SamplePanel
           getParams={async () => {
-            const { params, config } = await session.params();
-            const key = store
-              .getState()
-              .view?.metrics.fragments.map((f) => f.hash)
-              .join();
+            const { params, config, key } = await session.params();
             return { params, model: config.model, key };
           }}
         />

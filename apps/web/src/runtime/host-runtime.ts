@@ -144,7 +144,8 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
           return;
         case 'params': {
           const params = host.params();
-          post({ type: 'params', id: message.id, params, config }, [params.buffer]);
+          // the fragment hashes name this θ_global (the sampler reuses its export while they hold)
+          post({ type: 'params', id: message.id, params, config, key: hashes() }, [params.buffer]);
           return;
         }
         case 'files': {

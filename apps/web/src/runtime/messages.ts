@@ -100,7 +100,7 @@ export type RuntimeEvent =
   /** Host: resumed from IndexedDB. */
   | { type: 'resumed'; checkpoint: CheckpointInfo }
   | { type: 'stats'; stats: VolunteerStats }
-  | { type: 'params'; id: number; params: Float32Array; config: RunConfig }
+  | { type: 'params'; id: number; params: Float32Array; config: RunConfig; key: string }
   | { type: 'files'; id: number; weights: Uint8Array; state: Uint8Array; roomId: string }
   | { type: 'left' }
   /** fatal: the runtime cannot go on (no engine, a bad checkpoint). */

@@ -31,7 +31,7 @@ export interface HostSession {
   kick(peer: string): void;
   rotateToken(): Promise<void>;
   /** θ_global and the config, for sampling. */
-  params(): Promise<{ params: Float32Array; config: RunConfig }>;
+  params(): Promise<{ params: Float32Array; config: RunConfig; key: string }>;
   /** The checkpoint pair now, for download. */
   files(): Promise<{ weights: Uint8Array; state: Uint8Array; roomId: string }>;
 }
@@ -196,7 +196,7 @@ function run(
     },
     async params() {
       const reply = await ask<Extract<RuntimeEvent, { type: 'params' }>>('params');
-      return { params: reply.params, config: reply.config };
+      return { params: reply.params, config: reply.config, key: reply.key };
     },
     async files() {
       const reply = await ask<Extract<RuntimeEvent, { type: 'files' }>>('files');
