@@ -34,7 +34,11 @@ function pair() {
   const workerPort = asPort<NetIn, NetOut>(port2);
   const transport = new PortTransport('main', workerPort);
   workerPort.addEventListener('message', (event) => transport.receive(event.data));
-  return { mesh, transport, detach, close: () => (port1.close(), port2.close()) };
+  const close = () => {
+    port1.close();
+    port2.close();
+  };
+  return { mesh, transport, detach, close };
 }
 
 describe('PortTransport ⇄ bridgeTransport', () => {
