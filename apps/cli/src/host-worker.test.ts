@@ -161,10 +161,12 @@ describe('shoal host + shoal worker over WebRTC', () => {
           const last = views.at(-1);
           const peers = JSON.stringify(last?.peers.map((p) => p.peer).sort());
           const both = peers === JSON.stringify([...workerPeers].sort());
-          return last && both && last.metrics.roundsCommitted >= 4 && last;
+          // a worker's first commit can reach the host's view a publish later than the room's fourth
+          const contributed = last?.peers.every((p) => p.roundsContributed > 0);
+          return last && both && contributed && last.metrics.roundsCommitted >= 4 && last;
         },
-        10_000,
-        'a view with both workers and four commits',
+        20_000,
+        'a view with both workers, each in a committed round, and four commits',
       );
       expect(seen).toMatchObject({ roomId: room.roomId, hostKind: 'cli', status: 'running' });
       const tokens = views.flatMap((v) => v.points.map((p) => p.tokens));

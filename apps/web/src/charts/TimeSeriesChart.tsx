@@ -229,9 +229,15 @@ export function TimeSeriesChart(props: TimeSeriesChartProps) {
   useEffect(() => {
     const chart = chartRef.current;
     if (!chart || appliedData.current === data) return;
-    appliedData.current = data;
-    if (data[0].length === 0) zoomed.current = false;
-    chart.setData(data as uPlot.AlignedData, !zoomed.current);
+    // Each chart redraws in a task of its own: four charts redrawn in the commit that brought
+    // their data made one long task on a busy machine; one at a time, each stays short.
+    const task = setTimeout(() => {
+      if (chartRef.current !== chart) return;
+      appliedData.current = data;
+      if (data[0].length === 0) zoomed.current = false;
+      chart.setData(data as uPlot.AlignedData, !zoomed.current);
+    }, 0);
+    return () => clearTimeout(task);
   }, [data]);
 
   useEffect(() => {
