@@ -4,12 +4,43 @@
  */
 import { ROOM_VIEW_VERSION, type RoomViewUpdate } from '@shoal/protocol';
 import { RUN_CONFIG } from '@shoal/protocol/test-fixtures';
+import { afterEach } from 'vitest';
 import { WebSocket } from 'ws';
 import { type RunningServer, type ServerOptions, startServer } from './index.ts';
+import { SignalClient, signalUrl } from './signal-client.ts';
 import type { ServerMessage } from './signal-messages.ts';
 
 export async function startTestServer(options: Partial<ServerOptions> = {}): Promise<RunningServer> {
   return startServer({ port: 0, host: '127.0.0.1', staticDir: '/nonexistent', logger: null, ...options });
+}
+
+/**
+ * Typed and raw clients of the test file's current server (`serverOf()`); after each test every
+ * client is closed, then the server.
+ */
+export function testClients(serverOf: () => RunningServer | undefined) {
+  const open: { close(): void }[] = [];
+  afterEach(async () => {
+    for (const client of open.splice(0)) client.close();
+    await serverOf()?.close();
+  });
+  const need = () => {
+    const server = serverOf();
+    if (!server) throw new Error('start the test server first');
+    return server;
+  };
+  return {
+    async client(): Promise<SignalClient> {
+      const c = await SignalClient.connect(signalUrl(need().url), WebSocket);
+      open.push(c);
+      return c;
+    },
+    async raw(): Promise<RawClient> {
+      const c = await RawClient.open(need().signalUrl);
+      open.push(c);
+      return c;
+    },
+  };
 }
 
 export class RawClient {

@@ -3,31 +3,14 @@
  * get the kept history and then every publish, and nobody else can publish, watch or signal.
  */
 import { MAX_VIEW_HISTORY, roomViewUpdateSchema } from '@shoal/protocol';
-import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
+import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { SignalClient, signalUrl } from './signal-client.ts';
 import type { ServerMessageOf } from './signal-messages.ts';
-import { RawClient, roomView, startTestServer, until } from './signal-test-support.ts';
+import { roomView, startTestServer, testClients, until } from './signal-test-support.ts';
 import { RoomViewHistory } from './signal-watch.ts';
 
 let server: RunningServer;
-const clients: { close(): void }[] = [];
-afterEach(async () => {
-  for (const client of clients.splice(0)) client.close();
-  await server?.close();
-});
-
-async function client(): Promise<SignalClient> {
-  const c = await SignalClient.connect(signalUrl(server.url), WebSocket);
-  clients.push(c);
-  return c;
-}
-async function raw(): Promise<RawClient> {
-  const c = await RawClient.open(server.signalUrl);
-  clients.push(c);
-  return c;
-}
+const { client, raw } = testClients(() => server);
 /** A host (raw, so tests can send anything) in a new room. */
 async function rawHost() {
   const host = await raw();

@@ -1,26 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
+import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { SignalClient, SignalError, signalUrl } from './signal-client.ts';
-import { RawClient, startTestServer, until } from './signal-test-support.ts';
+import { type SignalClient, SignalError } from './signal-client.ts';
+import { startTestServer, testClients, until } from './signal-test-support.ts';
 
 let server: RunningServer;
-const clients: { close(): void }[] = [];
-afterEach(async () => {
-  for (const client of clients.splice(0)) client.close();
-  await server?.close();
-});
-
-async function client(): Promise<SignalClient> {
-  const c = await SignalClient.connect(signalUrl(server.url), WebSocket);
-  clients.push(c);
-  return c;
-}
-async function raw(): Promise<RawClient> {
-  const c = await RawClient.open(server.signalUrl);
-  clients.push(c);
-  return c;
-}
+const { client, raw } = testClients(() => server);
 const events = <T>(c: SignalClient, event: 'signal' | 'relay' | 'peer-joined' | 'peer-left' | 'error') => {
   const seen: T[] = [];
   c.on(event, ((message: T) => seen.push(message)) as never);
