@@ -20,6 +20,25 @@ export async function connectSignaling(): Promise<SignalClient> {
   }
 }
 
+/**
+ * A request that enters a room (join, watch): when the server refuses it, the socket is closed and
+ * the refusal becomes a sentence for a person, chosen by the server's reason code.
+ */
+export async function enterOrExplain<T>(
+  signal: SignalClient,
+  request: Promise<T>,
+  explain: Partial<Record<string, string>>,
+  otherwise: string,
+): Promise<T> {
+  try {
+    return await request;
+  } catch (error) {
+    signal.close();
+    const code = (error as { code?: string }).code ?? '';
+    throw new Error(explain[code] ?? `${otherwise}: ${(error as Error).message}`);
+  }
+}
+
 export const joinUrlOf = (roomId: string, token: string) =>
   `${location.origin}/join/${encodeURIComponent(roomId)}?token=${encodeURIComponent(token)}`;
 export const watchUrlOf = (roomId: string, key: string) =>

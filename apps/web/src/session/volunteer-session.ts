@@ -4,7 +4,7 @@
  * gates training), and carries pause, the duty-cycle cap, pause-while-hidden and a clean leave.
  */
 import { store } from '../store.ts';
-import { connectSignaling, meshIntoWorker, roomSummarySchema, startRoomWorker } from './room-link.ts';
+import { connectSignaling, enterOrExplain, meshIntoWorker, roomSummarySchema, startRoomWorker } from './room-link.ts';
 
 export interface VolunteerSession {
   setPaused(paused: boolean): void;
@@ -17,22 +17,16 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
   const { setSession, setVolunteer, setSummary, setSettings } = store.getState();
   setSession({ role: 'volunteer', roomId, phase: 'joining the room…', error: null });
   const signal = await connectSignaling();
-  let joined: Awaited<ReturnType<typeof signal.join>>;
-  try {
-    joined = await signal.join(roomId, token);
-  } catch (error) {
-    signal.close();
-    const code = (error as { code?: string }).code;
-    throw new Error(
-      code === 'bad-token'
-        ? 'This join link is no longer valid: the host has rotated the token. Ask the host for the new link.'
-        : code === 'no-such-room'
-          ? `Room ${roomId} does not exist (any more).`
-          : code === 'room-full'
-            ? 'The room is full.'
-            : `Could not join: ${(error as Error).message}`,
-    );
-  }
+  const joined = await enterOrExplain(
+    signal,
+    signal.join(roomId, token),
+    {
+      'bad-token': 'This join link is no longer valid: the host has rotated the token. Ask the host for the new link.',
+      'no-such-room': `Room ${roomId} does not exist (any more).`,
+      'room-full': 'The room is full.',
+    },
+    'Could not join',
+  );
   const worker = startRoomWorker();
   const mesh = meshIntoWorker(signal, joined, [joined.hostId, ...joined.peers], worker);
   setSession({ phase: 'connecting to the room’s peers…' });

@@ -4,26 +4,21 @@
  * every update the host publishes.
  */
 import { store } from '../store.ts';
-import { connectSignaling } from './room-link.ts';
+import { connectSignaling, enterOrExplain } from './room-link.ts';
 
 export async function watchRoom(roomId: string, key: string): Promise<void> {
   const { setSession, applyView } = store.getState();
   setSession({ role: 'watcher', roomId, phase: 'connecting…', error: null });
   const signal = await connectSignaling();
-  let watching: Awaited<ReturnType<typeof signal.watch>>;
-  try {
-    watching = await signal.watch(roomId, key);
-  } catch (error) {
-    signal.close();
-    const code = (error as { code?: string }).code;
-    throw new Error(
-      code === 'no-such-room'
-        ? `Room ${roomId} does not exist (any more).`
-        : code === 'bad-key' || code === 'bad-secret'
-          ? 'This watch link is not valid for the room.'
-          : `Could not watch the room: ${(error as Error).message}`,
-    );
-  }
+  const watching = await enterOrExplain(
+    signal,
+    signal.watch(roomId, key),
+    {
+      'no-such-room': `Room ${roomId} does not exist (any more).`,
+      'bad-key': 'This watch link is not valid for the room.',
+    },
+    'Could not watch the room',
+  );
   setSession({
     watchUrl: location.href,
     phase: watching.view ? 'watching' : 'waiting for the host’s first update…',
