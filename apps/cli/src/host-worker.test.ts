@@ -2,13 +2,15 @@
  * `shoal host` and two `shoal worker --backend cpu` as child processes, over real WebRTC on
  * loopback through a signaling server in this process: the host's --json lines are the contract
  * under test (room, peer-joined, round-committed, metrics, peer-left), and a watcher with the room's
- * watch key gets the host's published view; then SIGINT ends everyone cleanly.
+ * watch key gets the host's published view; then SIGINT ends everyone cleanly. The room trains on
+ * a text file (`--data`): one worker is given it, the other receives it from the host over the mesh.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, statSync } from 'node:fs';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { corpusFingerprint, loadMobyDick } from '@shoal/data';
 import { startServer } from '@shoal/server';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
 import type { ServerMessageOf } from '@shoal/server/signal-messages';
@@ -89,11 +91,17 @@ describe('shoal host + shoal worker over WebRTC', () => {
     const server = await startServer({ port: 0, logger: null });
     const checkpoints = mkdtempSync(join(tmpdir(), 'shoal-host-'));
     try {
+      // the room's text: a file only the host and worker 0 have (the first 400 kB of Moby Dick)
+      const text = loadMobyDick().subarray(0, 400_000);
+      const data = join(checkpoints, 'room-text.txt');
+      writeFileSync(data, text);
       const startedAt = performance.now();
       const host = start('host', [
         'host',
         '--server',
         server.url,
+        '--data',
+        data,
         '--preset',
         'nano',
         '--inner-steps',
@@ -122,7 +130,16 @@ describe('shoal host + shoal worker over WebRTC', () => {
       const watching = await watcher.watch(String(room.roomId), watchUrl.searchParams.get('key') ?? '');
       if (watching.view) views.push(watching.view);
       const workerArgs = ['--server', server.url, '--room', String(room.roomId), '--token', String(room.joinToken)];
-      const workers = [0, 1].map((i) => start(`worker ${i}`, ['worker', ...workerArgs, '--backend', 'cpu', '--json']));
+      const workers = [0, 1].map((i) =>
+        start(`worker ${i}`, [
+          'worker',
+          ...workerArgs,
+          '--backend',
+          'cpu',
+          '--json',
+          ...(i === 0 ? ['--data', data] : []),
+        ]),
+      );
       const workerPeers = await until(
         () => {
           const peers = workers.map((w) => eventsOf(w, 'joined')[0]?.peer as string | undefined);
@@ -132,6 +149,15 @@ describe('shoal host + shoal worker over WebRTC', () => {
         'both workers to join',
       );
       expect(eventsOf(workers[0] as Proc, 'joined')[0]?.host).toBeTruthy();
+      const corpora = await until(
+        () =>
+          workers.map((w) => eventsOf(w, 'corpus')[0]).every(Boolean) && workers.map((w) => eventsOf(w, 'corpus')[0]),
+        60_000,
+        'both workers to load the room’s text',
+      );
+      const fingerprint = corpusFingerprint(text);
+      expect(corpora[0]).toMatchObject({ source: 'file', bytes: text.length, fingerprint });
+      expect(corpora[1]).toMatchObject({ source: 'mesh', name: 'room-text.txt', bytes: text.length, fingerprint });
 
       const firstEval = await until(
         () => eventsOf(host, 'metrics').find((m) => typeof m.evalLoss === 'number')?.evalLoss as number | undefined,
@@ -214,7 +240,10 @@ describe('shoal host + shoal worker over WebRTC', () => {
 
       // --resume: the same room (the server still has it), the same rounds and hashes, and a new
       // worker's first commits continue from there.
-      const again = start('host again', ['host', '--server', server.url, '--resume', checkpoints, '--json']);
+      const again = start('host again', [
+        'host',
+        ...['--server', server.url, '--resume', checkpoints, '--data', data, '--json'],
+      ]);
       const back = await until(() => again.lines[1], 30_000, 'the resumed host’s first two lines');
       expect(again.lines[0]).toMatchObject({ event: 'room', roomId: room.roomId });
       expect(back).toMatchObject({ event: 'resumed', reclaimed: true });

@@ -8,7 +8,7 @@
  * HostEvent).
  */
 import { mkdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
@@ -22,6 +22,7 @@ import {
   type RoomCheckpoint,
   RoomViewRecorder,
   roomCheckpointOf,
+  serveCorpus,
 } from '@shoal/swarm';
 import { readInput, writeAtomically } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
@@ -128,8 +129,9 @@ function runConfigFrom(options: HostCliOptions): RunConfig {
         alpha: options.alpha,
         codec,
       },
-      // a worker loads the same corpus by this name: moby-dick, or the path it was given
-      corpus: options.data ?? 'moby-dick',
+      // moby-dick (every worker has it), or the file's name: workers pass the file with --data
+      // or receive it from the host over the mesh, and check it against the fingerprint
+      corpus: options.data === undefined ? 'moby-dick' : basename(options.data),
     });
   } catch (error) {
     throw new UsageError((error as Error).message);
@@ -147,6 +149,14 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+  const { fingerprint } = config.data;
+  if (fingerprint !== undefined && fingerprint !== corpus.fingerprint) {
+    throw new UsageError(
+      `the run trains on ${config.data.corpus} (fingerprint ${fingerprint}), ${corpus.name} is ${corpus.fingerprint}: pass the same --data`,
+    );
+  }
+  // a run saved before fingerprints keeps its config as it was
+  if (!saved) config.data.fingerprint = corpus.fingerprint;
   const evalBatches: Batch[] = validationBatches(corpus.validation, {
     batchSize: config.train.batchSize,
     seqLen: config.train.seqLen,
@@ -213,6 +223,8 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     room = await signal.create();
   }
   const link = await joinMesh(signal, room, peers, wrtc);
+  // workers without the text (no --data) fetch it from here
+  serveCorpus(link.member, corpus.bytes);
   let host: Host;
   try {
     host = await Host.create({

@@ -4,13 +4,13 @@
  * swarm Worker on its engine until SIGINT/SIGTERM; then it finishes its step, says leave to every
  * peer and to the server, and closes.
  */
-import { BatchSampler, fnv1a32, loadCorpus } from '@shoal/data';
+import { BatchSampler, type Corpus, corpusFromBytes, fnv1a32, loadCorpus } from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
 import type { WrtcImplementation } from '@shoal/mesh';
 import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
 import type { Capabilities, RunConfig } from '@shoal/protocol';
 import type { ServerMessageOf } from '@shoal/server/signal-messages';
-import { Worker } from '@shoal/swarm';
+import { fetchCorpusFrom, type Member, Worker } from '@shoal/swarm';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import { connectSignaling, joinMesh, loadWrtc, type RoomLink, serverBase, untilSignal } from './room.ts';
 import { UsageError } from './usage.ts';
@@ -38,8 +38,42 @@ export interface RoomWorkerOptions {
   wrtc: WrtcImplementation;
   capabilities: Capabilities;
   createEngine(config: RunConfig, params: Float32Array): Promise<Trainer>;
-  /** The corpus, when the room trains on a file rather than Moby Dick. */
+  /**
+   * The corpus, when the room trains on a file rather than Moby Dick. Without it, such a room's
+   * text is fetched from the host over the mesh (hosts that give the text's fingerprint).
+   */
   data?: string;
+  /** The corpus is loaded: where it came from. */
+  onCorpus?: (corpus: Corpus, source: 'moby-dick' | 'file' | 'mesh') => void;
+}
+
+/**
+ * The room's text: the file given, the bundled Moby Dick, or the host's copy over the mesh; then
+ * checked against the run config's fingerprint when the host gave one.
+ */
+export async function loadRoomCorpus(
+  config: RunConfig,
+  member: Member,
+  hostId: string,
+  data: string | undefined,
+): Promise<{ corpus: Corpus; source: 'moby-dick' | 'file' | 'mesh' }> {
+  const { corpus: name, fingerprint } = config.data;
+  const seqLen = config.train.seqLen;
+  let loaded: { corpus: Corpus; source: 'moby-dick' | 'file' | 'mesh' };
+  if (data !== undefined) loaded = { corpus: loadCorpus({ data, seqLen }), source: 'file' };
+  else if (name === 'moby-dick') loaded = { corpus: loadCorpus({ seqLen }), source: 'moby-dick' };
+  else if (fingerprint === undefined) throw new UsageError(`the room trains on ${name}: pass that file with --data`);
+  else {
+    const bytes = await fetchCorpusFrom(member, hostId, { fingerprint, name });
+    loaded = { corpus: corpusFromBytes(bytes, { name, seqLen }), source: 'mesh' };
+  }
+  if (fingerprint !== undefined && loaded.corpus.fingerprint !== fingerprint) {
+    throw new UsageError(
+      `the room trains on ${name} (fingerprint ${fingerprint}); ${loaded.corpus.name} is ${loaded.corpus.fingerprint}` +
+        (data === undefined ? '' : ': pass the same file with --data, or leave --data out to receive it from the host'),
+    );
+  }
+  return loaded;
 }
 
 export interface RoomWorker {
@@ -78,11 +112,8 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
     // The run config arrives in the welcome: the data stream is set up with the engine.
     createTrainer: async (config, params) => {
       try {
-        if (config.data.corpus !== 'moby-dick' && options.data === undefined) {
-          throw new UsageError(`the room trains on ${config.data.corpus}: pass that file with --data`);
-        }
-        const seqLen = config.train.seqLen;
-        const corpus = loadCorpus(config.data.corpus === 'moby-dick' ? { seqLen } : { data: options.data, seqLen });
+        const { corpus, source } = await loadRoomCorpus(config, member, joined.hostId, options.data);
+        options.onCorpus?.(corpus, source);
         sampler = new BatchSampler(corpus.train, {
           batchSize: config.train.batchSize,
           seqLen: config.train.seqLen,
@@ -160,6 +191,11 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     capabilities,
     createEngine,
     data: options.data,
+    onCorpus: (corpus, source) =>
+      log(
+        { event: 'corpus', name: corpus.name, bytes: corpus.bytes.length, fingerprint: corpus.fingerprint, source },
+        `training on ${corpus.name} (${corpus.bytes.length} bytes, ${source === 'mesh' ? 'received from the host' : source === 'file' ? 'from --data' : 'bundled'})`,
+      ),
   });
   const { joined, link, worker } = room;
   log(

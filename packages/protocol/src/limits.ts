@@ -38,6 +38,15 @@ export const MAX_REASON_LENGTH = 64;
 /** A round's deadline, relative to its open: one hour. */
 export const MAX_DEADLINE_MS = 60 * 60 * 1000;
 
+/**
+ * A room's text, when the host shares it over the mesh (an uploaded file): 64 MiB. Moby Dick is
+ * 1.2 MB; a text this size is already millions of nano batches.
+ */
+export const MAX_CORPUS_BYTES = 64 * 1024 * 1024;
+
+/** One corpus-request asks for at most this many bytes: 1 MiB. */
+export const MAX_CORPUS_PART_BYTES = 1024 * 1024;
+
 /** The largest codec block (diloco's checkBlockSize). */
 export const MAX_CODEC_BLOCK_SIZE = 65536;
 

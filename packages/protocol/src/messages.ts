@@ -25,16 +25,20 @@
  * | state-transfer | state holder → requester          | answer to a state-request                    |
  * | rejected       | anyone → sender of a bad message  | a message was refused for a reason           |
  * | leave          | member → every peer               | leaving on purpose                           |
+ * | corpus-request | member → coordinator              | the room's text is not on this machine       |
+ * | corpus-transfer| coordinator → requester           | answer to a corpus-request                   |
  *
  * "Every replica" means every member holding θ_global: synced workers and the host.
  */
 
 import type { CodecName } from '@shoal/diloco';
 import { z } from 'zod';
-import { MAX_FRAGMENTS, MAX_MEMBERS, MAX_PARTICIPANTS } from './limits.ts';
+import { MAX_CORPUS_PART_BYTES, MAX_FRAGMENTS, MAX_MEMBERS, MAX_PARTICIPANTS } from './limits.ts';
 import { roundOpenBody } from './round-open.ts';
 import {
   capabilitiesSchema,
+  corpusFingerprintSchema,
+  corpusLengthOf,
   countSchema,
   deadlineSchema,
   fragmentStateSchema,
@@ -51,7 +55,7 @@ import {
 } from './schemas.ts';
 
 /** Same major: compatible. Another major is rejected on decode. A new minor only adds optional fields. */
-export const PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
 
 /** Join: role and what this member's machine can do. The header's run id is 0 while the run is not known. */
 const helloBody = z.object({
@@ -224,6 +228,24 @@ const rejectedBody = z.object({
 /** Leaving on purpose (SIGINT, tab closed): no need to wait for a timeout. */
 const leaveBody = z.object({ reason: textSchema });
 
+/** A range that lies in the text its fingerprint names. */
+const corpusRange = z
+  .object({ fingerprint: corpusFingerprintSchema, start: offsetSchema, end: offsetSchema })
+  .refine(rangeIsOrdered.check, { message: rangeIsOrdered.message, path: ['end'] })
+  .refine((r) => r.end <= corpusLengthOf(r.fingerprint), { message: 'the range must lie in the text', path: ['end'] });
+
+/**
+ * Bytes [start, end) of the room's text (minor 1): a member that does not hold the text the run
+ * config names (an uploaded file) fetches it from the coordinator in parts, then checks the whole.
+ */
+const corpusRequestBody = corpusRange.refine((r) => r.end - r.start <= MAX_CORPUS_PART_BYTES, {
+  message: `a part is at most ${MAX_CORPUS_PART_BYTES} bytes`,
+  path: ['end'],
+});
+
+/** The answer: payload = bytes [start, end) of the text `fingerprint` names. */
+const corpusTransferBody = corpusRange;
+
 export type HeaderField = 'fragment' | 'round' | 'shard' | 'codec' | 'weight';
 
 interface KindSpec {
@@ -256,6 +278,8 @@ export const MESSAGE_SPECS = {
   'state-transfer': { id: 14, header: ['fragment', 'round'], payload: true, body: stateTransferBody },
   rejected: { id: 15, header: [], payload: false, body: rejectedBody },
   leave: { id: 16, header: [], payload: false, body: leaveBody },
+  'corpus-request': { id: 17, header: [], payload: false, body: corpusRequestBody },
+  'corpus-transfer': { id: 18, header: [], payload: true, body: corpusTransferBody },
 } as const satisfies Record<string, KindSpec>;
 
 type Specs = typeof MESSAGE_SPECS;
@@ -305,3 +329,5 @@ export type StateRequestMessage = MessageOf<'state-request'>;
 export type StateTransferMessage = MessageOf<'state-transfer'>;
 export type RejectedMessage = MessageOf<'rejected'>;
 export type LeaveMessage = MessageOf<'leave'>;
+export type CorpusRequestMessage = MessageOf<'corpus-request'>;
+export type CorpusTransferMessage = MessageOf<'corpus-transfer'>;

@@ -15,6 +15,7 @@ import type { GptConfig, TrainConfig } from '@shoal/model';
 import { z } from 'zod';
 import {
   MAX_CODEC_BLOCK_SIZE,
+  MAX_CORPUS_BYTES,
   MAX_DEADLINE_MS,
   MAX_FRAGMENTS,
   MAX_PEER_ID_LENGTH,
@@ -57,6 +58,22 @@ export const roundSchema = z.int().min(0).max(0xffff_fffe);
 export const nonNegativeSchema = z.number().min(0);
 export const deadlineSchema = z.int().min(1).max(MAX_DEADLINE_MS);
 export const codecNameSchema = z.enum(CODEC_NAMES as [CodecName, ...CodecName[]]);
+/**
+ * A corpus's fingerprint, `${byteLength}:${fnv1a32 hex}` (@shoal/data corpusFingerprint): what
+ * peers compare to be sure they train on the same text, and what a shared text is checked against.
+ */
+export const corpusFingerprintSchema = z
+  .string()
+  .regex(/^[1-9][0-9]{0,9}:[0-9a-f]{8}$/, 'a corpus fingerprint is LENGTH:FNV1A32 (8 lowercase hex digits)')
+  .refine((text) => Number(text.split(':')[0]) <= MAX_CORPUS_BYTES, {
+    message: `a corpus is at most ${MAX_CORPUS_BYTES} bytes`,
+  });
+
+/** The byte length a corpus fingerprint names. */
+export function corpusLengthOf(fingerprint: string): number {
+  return Number(fingerprint.slice(0, fingerprint.indexOf(':')));
+}
+
 export const blockSizeSchema = z.int().min(1).max(MAX_CODEC_BLOCK_SIZE);
 
 export const roleSchema = z.enum(['worker', 'replica', 'spectator']);
@@ -140,7 +157,16 @@ export const runConfigSchema = z.object({
   /** AdamW; its step schedule is read off the room's tokens (tokens ÷ (batchSize·seqLen)). */
   train: trainConfigSchema,
   diloco: dilocoConfigSchema,
-  data: z.object({ corpus: textSchema, seed: z.int() }),
+  data: z.object({
+    /** 'moby-dick' (each member's own copy: a static file, the CLI's bundled text), or the text's name. */
+    corpus: textSchema,
+    seed: z.int(),
+    /**
+     * The text's fingerprint. Set, a member checks the text it loads against it; a member without
+     * the text asks the coordinator for it (corpus-request). Absent in rooms of older hosts.
+     */
+    fingerprint: corpusFingerprintSchema.optional(),
+  }),
   /** How often members send heartbeats. */
   heartbeatMs: z.int().min(100).max(60_000),
 });

@@ -200,6 +200,14 @@ export const SAMPLES: { [K in MessageKind]: MessageOf<K> } = {
     round: 3,
   },
   leave: { kind: 'leave', reason: 'SIGINT' },
+  'corpus-request': { kind: 'corpus-request', fingerprint: '4096:0badf00d', start: 1024, end: 2048 },
+  'corpus-transfer': {
+    kind: 'corpus-transfer',
+    fingerprint: '4096:0badf00d',
+    start: 1024,
+    end: 1030,
+    payload: new TextEncoder().encode('Call m'),
+  },
 };
 
 /** Field values for a hand-built message; unset ones default to a well-formed hello's. */

@@ -110,7 +110,7 @@ describe('decode rejects malformed input with a specific reason', () => {
     const tiny = await createWireCodec({ limits: { maxMessageBytes: 100 } });
     expectRejected(tiny.decode(contribution), 'too-large', /limit/);
     expectRejected(codec.decode(patched(hello, 0, 0x54)), 'magic');
-    expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.major, 2)), 'version', /protocol 2\.0/);
+    expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.major, 2)), 'version', /protocol 2\.1/);
     expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.kind, 0)), 'unknown-kind');
     expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.kind, 200)), 'unknown-kind', /200/);
     expectRejected(codec.decode(forge({ flags: 1 })), 'reserved');
@@ -205,6 +205,23 @@ describe('decode rejects malformed input with a specific reason', () => {
     const left = codec.decode(forge({ kindId: 16, json: pollution }));
     expect(left).toEqual({ ok: true, message: { kind: 'leave', reason: 'x' }, runId: 0, minor: 0 });
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('a corpus request or transfer outside its text, or for too much at once', () => {
+    const request = (json: object) => codec.decode(forge({ kindId: 17, json }));
+    const body = bodyOf(SAMPLES['corpus-request']) as { fingerprint: string; start: number; end: number };
+    expect(request(body).ok).toBe(true);
+    expectRejected(request({ ...body, end: 4097 }), 'schema', /^end.*lie in the text/);
+    expectRejected(request({ ...body, start: 2048 }), 'schema', /^end.*below end/);
+    expectRejected(request({ ...body, fingerprint: '4096:0BADF00D' }), 'schema', /^fingerprint/);
+    expectRejected(request({ ...body, fingerprint: '0:0badf00d' }), 'schema', /^fingerprint/);
+    expectRejected(request({ ...body, fingerprint: '99999999999:0badf00d' }), 'schema', /^fingerprint/);
+    const huge = { fingerprint: '8388608:0badf00d', start: 0, end: 2 * 1024 * 1024 };
+    expectRejected(request(huge), 'schema', /^end.*at most 1048576 bytes/);
+    const transfer = bodyOf(SAMPLES['corpus-transfer']) as typeof body;
+    const payload = new Uint8Array(6);
+    expect(codec.decode(forge({ kindId: 18, json: transfer, payload })).ok).toBe(true);
+    expectRejected(codec.decode(forge({ kindId: 18, json: { ...transfer, end: 5000 }, payload })), 'schema', /^end/);
   });
 
   it('a round-open whose shard table is wrong', () => {

@@ -4,6 +4,7 @@
  */
 export * from './config.ts';
 export * from './coordinator.ts';
+export * from './corpus-share.ts';
 export * from './host.ts';
 export * from './member.ts';
 export * from './owner.ts';

@@ -64,10 +64,16 @@ export class Member {
     return this.transport.self;
   }
 
-  on<K extends MessageKind>(kind: K, handler: Handler<K>): void {
+  /** Calls `handler` with each `kind` message; returns a function that stops it. */
+  on<K extends MessageKind>(kind: K, handler: Handler<K>): () => void {
     const list = this.handlers.get(kind) ?? [];
-    list.push(handler as unknown as Handler<MessageKind>);
+    const entry = handler as unknown as Handler<MessageKind>;
+    list.push(entry);
     this.handlers.set(kind, list);
+    return () => {
+      const index = list.indexOf(entry);
+      if (index >= 0) list.splice(index, 1);
+    };
   }
 
   onPeerDown(listener: (peer: PeerId, reason: string) => void): void {
