@@ -30,6 +30,8 @@ export interface RoomState {
   points: number;
   checkpoint: { savedAt: string; step: number; tokens: number; fragments: { round: number; hash: string }[] } | null;
   resumedFrom: RoomState['checkpoint'];
+  /** The room's text (a volunteer's once its welcome names it). */
+  dataset: { name: string; bytes: number; fingerprint: string; source: 'server' | 'host'; received: number } | null;
   gpu: { kind: string };
 }
 

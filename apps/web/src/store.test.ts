@@ -84,6 +84,7 @@ describe('the store (slices without React)', () => {
       bytesSent: 1_000,
       bytesReceived: 2_000,
       config: null,
+      dataset: null,
     });
     expect(metricsOf(store.getState())).toEqual({
       step: 12,

@@ -6,7 +6,7 @@
 import type { AdapterReport, SelfTestResult } from '@shoal/gpu';
 import { appendThinned, type RoomStatus, type RoomViewPoint, type RoomViewUpdate } from '@shoal/protocol';
 import { createStore, type StateCreator } from 'zustand/vanilla';
-import type { CheckpointInfo, VolunteerStats } from './runtime/messages.ts';
+import type { CheckpointInfo, DatasetInfo, VolunteerStats } from './runtime/messages.ts';
 
 export type GpuStatus =
   | { kind: 'checking' }
@@ -33,6 +33,8 @@ export interface SessionSlice {
   error: string | null;
   /** The host's room status (the host's own, or as relayed to volunteers and watchers). */
   status: RoomStatus | null;
+  /** The room's text, on the dashboard (a volunteer's is in its stats). */
+  dataset: DatasetInfo | null;
   setSession(patch: Partial<Omit<SessionSlice, 'setSession'>>): void;
 }
 
@@ -88,6 +90,7 @@ const sessionSlice: Slice<SessionSlice> = (set) => ({
   phase: '',
   error: null,
   status: null,
+  dataset: null,
   setSession: (patch) => set(patch),
 });
 
@@ -208,6 +211,8 @@ export function snapshot() {
     checkpoint: state.checkpoint,
     resumedFrom: state.resumedFrom,
     volunteer: state.volunteer,
+    /** The room's text: name, bytes, fingerprint, source ('server' | 'host'), bytes received. */
+    dataset: state.dataset ?? state.volunteer?.dataset ?? null,
     gpu: state.gpu,
     selfTest: state.selfTest,
   });

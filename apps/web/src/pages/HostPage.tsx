@@ -11,17 +11,19 @@ import type { CheckpointInfo } from '../runtime/messages.ts';
 import {
   CODECS,
   checkField,
+  checkUploadedText,
   type FormErrors,
   HOST_FIELDS,
   type HostFormValues,
   hostQueryOf,
   parseHostQuery,
   runConfigOf,
+  type UploadedText,
 } from '../session/host-config.ts';
 import { createRoom, type HostSession, resumeRoom } from '../session/host-session.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { store } from '../store.ts';
-import { CopyField, download, ErrorBox, fmt, Header } from '../ui/parts.tsx';
+import { CopyField, DatasetLine, download, ErrorBox, fmt, Header } from '../ui/parts.tsx';
 import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
 
 // onnxruntime-web and the exporter load only when the host asks for text
@@ -65,6 +67,11 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
   );
   const [errors, setErrors] = useState<FormErrors>(queryErrors);
   const [checkpoint, setCheckpoint] = useState<{ name: string; params: Float32Array; model: GptConfig } | null>(null);
+  const [dataset, setDataset] = useState<'moby-dick' | 'upload'>('moby-dick');
+  const [text, setText] = useState<UploadedText | null>(null);
+  // checked again when the sequence length changes: both splits must hold one window
+  const textError =
+    dataset !== 'upload' ? undefined : text ? checkUploadedText(text, values.seq) : 'Choose a text file to upload.';
   const [busy, setBusy] = useState(false);
   const [problem, setProblem] = useState<string | null>(null);
   const [saved, setSaved] = useState<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]>([]);
@@ -83,17 +90,21 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
     setErrors((e) => ({ ...e, [name]: error }));
     if (!error) setValues((v) => ({ ...v, [name]: Number(text) }));
   };
-  const invalid = Object.values(errors).some(Boolean);
+  const invalid = Object.values(errors).some(Boolean) || textError !== undefined;
+  const fieldsValid = !Object.values(errors).some(Boolean);
   useEffect(() => {
-    if (!invalid) history.replaceState(null, '', `/host${hostQueryOf(values)}`);
-  }, [values, invalid]);
+    if (fieldsValid) history.replaceState(null, '', `/host${hostQueryOf(values)}`);
+  }, [values, fieldsValid]);
 
   const create = async () => {
     setProblem(null);
     setBusy(true);
     try {
-      const config = runConfigOf(values, checkpoint?.model);
-      onCreated(await createRoom(config, checkpoint ? checkpoint.params.slice() : null));
+      const upload = dataset === 'upload' && text ? text : undefined;
+      const config = runConfigOf(values, checkpoint?.model, upload);
+      // copies: the worker takes the buffers, the form keeps its own
+      const corpus = upload ? { name: config.data.corpus, bytes: upload.bytes.slice() } : null;
+      onCreated(await createRoom(config, checkpoint ? checkpoint.params.slice() : null, corpus));
     } catch (error) {
       setProblem((error as Error).message);
       setBusy(false);
@@ -171,10 +182,51 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
             )}
           </label>
         ))}
-        <div className="span-2 field">
-          <strong>Dataset</strong>
-          <small>Moby Dick (1.2 MB of text, served by this server to every volunteer).</small>
-        </div>
+        <fieldset className="span-2 field dataset" data-testid="dataset-choice">
+          <legend>Dataset</legend>
+          <label className="inline">
+            <input
+              type="radio"
+              name="dataset"
+              value="moby-dick"
+              checked={dataset === 'moby-dick'}
+              onChange={() => setDataset('moby-dick')}
+            />
+            Moby Dick: 1.2 MB of text, served by this server to every volunteer
+          </label>
+          <label className="inline">
+            <input
+              type="radio"
+              name="dataset"
+              value="upload"
+              checked={dataset === 'upload'}
+              onChange={() => setDataset('upload')}
+            />
+            A text file of yours (UTF-8, up to 64 MiB): volunteers receive it from this page over the mesh
+          </label>
+          {dataset === 'upload' && (
+            <input
+              type="file"
+              accept=".txt,.md,.csv,.json,.xml,.html,text/*"
+              data-testid="dataset-file"
+              aria-invalid={text !== null && textError !== undefined}
+              onChange={async (e) => {
+                const file = e.target.files?.[0];
+                setText(file ? { name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) } : null);
+              }}
+            />
+          )}
+          {dataset === 'upload' &&
+            (text && textError ? (
+              <small className="field-error">{textError}</small>
+            ) : (
+              <small className="muted">
+                {text
+                  ? `${text.name}: ${fmt.bytes(text.bytes.length)}; the last 10% is held out for validation. It stays in this browser and is sent only to the room’s volunteers.`
+                  : 'The model reads bytes: any language, code or prose. The last 10% is held out for validation.'}
+              </small>
+            ))}
+        </fieldset>
         <label className="span-2">
           <span>Start from a checkpoint (optional)</span>
           <input
@@ -214,7 +266,8 @@ function Dashboard({ session }: { session: HostSession }) {
   // only what this part shows: the charts and tables subscribe to their own slices
   const state = useStore(
     store,
-    useShallow(({ roomId, status, phase, joinUrl, watchUrl, checkpoint, resumedFrom }) => ({
+    useShallow(({ roomId, status, phase, joinUrl, watchUrl, checkpoint, resumedFrom, dataset }) => ({
+      dataset,
       roomId,
       status,
       phase,
@@ -264,6 +317,7 @@ function Dashboard({ session }: { session: HostSession }) {
         </div>
       </div>
       <p className="muted">{state.phase}</p>
+      <DatasetLine dataset={state.dataset} />
       <section className="card links">
         {state.joinUrl && <CopyField label="Join link" value={state.joinUrl} testId="join-url" />}
         {state.watchUrl && <CopyField label="Watch link (read-only)" value={state.watchUrl} testId="watch-url" />}

@@ -10,7 +10,7 @@ import { statusLabel } from '../session/room-link.ts';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
 import { store } from '../store.ts';
 import { GpuCard } from '../ui/GpuCards.tsx';
-import { ErrorBox, fmt, Header, StatTiles } from '../ui/parts.tsx';
+import { DatasetLine, ErrorBox, fmt, Header, StatTiles } from '../ui/parts.tsx';
 
 export function VolunteerPage({ roomId, token }: { roomId: string; token: string | null }) {
   const gpu = useStore(store, (state) => state.gpu);
@@ -60,8 +60,8 @@ export function VolunteerPage({ roomId, token }: { roomId: string; token: string
                   between browsers over WebRTC.
                 </li>
                 <li>
-                  <strong>You receive the room’s text data</strong> (Moby Dick, 1.2 MB) and the model’s weights, and
-                  send compressed model updates (a few kB to MB per round).
+                  <strong>You receive the room’s text data</strong> (Moby Dick, 1.2 MB, or a text the host chose, up to
+                  64 MiB) and the model’s weights, and send compressed model updates (a few kB to MB per round).
                 </li>
               </ul>
             </section>
@@ -136,6 +136,7 @@ function Training({ session }: { session: VolunteerSession }) {
           'CPU (WebAssembly)'
         )}
       </p>
+      <DatasetLine dataset={own?.dataset ?? null} own />
       <StatTiles
         stats={[
           { label: 'Your speed', value: fmt.rate(own?.tokensPerSecond), testId: 'own-speed' },

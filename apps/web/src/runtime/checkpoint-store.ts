@@ -4,7 +4,9 @@
  * - `room-link:<id>`: the signaling credentials, written by the main thread when the room is
  *   created (small: read on every load of /host/<id>);
  * - `room-files:<id>`: the checkpoint pair (room-checkpoint.ts: θ_global safetensors + run state),
- *   written by the host worker after committed rounds.
+ *   written by the host worker after committed rounds;
+ * - `room-corpus:<id>`: the text the host uploaded for the room (none for Moby Dick rooms), so a
+ *   reload serves the volunteers the same text.
  */
 
 import type { RoomStatus } from '@shoal/protocol';
@@ -27,6 +29,12 @@ export interface RoomFilesRecord {
   info: CheckpointInfo;
 }
 
+export interface RoomCorpusRecord {
+  name: string;
+  bytes: Uint8Array;
+  fingerprint: string;
+}
+
 let database: UseStore | null = null;
 const db = () => {
   database ??= createStore('shoal', 'rooms');
@@ -37,6 +45,8 @@ export const saveRoomLink = (link: RoomLinkRecord) => set(`room-link:${link.room
 export const loadRoomLink = (roomId: string) => get<RoomLinkRecord>(`room-link:${roomId}`, db());
 export const saveRoomFiles = (roomId: string, files: RoomFilesRecord) => set(`room-files:${roomId}`, files, db());
 export const loadRoomFiles = (roomId: string) => get<RoomFilesRecord>(`room-files:${roomId}`, db());
+export const saveRoomCorpus = (roomId: string, corpus: RoomCorpusRecord) => set(`room-corpus:${roomId}`, corpus, db());
+export const loadRoomCorpus = (roomId: string) => get<RoomCorpusRecord>(`room-corpus:${roomId}`, db());
 
 /** Rooms this browser hosts, newest first, with their last checkpoint if any. */
 export async function listRooms(): Promise<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]> {
@@ -54,4 +64,5 @@ export async function listRooms(): Promise<{ link: RoomLinkRecord; info: Checkpo
 export async function forgetRoom(roomId: string): Promise<void> {
   await del(`room-link:${roomId}`, db());
   await del(`room-files:${roomId}`, db());
+  await del(`room-corpus:${roomId}`, db());
 }

@@ -4,9 +4,9 @@
  * the room view for the charts and the watch link, and checkpoints in IndexedDB after committed
  * rounds. None of it runs on the main thread, so the dashboard stays responsive during rounds.
  */
-import { type Batch, fetchCorpus, validationBatches } from '@shoal/data';
+import { type Batch, type Corpus, corpusFromBytes, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import { createWireCodec, type RoomStatus } from '@shoal/protocol';
+import { createWireCodec, type RoomStatus, type RunConfig } from '@shoal/protocol';
 import {
   type CoordinatorEvent,
   decodeRoomCheckpoint,
@@ -17,10 +17,12 @@ import {
   RoomViewRecorder,
   roomCheckpointOf,
   runIdFor,
+  serveCorpus,
   wallClock,
 } from '@shoal/swarm';
-import { loadRoomFiles, saveRoomFiles } from './checkpoint-store.ts';
-import type { CheckpointInfo, HostInit, RuntimeControl, RuntimeOut } from './messages.ts';
+import { loadRoomCorpus, loadRoomFiles, saveRoomCorpus, saveRoomFiles } from './checkpoint-store.ts';
+import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
+import type { CheckpointInfo, DatasetInfo, HostInit, RuntimeControl, RuntimeOut } from './messages.ts';
 import type { PortTransport } from './port-transport.ts';
 
 type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
@@ -46,6 +48,31 @@ function infoOf(checkpoint: RoomCheckpoint): CheckpointInfo {
   };
 }
 
+/**
+ * The room's text: Moby Dick's static file, the host's upload (kept in IndexedDB for reloads), or
+ * a resumed room's saved upload; checked against the run config.
+ */
+async function roomCorpus(
+  init: HostInit,
+  config: RunConfig,
+): Promise<{ corpus: Corpus; source: DatasetInfo['source'] }> {
+  const { corpus: name } = config.data;
+  if (name === MOBY_DICK) return { corpus: await fetchMobyDick(init.corpusUrl, config), source: 'server' };
+  const options = { name, seqLen: config.train.seqLen };
+  if (init.corpus) {
+    const corpus = checkCorpus(corpusFromBytes(init.corpus.bytes, options), config);
+    await saveRoomCorpus(init.room.roomId, { name, bytes: corpus.bytes, fingerprint: corpus.fingerprint });
+    return { corpus, source: 'host' };
+  }
+  const from = init.resume ?? init.room.roomId;
+  const saved = await loadRoomCorpus(from);
+  if (!saved) throw new Error(`this browser no longer holds ${name}, the text room ${from} trains on`);
+  const corpus = checkCorpus(corpusFromBytes(saved.bytes, options), config);
+  // the server forgot the room and the run goes on in a new one: the text moves with it
+  if (from !== init.room.roomId) await saveRoomCorpus(init.room.roomId, saved);
+  return { corpus, source: 'host' };
+}
+
 export async function startHost(init: HostInit, transport: PortTransport, post: Post): Promise<HostRuntime> {
   let saved: RoomCheckpoint | null = null;
   if (init.resume) {
@@ -55,8 +82,12 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
   }
   const config = saved?.state.config ?? init.config;
   if (!config) throw new Error('a new room needs a run config');
+  // before the mesh starts: a volunteer may ask for the text as soon as it is welcomed
+  const { corpus, source } = await roomCorpus(init, config);
+  post({ type: 'dataset', dataset: datasetOf(corpus, source) });
 
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.room.roomId));
+  serveCorpus(member, corpus.bytes);
   let recorder: RoomViewRecorder | null = null;
   const early: CoordinatorEvent[] = [];
   const host = await Host.create({
@@ -84,7 +115,6 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
   if (saved) post({ type: 'resumed', checkpoint: infoOf(saved) });
 
   // Validation batches of the room's corpus, and one CPU engine that θ_global is swapped into.
-  const corpus = await fetchCorpus(init.corpusUrl, { seqLen: config.train.seqLen });
   const evalBatches: Batch[] = validationBatches(corpus.validation, {
     batchSize: config.train.batchSize,
     seqLen: config.train.seqLen,

@@ -27,8 +27,14 @@ export interface HostInit {
    */
   resume: string | null;
   status: RoomStatus;
-  /** The corpus: a URL (Moby Dick's static file). */
+  /** Moby Dick's static file: the room's text unless the host uploaded one. */
   corpusUrl: string;
+  /**
+   * A text the host uploaded for a new room (config.data names it); the host serves it to the
+   * volunteers over the mesh and keeps it in IndexedDB beside the checkpoints. Null: Moby Dick, or
+   * a resumed room's own text.
+   */
+  corpus: { name: string; bytes: Uint8Array } | null;
   evalEveryMs: number;
   evalBatches: number;
   viewEveryMs: number;
@@ -42,6 +48,7 @@ export interface VolunteerInit {
   /** The host's peer id: the coordinator. */
   coordinator: string;
   backend: 'webgpu' | 'cpu';
+  /** Moby Dick's static file; a room with another text gets it from the host over the mesh. */
   corpusUrl: string;
   /** Fraction of wall time the engine may be busy (0.1 … 1). */
   dutyCycle: number;
@@ -81,6 +88,18 @@ export interface VolunteerStats {
   bytesSent: number;
   bytesReceived: number;
   config: RunConfig | null;
+  /** The room's text: null before the welcome names it; `received` < `bytes` while it arrives. */
+  dataset: DatasetInfo | null;
+}
+
+/** The room's text as a page shows it. */
+export interface DatasetInfo {
+  name: string;
+  bytes: number;
+  fingerprint: string;
+  /** 'server': Moby Dick's static file; 'host': a text the host serves over the mesh. */
+  source: 'server' | 'host';
+  received: number;
 }
 
 export interface CheckpointInfo {
@@ -99,6 +118,8 @@ export type RuntimeEvent =
   | { type: 'saved'; checkpoint: CheckpointInfo }
   /** Host: resumed from IndexedDB. */
   | { type: 'resumed'; checkpoint: CheckpointInfo }
+  /** Host: the room's text is loaded (and served to volunteers who ask). */
+  | { type: 'dataset'; dataset: DatasetInfo }
   | { type: 'stats'; stats: VolunteerStats }
   | { type: 'params'; id: number; params: Float32Array; config: RunConfig; key: string }
   | { type: 'files'; id: number; weights: Uint8Array; state: Uint8Array; roomId: string }

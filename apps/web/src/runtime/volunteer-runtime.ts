@@ -5,12 +5,13 @@
  * not slow the room down (ARCHITECTURE.md, roles). Pause, the duty-cycle cap and the host's
  * status arrive as messages.
  */
-import { BatchSampler, fetchCorpus, fnv1a32 } from '@shoal/data';
+import { BatchSampler, type Corpus, corpusFromBytes, fnv1a32 } from '@shoal/data';
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
 import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
-import { createWireCodec, type RoomStatus } from '@shoal/protocol';
-import { Member, runIdFor, Worker as SwarmWorker, wallClock } from '@shoal/swarm';
-import type { RuntimeControl, RuntimeOut, VolunteerInit, VolunteerStats } from './messages.ts';
+import { corpusLengthOf, createWireCodec, type RoomStatus, type RunConfig } from '@shoal/protocol';
+import { fetchCorpusFrom, Member, runIdFor, Worker as SwarmWorker, wallClock } from '@shoal/swarm';
+import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
+import type { DatasetInfo, RuntimeControl, RuntimeOut, VolunteerInit, VolunteerStats } from './messages.ts';
 import type { PortTransport } from './port-transport.ts';
 
 type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
@@ -52,6 +53,28 @@ export async function startVolunteer(
   let localPause = false;
   let welcomed = false;
   let stopped = false;
+  let dataset: DatasetInfo | null = null;
+
+  /** The room's text: Moby Dick from the server, or the host's own text over the mesh. */
+  const loadCorpus = async (config: RunConfig): Promise<Corpus> => {
+    const { corpus: name, fingerprint } = config.data;
+    if (name === MOBY_DICK) {
+      const corpus = await fetchMobyDick(init.corpusUrl, config);
+      dataset = datasetOf(corpus, 'server');
+      return corpus;
+    }
+    if (fingerprint === undefined) throw new Error(`the room trains on ${name}, and its host does not share it`);
+    const info: DatasetInfo = { name, bytes: corpusLengthOf(fingerprint), fingerprint, source: 'host', received: 0 };
+    dataset = info;
+    const bytes = await fetchCorpusFrom(member, init.coordinator, {
+      fingerprint,
+      name,
+      onProgress: (received) => {
+        info.received = received;
+      },
+    });
+    return checkCorpus(corpusFromBytes(bytes, { name, seqLen: config.train.seqLen }), config);
+  };
   const phase = (): VolunteerStats['phase'] => {
     if (stopped || hostStatus === 'stopped') return 'stopped';
     if (!welcomed) return 'connecting';
@@ -75,7 +98,7 @@ export async function startVolunteer(
     coordinator: init.coordinator,
     capabilities: { backend: init.backend, adapter, tokensPerSecond: 0 },
     createTrainer: async (config, params) => {
-      const corpus = await fetchCorpus(init.corpusUrl, { seqLen: config.train.seqLen });
+      const corpus = await loadCorpus(config);
       sampler = new BatchSampler(corpus.train, {
         batchSize: config.train.batchSize,
         seqLen: config.train.seqLen,
@@ -124,6 +147,7 @@ export async function startVolunteer(
       bytesSent: member.bytesSent,
       bytesReceived: member.bytesReceived,
       config: worker.config,
+      dataset: dataset && { ...dataset },
     };
   };
   const statsTimer = setInterval(() => post({ type: 'stats', stats: stats() }), init.statsEveryMs);

@@ -1,5 +1,13 @@
+import { corpusFingerprint, MOBY_DICK_FINGERPRINT } from '@shoal/data';
 import { describe, expect, it } from 'vitest';
-import { HOST_FORM_DEFAULTS, hostQueryOf, parseHostQuery, runConfigOf } from './host-config.ts';
+import {
+  checkUploadedText,
+  HOST_FORM_DEFAULTS,
+  hostQueryOf,
+  parseHostQuery,
+  runConfigOf,
+  textNameOf,
+} from './host-config.ts';
 
 describe('the room form and its URL query', () => {
   it('reads the CLI option names in camelCase', () => {
@@ -46,5 +54,32 @@ describe('the room form and its URL query', () => {
       /3 fragments exceed the model's 2 blocks/,
     );
     expect(() => runConfigOf({ ...HOST_FORM_DEFAULTS, seq: 128 })).toThrow(/block size 64/);
+  });
+
+  it('names the text: Moby Dick by default, an upload by its file name and fingerprint', () => {
+    expect(runConfigOf(HOST_FORM_DEFAULTS).data).toEqual({
+      corpus: 'moby-dick',
+      seed: 1,
+      fingerprint: MOBY_DICK_FINGERPRINT,
+    });
+    const bytes = new TextEncoder().encode('It was the best of times. '.repeat(100));
+    const config = runConfigOf({ ...HOST_FORM_DEFAULTS, seq: 32 }, undefined, { name: 'dickens.txt', bytes });
+    expect(config.data).toEqual({ corpus: 'dickens.txt', seed: 1, fingerprint: corpusFingerprint(bytes) });
+    // too small for the sequence: the form says how large the text must be
+    expect(() =>
+      runConfigOf(HOST_FORM_DEFAULTS, undefined, { name: 'dickens.txt', bytes: bytes.subarray(0, 300) }),
+    ).toThrow(/too small for seqLen 64.*at least \d+ bytes/);
+    expect(textNameOf('../etc/passwd')).toBe('.._etc_passwd');
+    expect(textNameOf('moby-dick')).toBe('uploaded.txt');
+    expect(textNameOf('  \u0007 ')).toBe('uploaded.txt');
+  });
+
+  it('refuses an upload that is empty, too large, or not text', () => {
+    const text = (bytes: Uint8Array) => checkUploadedText({ name: 'f.txt', bytes });
+    expect(text(new TextEncoder().encode('plain words'))).toBeUndefined();
+    expect(text(new Uint8Array(0))).toMatch(/f\.txt is empty/);
+    expect(text(Uint8Array.of(0x50, 0x4b, 0x03, 0x04, 0))).toMatch(/NUL bytes/);
+    expect(text(Uint8Array.of(0x41, 0xff, 0x41))).toMatch(/not UTF-8/);
+    expect(text(new Uint8Array(65 * 1024 * 1024).fill(0x61))).toMatch(/at most 64 MiB/);
   });
 });

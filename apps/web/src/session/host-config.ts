@@ -3,8 +3,9 @@
  * configuration is shared as a link (`/host?preset=nano&innerSteps=10&fragments=2`) and means
  * the same as on the command line. Pure: parsed and checked without the DOM.
  */
+import { checkCorpusSize, corpusFingerprint, MOBY_DICK_FINGERPRINT } from '@shoal/data';
 import { type GptConfig, PRESETS, presetConfig } from '@shoal/model';
-import { codecNameSchema, type RunConfig } from '@shoal/protocol';
+import { codecNameSchema, MAX_CORPUS_BYTES, type RunConfig } from '@shoal/protocol';
 import { createRunConfig } from '@shoal/swarm/config';
 
 export const CODECS: readonly string[] = codecNameSchema.options;
@@ -155,17 +156,60 @@ export function checkField(name: keyof HostFormValues, raw: string): string | un
   return spec ? checkNumber(spec, raw).error : undefined;
 }
 
+/** A text the host uploads for the room: its file name and bytes. */
+export interface UploadedText {
+  name: string;
+  bytes: Uint8Array;
+}
+
+/** Room texts are file names a person reads: printable, without path separators. */
+export function textNameOf(fileName: string): string {
+  const printable = [...fileName].filter((c) => (c.codePointAt(0) as number) >= 0x20 && c !== '\u007f').join('');
+  const name = printable.replace(/[\\/]/g, '_').trim().slice(0, 200);
+  return name === '' || name === 'moby-dick' ? 'uploaded.txt' : name;
+}
+
 /**
- * The run config of the form; `model` (a checkpoint's) replaces the preset's. Throws with a
- * message for a person when the combination does not fit (P > n_layer, seq > block size).
+ * Checks a file the host picked as the room's text: not empty, at most MAX_CORPUS_BYTES, UTF-8
+ * text (the model reads bytes, but a binary file is surely the wrong file), and, with the form's
+ * sequence length, large enough for one training and one validation window. The error says why.
  */
-export function runConfigOf(values: HostFormValues, model?: GptConfig): RunConfig {
+export function checkUploadedText(text: UploadedText, seqLen?: number): string | undefined {
+  const { name, bytes } = text;
+  if (bytes.length === 0) return `${name} is empty.`;
+  if (bytes.length > MAX_CORPUS_BYTES) {
+    return `${name} is ${(bytes.length / 1e6).toFixed(1)} MB; a room's text is at most ${MAX_CORPUS_BYTES / 1024 / 1024} MiB.`;
+  }
+  if (bytes.includes(0)) return `${name} holds NUL bytes: it does not look like a text file.`;
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return `${name} is not UTF-8 text.`;
+  }
+  try {
+    checkCorpusSize(bytes.length, name, seqLen === undefined ? {} : { seqLen });
+  } catch (error) {
+    return `${(error as Error).message}.`;
+  }
+  return undefined;
+}
+
+/**
+ * The run config of the form; `model` (a checkpoint's) replaces the preset's, `text` (an upload)
+ * replaces Moby Dick. Throws with a message for a person when the combination does not fit
+ * (P > n_layer, seq > block size, a text too small for the sequence).
+ */
+export function runConfigOf(values: HostFormValues, model?: GptConfig, text?: UploadedText): RunConfig {
   const gpt = model ?? presetConfig(values.preset);
   if (values.seq > gpt.blockSize)
     throw new Error(`Sequence ${values.seq} exceeds the model's block size ${gpt.blockSize}.`);
   if (values.fragments > gpt.nLayer)
     throw new Error(`${values.fragments} fragments exceed the model's ${gpt.nLayer} blocks.`);
-  return createRunConfig({
+  if (text) {
+    const problem = checkUploadedText(text, values.seq);
+    if (problem) throw new Error(problem);
+  }
+  const config = createRunConfig({
     model: gpt,
     train: {
       batchSize: values.batch,
@@ -184,6 +228,8 @@ export function runConfigOf(values: HostFormValues, model?: GptConfig): RunConfi
       outerMomentum: values.outerMomentum,
       codec: values.codec as RunConfig['diloco']['codec'],
     },
-    corpus: 'moby-dick',
+    corpus: text ? textNameOf(text.name) : 'moby-dick',
   });
+  config.data.fingerprint = text ? corpusFingerprint(text.bytes) : MOBY_DICK_FINGERPRINT;
+  return config;
 }

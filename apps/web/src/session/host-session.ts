@@ -4,6 +4,7 @@
  * link, relays a summary to volunteers, and carries the buttons (Start, pause, stop, kick,
  * rotate token) to where they act.
  */
+import { MOBY_DICK_URL } from '@shoal/data';
 import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
 import type { SignalClient } from '@shoal/server/signal-client';
 import { loadRoomFiles, loadRoomLink, type RoomLinkRecord, saveRoomLink } from '../runtime/checkpoint-store.ts';
@@ -38,8 +39,15 @@ export interface HostSession {
 
 let current: HostSession | null = null;
 
-/** A new room with `config` (and θ_global from `params` when the host picked a checkpoint). */
-export async function createRoom(config: RunConfig, params: Float32Array | null): Promise<HostSession> {
+/**
+ * A new room with `config` (and θ_global from `params` when the host picked a checkpoint, and
+ * `corpus` when the host uploaded a text: config.data names it).
+ */
+export async function createRoom(
+  config: RunConfig,
+  params: Float32Array | null,
+  corpus: { name: string; bytes: Uint8Array } | null = null,
+): Promise<HostSession> {
   const { setSession } = store.getState();
   setSession({ role: 'host', phase: 'creating the room…', error: null });
   const signal = await connectSignaling();
@@ -54,7 +62,7 @@ export async function createRoom(config: RunConfig, params: Float32Array | null)
   };
   await saveRoomLink(link);
   history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
-  return run(signal, { ...room, peers: [] }, link, { config, params, resume: null });
+  return run(signal, { ...room, peers: [] }, link, { config, params, corpus, resume: null });
 }
 
 /** Takes a room this browser hosted back after a reload: the same room and run, from IndexedDB. */
@@ -86,14 +94,14 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
     history.replaceState(null, '', `/host/${encodeURIComponent(created.roomId)}`);
   }
   link = { ...link, joinToken: room.joinToken };
-  return run(signal, room, link, { config: null, params: null, resume: roomId });
+  return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId });
 }
 
 function run(
   signal: SignalClient,
   room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[] },
   link: RoomLinkRecord,
-  start: { config: RunConfig | null; params: Float32Array | null; resume: string | null },
+  start: Pick<HostInit, 'config' | 'params' | 'corpus' | 'resume'>,
 ): HostSession {
   const { setSession, applyView, setCheckpoint } = store.getState();
   const worker: RoomWorker = startRoomWorker();
@@ -141,6 +149,8 @@ function run(
         return setCheckpoint(message.checkpoint);
       case 'resumed':
         return setCheckpoint(message.checkpoint, true);
+      case 'dataset':
+        return setSession({ dataset: message.dataset });
       case 'error':
         console.warn(`shoal host: ${message.message}`);
         if (message.fatal) setSession({ error: message.message, phase: 'stopped' });
@@ -159,14 +169,15 @@ function run(
     type: 'host',
     self: room.peerId,
     room: { roomId: room.roomId, hostSecret: link.hostSecret, joinToken: link.joinToken },
-    config: start.config,
-    params: start.params,
-    resume: start.resume,
+    ...start,
     status,
-    corpusUrl: new URL('/data/moby-dick.txt', location.origin).toString(),
+    corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
     ...HOST_DEFAULTS,
   };
-  worker.post(init, start.params ? [start.params.buffer] : []);
+  worker.post(
+    init,
+    [start.params?.buffer, start.corpus?.bytes.buffer].filter((b) => b !== undefined),
+  );
 
   signal.on('close', ({ code }) => {
     setSession({ error: `Lost the connection to the Shoal server (${code}); reload the page to take the room back.` });

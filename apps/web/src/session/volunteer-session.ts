@@ -3,6 +3,7 @@
  * worker as a trainer, bridges the mesh into it, follows the host's relayed summary (its status
  * gates training), and carries pause, the duty-cycle cap, pause-while-hidden and a clean leave.
  */
+import { MOBY_DICK_URL } from '@shoal/data';
 import { store } from '../store.ts';
 import { connectSignaling, enterOrExplain, meshIntoWorker, roomSummarySchema, startRoomWorker } from './room-link.ts';
 
@@ -55,7 +56,7 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     roomId: joined.roomId,
     coordinator: joined.hostId,
     backend,
-    corpusUrl: new URL('/data/moby-dick.txt', location.origin).toString(),
+    corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
     dutyCycle: settings.dutyCycle,
     statsEveryMs: 500,
   });

@@ -4,6 +4,7 @@
  */
 import { type ReactNode, useState } from 'react';
 import { formatBytes, formatQuantity, formatSi } from '../charts/format.ts';
+import type { DatasetInfo } from '../runtime/messages.ts';
 
 export const fmt = {
   tokens: (n: number | null | undefined) => (n == null ? '—' : `${formatSi(n)} tokens`),
@@ -103,6 +104,30 @@ export function ErrorBox({ error }: { error: string | null }) {
     <div className="card bad" role="alert" data-testid="error">
       {error}
     </div>
+  );
+}
+
+/** The room's text: its name and size, where it comes from, and a progress bar while it arrives. */
+export function DatasetLine({ dataset, own = false }: { dataset: DatasetInfo | null; own?: boolean }) {
+  if (!dataset) return null;
+  const arriving = dataset.received < dataset.bytes;
+  const from =
+    dataset.source === 'server'
+      ? 'served by the Shoal server'
+      : own
+        ? 'received from the host over the mesh'
+        : 'sent to volunteers from this page over the mesh';
+  return (
+    <p className="dataset-line" data-testid="dataset">
+      <span className="muted">Text:</span> <strong>{dataset.name}</strong> ({fmt.bytes(dataset.bytes)}, {from})
+      {arriving && (
+        <>
+          {' '}
+          <progress max={dataset.bytes} value={dataset.received} aria-label="text received" />{' '}
+          <span className="muted small">{fmt.percent(dataset.received / dataset.bytes)}</span>
+        </>
+      )}
+    </p>
   );
 }
 
