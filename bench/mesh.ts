@@ -7,7 +7,9 @@
  *   2. the same between two pages of the system Chromium (headless), the MeshTransport bundled
  *      by Vite with the web app's settings;
  *   3. one fragment's reduce-scatter + all-gather on 4 Node peers (full mesh), against the
- *      bytes / link-throughput lower bound.
+ *      bytes / link-throughput lower bound;
+ *   4. the room's text from a host to a worker (corpus-request/corpus-transfer), as a volunteer
+ *      of a room with an uploaded text receives it.
  * MB/s is 10⁶ bytes per second, from the sender's first byte to the whole message in the
  * receiver's hands (SHA-256 checked afterwards). Prints a table per part, then one JSON line, and
  * writes the JSON to --out.
@@ -22,6 +24,7 @@ import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { browserPairs } from './mesh/browser.ts';
 import { type CollectiveResult, measureCollective } from './mesh/collective.ts';
+import { measureCorpusTransfer, printCorpus } from './mesh/corpus.ts';
 import { nodePairs } from './mesh/node-pairs.ts';
 import { KIB, MB, measureThroughput, printThroughput, type ThroughputRow } from './mesh/throughput.ts';
 
@@ -89,6 +92,10 @@ const link = throughput
 const bounds = collectiveBounds(collective, link.mbPerSecond);
 printCollective(collective, link, bounds);
 
+// --- 4. the room's text --------------------------------------------------------------------------
+const corpus = await measureCorpusTransfer(sizes, repeats);
+printCorpus(corpus);
+
 const result = {
   bench: 'mesh',
   machine,
@@ -97,6 +104,7 @@ const result = {
   repeats,
   throughput,
   collective: { ...collective, linkMbPerSecond: link.mbPerSecond, ...bounds },
+  corpus,
   seconds: (performance.now() - started) / 1000,
 };
 console.log(JSON.stringify(result));
