@@ -3,7 +3,7 @@
  * Start / pause / stop, the numbers, charts and tables, checkpoints and sampling.
  */
 import { decodeWeights, type GptConfig } from '@shoal/model';
-import { lazy, Suspense, useEffect, useRef, useState } from 'react';
+import { lazy, Suspense, useEffect, useMemo, useRef, useState } from 'react';
 import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
 import { listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
@@ -69,9 +69,10 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
   const [checkpoint, setCheckpoint] = useState<{ name: string; params: Float32Array; model: GptConfig } | null>(null);
   const [dataset, setDataset] = useState<'moby-dick' | 'upload'>('moby-dick');
   const [text, setText] = useState<UploadedText | null>(null);
-  // checked again when the sequence length changes: both splits must hold one window
-  const textError =
-    dataset !== 'upload' ? undefined : text ? checkUploadedText(text, values.seq) : 'Choose a text file to upload.';
+  // checked again when the sequence length changes (both splits must hold one window), not on
+  // every keystroke: the UTF-8 check reads the whole file
+  const uploadError = useMemo(() => (text ? checkUploadedText(text, values.seq) : undefined), [text, values.seq]);
+  const textError = dataset !== 'upload' ? undefined : text ? uploadError : 'Choose a text file to upload.';
   const [busy, setBusy] = useState(false);
   const [problem, setProblem] = useState<string | null>(null);
   const [saved, setSaved] = useState<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]>([]);
