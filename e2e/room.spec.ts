@@ -148,7 +148,8 @@ test('reloading the host page resumes the run from IndexedDB: the same step and 
     )
     .toBe(true);
   await host.waitForTimeout(1_500); // the status change is saved too
-  saved = (await readState(host)).checkpoint;
+  const beforeReload = await readState(host);
+  saved = beforeReload.checkpoint;
   expect(saved).not.toBeNull();
   const roomUrl = host.url();
 
@@ -164,6 +165,9 @@ test('reloading the host page resumes the run from IndexedDB: the same step and 
   expect(live.status).toBe('paused');
   expect(live.metrics.step).toBe(saved?.step);
   expect(live.fragments).toEqual(saved?.fragments);
+  // the charts go on: the history the server kept for watch links, on the same time axis
+  expect(live.startedAt).toBe(beforeReload.startedAt);
+  expect(live.points).toBeGreaterThanOrEqual(Math.floor(beforeReload.points * 0.9));
 
   // the remaining volunteer finds the host again; Resume trains on from the same θ_global
   await expect.poll(async () => (await readState(host)).peers.length, { timeout: 60_000 }).toBe(1);

@@ -77,6 +77,11 @@ async function until<T>(condition: () => T | undefined | false, timeoutMs: numbe
   }
 }
 
+function must<T>(value: T | null | undefined): T {
+  if (value === null || value === undefined) throw new Error('expected a value');
+  return value;
+}
+
 const eventsOf = (p: Proc, event: string) => p.lines.filter((line) => line.event === event);
 
 afterAll(() => {
@@ -264,6 +269,20 @@ describe('shoal host + shoal worker over WebRTC', () => {
         'a commit after the resume',
       );
       expect(next.round).toBe((resumed[0]?.round ?? 0) + 1);
+      // The watch link's charts go on across the resume: the same time axis, later points, the fp32
+      // comparison from where it was (the resumed host read the kept view back from the server).
+      const lastBefore = must(views.flatMap((v) => v.points).at(-1));
+      const rewatcher = await SignalClient.connect(signalUrl(server.url), WebSocket as unknown as WebSocketConstructor);
+      const later: ServerMessageOf<'view'>['data'][] = [];
+      rewatcher.on('view', ({ data }) => later.push(data));
+      const history = must((await rewatcher.watch(String(room.roomId), watchUrl.searchParams.get('key') ?? '')).view);
+      const update = await until(() => later.find((v) => v.points.length > 0), 20_000, 'a view of the resumed host');
+      rewatcher.close();
+      expect(update.startedAt).toBe(seen.startedAt);
+      expect(must(update.points[0]).t).toBeGreaterThan(lastBefore.t);
+      expect(must(update.points.at(-1)).fp32Bytes).toBeGreaterThanOrEqual(lastBefore.fp32Bytes);
+      const times = history.points.map((p) => p.t);
+      expect(times).toEqual([...times].sort((a, b) => a - b));
       late.child.kill('SIGINT');
       expect(await late.exit).toBe(0);
       again.child.kill('SIGINT');

@@ -11,7 +11,8 @@ import { mkdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import type { RunConfig } from '@shoal/protocol';
+import type { RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import type { SignalClient } from '@shoal/server/signal-client';
 import type { IceServer } from '@shoal/server/signal-messages';
 import {
   type CoordinatorEvent,
@@ -138,6 +139,19 @@ function runConfigFrom(options: HostCliOptions): RunConfig {
   }
 }
 
+/** The room view the server kept for watch links, read as a watcher would; null if none. */
+async function viewHistory(base: string, roomId: string, watchKey: string): Promise<RoomViewUpdate | null> {
+  let watcher: SignalClient | null = null;
+  try {
+    watcher = await connectSignaling(base);
+    return (await watcher.watch(roomId, watchKey)).view ?? null;
+  } catch {
+    return null; // the charts start afresh
+  } finally {
+    watcher?.close();
+  }
+}
+
 export async function hostCommand(options: HostCliOptions): Promise<void> {
   // A resumed run keeps its own config: the training options on the command line do not apply.
   const saved = options.resume ? loadRoomCheckpoint(options.resume) : null;
@@ -241,7 +255,14 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     await link.close();
     throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
   }
-  recorder = new RoomViewRecorder({ host, roomId: room.roomId, hostKind: 'cli' });
+  // a room taken back goes on with the chart history the server kept for its watchers
+  const kept = reclaimed && room.watchKey ? await viewHistory(base, room.roomId, room.watchKey) : null;
+  recorder = new RoomViewRecorder({
+    host,
+    roomId: room.roomId,
+    hostKind: 'cli',
+    ...(kept && { startedAt: kept.startedAt, continueFrom: kept.points.at(-1) ?? null }),
+  });
   recorder.setStatus('running');
   const joinUrl = `${base}/join/${room.roomId}?token=${room.joinToken}`;
   const watchUrl = room.watchKey ? `${base}/watch/${room.roomId}?key=${room.watchKey}` : null;

@@ -108,6 +108,35 @@ describe('the room view recorder', () => {
     recorder.close();
   });
 
+  it('goes on from a resumed run’s last point: the same time axis, the comparisons from their counts', async () => {
+    const room = await createRoom({ workers: 2 });
+    const last = { t: 60_000, fp32Bytes: 1e12, dpBytes: 1e13 }; // far beyond what 3 s of nano sends
+    const recorder = new RoomViewRecorder({
+      host: room.host,
+      roomId: 'room-1',
+      hostKind: 'dashboard',
+      startedAt: -60_000, // the run started a minute before this clock's zero
+      now: () => room.clock.now(),
+      continueFrom: {
+        ...last,
+        tokens: 0,
+        step: 0,
+        trainLoss: null,
+        evalLoss: 3,
+        tokensPerSecond: 0,
+        bytes: 0,
+        peers: {},
+      },
+    });
+    room.startAll();
+    await room.finish(3_000);
+    recorder.sample();
+    const point = must(recorder.snapshot().points.at(-1));
+    expect(point.t).toBeGreaterThanOrEqual(63_000);
+    expect(point.fp32Bytes).toBeGreaterThanOrEqual(last.fp32Bytes);
+    expect(point.dpBytes).toBeGreaterThan(last.dpBytes);
+  });
+
   it('keeps the last MAX_VIEW_ROUNDS rounds and a thinned history', async () => {
     const { room, recorder } = await recordedRoom(0);
     for (let round = 1; round <= MAX_VIEW_ROUNDS + 10; round++) {

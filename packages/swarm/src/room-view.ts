@@ -4,7 +4,8 @@
  * and the host replica's result shards, the peers' rows from the coordinator's members, and
  * chart points sampled when the caller says (a timer in `shoal host` or the dashboard).
  *
- * Byte figures count from the recorder's start (a resumed run's earlier traffic is not known).
+ * Byte figures count from the recorder's start, or, for a resumed run, from its last chart point
+ * (`continueFrom`); the host's own mesh counter restarts either way.
  *
  *   const recorder = new RoomViewRecorder({ host, roomId, hostKind: 'cli' });
  *   // Host.create({ …, onEvent: (event) => recorder.onEvent(event) })
@@ -35,6 +36,12 @@ export interface RoomViewRecorderOptions {
   startedAt?: number;
   /** Epoch ms; default Date.now. */
   now?: () => number;
+  /**
+   * A resumed run's last chart point (the server keeps the history for watch links): the fp32 and
+   * data-parallel comparisons go on from its counts instead of from zero. Pass the run's original
+   * `startedAt` with it, so the time axis goes on too.
+   */
+  continueFrom?: RoomViewPoint | null;
 }
 
 /**
@@ -78,6 +85,8 @@ export class RoomViewRecorder {
     this.now = options.now ?? Date.now;
     this.startedAt = options.startedAt ?? this.now();
     this.parameters = this.host.fragments.reduce((sum, fragment) => sum + fragment.size, 0);
+    this.fp32Bytes = options.continueFrom?.fp32Bytes ?? 0;
+    this.dpBytes = options.continueFrom?.dpBytes ?? 0;
     this.dpTokens = this.host.coordinator.roomTokens;
     this.unsubscribe = this.host.replica.onResultShard((p, round, received, total) => {
       const entry = this.round(p, round);

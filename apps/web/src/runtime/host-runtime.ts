@@ -101,7 +101,12 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
         ? { params: init.params }
         : {}),
   });
-  recorder = new RoomViewRecorder({ host, roomId: init.room.roomId, hostKind: 'dashboard' });
+  recorder = new RoomViewRecorder({
+    host,
+    roomId: init.room.roomId,
+    hostKind: 'dashboard',
+    ...(init.history && { startedAt: init.history.startedAt, continueFrom: init.history.last }),
+  });
   for (const event of early) recorder.onEvent(event);
   let status: RoomStatus = init.status;
   const setStatus = (next: RoomStatus) => {

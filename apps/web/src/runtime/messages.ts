@@ -4,7 +4,7 @@
  * dashboard, the training loop on the volunteer page. The main thread keeps the UI, signaling
  * and the WebRTC mesh; `net` messages (port-transport.ts) carry the mesh traffic.
  */
-import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import type { RoomStatus, RoomViewPoint, RoomViewUpdate, RunConfig } from '@shoal/protocol';
 import type { NetIn, NetOut } from './port-transport.ts';
 
 export interface RoomCredentials {
@@ -35,6 +35,11 @@ export interface HostInit {
    * a resumed room's own text.
    */
   corpus: { name: string; bytes: Uint8Array } | null;
+  /**
+   * A resumed room's chart history as the server kept it for watch links: the recorder goes on
+   * with its time axis (`startedAt`) and from its last point. Null: a new run, or no history.
+   */
+  history: { startedAt: number; last: RoomViewPoint | null } | null;
   evalEveryMs: number;
   evalBatches: number;
   viewEveryMs: number;

@@ -62,7 +62,7 @@ export async function createRoom(
   };
   await saveRoomLink(link);
   history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
-  return run(signal, { ...room, peers: [] }, link, { config, params, corpus, resume: null });
+  return run(signal, { ...room, peers: [] }, link, { config, params, corpus, resume: null, history: null });
 }
 
 /** Takes a room this browser hosted back after a reload: the same room and run, from IndexedDB. */
@@ -74,6 +74,10 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
     throw new Error(`This browser has no record of room ${roomId}. Rooms are resumed where they were created.`);
   const files = await loadRoomFiles(roomId);
   if (!files) throw new Error(`Room ${roomId} has no checkpoint yet (one is written after the first committed round).`);
+  // The room's view as the server kept it for watch links, read before the reclaim: from the
+  // reclaim on, the signaling socket must reach the mesh without a pause, or the volunteers'
+  // offers to the returning host are lost and their links wait for a redial.
+  const kept = saved.watchKey ? await viewHistory(roomId, saved.watchKey) : null;
   const signal = await connectSignaling();
   let link = saved;
   let room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[]; joinToken: string };
@@ -94,14 +98,33 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
     history.replaceState(null, '', `/host/${encodeURIComponent(created.roomId)}`);
   }
   link = { ...link, joinToken: room.joinToken };
-  return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId });
+  // the charts go on where they were (a room that had to be opened anew starts afresh); the
+  // step is the schedule's, from the checkpoint (the view's own metrics.step is the median worker's)
+  const view = link.roomId === roomId ? kept : null;
+  if (view) store.getState().applyView(view, { replace: true, roomStep: files.info.step });
+  const charts = view && { startedAt: view.startedAt, last: view.points.at(-1) ?? null };
+  return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId, history: charts });
+}
+
+/** The room view the server kept (its history of chart points), read as a watcher would; null if none. */
+async function viewHistory(roomId: string, watchKey: string): Promise<RoomViewUpdate | null> {
+  let watcher: SignalClient | null = null;
+  try {
+    watcher = await connectSignaling();
+    return (await watcher.watch(roomId, watchKey)).view ?? null;
+  } catch (error) {
+    console.warn(`shoal host: the charts start afresh (the kept view could not be read: ${(error as Error).message})`);
+    return null;
+  } finally {
+    watcher?.close();
+  }
 }
 
 function run(
   signal: SignalClient,
   room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[] },
   link: RoomLinkRecord,
-  start: Pick<HostInit, 'config' | 'params' | 'corpus' | 'resume'>,
+  start: Pick<HostInit, 'config' | 'params' | 'corpus' | 'resume' | 'history'>,
 ): HostSession {
   const { setSession, applyView, setCheckpoint } = store.getState();
   const worker: RoomWorker = startRoomWorker();
