@@ -127,6 +127,8 @@ test('closing one volunteer mid-run: the room trains on with the other', async (
   await expect
     .poll(async () => (await readState(host)).metrics.roundsCommitted as number, { timeout: 150_000 })
     .toBeGreaterThanOrEqual(before + 2);
+  const dbg = await readState(host);
+  console.log('DEBUG rounds', JSON.stringify(dbg.rounds.slice(-8)));
   await noteRounds(host);
 });
 

@@ -48,7 +48,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const staticDir = options.staticDir ?? DEFAULT_STATIC_DIR;
   const built = existsSync(`${staticDir}/index.html`);
   // `single`: client-side routes (/host, /room/…) get index.html. Hashed assets may be cached.
-  const serveStatic = built ? sirv(staticDir, { single: true, etag: true, gzip: false }) : null;
+  // The build writes .br and .gz beside large assets; a browser that accepts them gets those.
+  const serveStatic = built ? sirv(staticDir, { single: true, etag: true, gzip: true, brotli: true }) : null;
 
   const handle = (request: IncomingMessage, response: ServerResponse) => {
     const path = (request.url ?? '/').split('?')[0];

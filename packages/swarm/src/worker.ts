@@ -182,6 +182,8 @@ export class Worker {
   }
 
   private async hello(): Promise<void> {
+    // A stopped worker is leaving: a heartbeat's late refusal must not make it a member again.
+    if (this.stopped) return;
     await this.options.member.send(this.options.coordinator, {
       kind: 'hello',
       role: 'worker',

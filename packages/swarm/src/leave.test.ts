@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { createRoom, must } from './test-room.ts';
+import { contributionOf } from './test-wire.ts';
+
+describe('a worker that leaves on purpose mid-round (a volunteer closing the tab)', () => {
+  it('its round commits with the others, it is not named again, and it does not come back', async () => {
+    const deadlineMs = 5_000;
+    const room = await createRoom({ workers: 2, deadlineMs, detectionMs: 1_000 });
+    const { network, workers, clock } = room;
+    const leaver = must(workers[1]);
+    const opens = room.spy(must(workers[0]).member, 'round-open');
+    let leftAt = 0;
+    // Right after it sent its contribution to round (1, 2), before the other worker's reaches the
+    // shard it owns: what the volunteer page does on pagehide (stop after the step, say leave to
+    // every peer, drop its state); its channels stay up until the page is gone (here 20 s later).
+    network.onSend(leaver.peer, (_to, bytes) => {
+      const c = contributionOf(bytes);
+      if (leftAt || c?.fragment !== 1 || c.round !== 2) return 'deliver';
+      leftAt = clock.now();
+      clock.schedule(0, () => {
+        leaver.worker.stop();
+        void leaver.member.broadcast(leaver.member.transport.peers(), { kind: 'leave', reason: 'left the page' });
+        leaver.worker.destroy();
+        clock.schedule(20_000, () => network.crash(leaver.peer));
+      });
+      return 'deliver';
+    });
+    room.startAll();
+    await room.finish(30_000);
+    expect(leftAt).toBeGreaterThan(0);
+    const ended = must(
+      room.events.find(
+        (e) => (e.event === 'round-committed' || e.event === 'round-aborted') && e.fragment === 1 && e.round === 2,
+      ),
+    );
+    expect(ended).toMatchObject({ event: 'round-committed', contributors: ['w0'] });
+    // it left once and stayed gone: a heartbeat refused after its leave did not make it say hello again
+    expect(room.events.filter((e) => e.event === 'peer-joined' && e.peer === leaver.peer)).toHaveLength(1);
+    expect(room.events).toContainEqual({ event: 'peer-left', peer: leaver.peer, reason: 'left the page' });
+    // the room went on with the other worker, round after round
+    const later = opens.filter((o) => o.at > leftAt + deadlineMs);
+    expect(later.length).toBeGreaterThan(10);
+    for (const o of later) expect(o.message.participants).toEqual(['w0']);
+  });
+});
