@@ -24,7 +24,14 @@ export interface RoomState {
     roundsCommitted: number | null;
   };
   fragments: { round: number; hash: string }[] | null;
-  rounds: { fragment: number; round: number; outcome: string; openedAt: number; endedAt: number | null }[];
+  rounds: {
+    fragment: number;
+    round: number;
+    outcome: string;
+    openedAt: number;
+    endedAt: number | null;
+    detail: string;
+  }[];
   /** Epoch ms when the run started: the rounds' times count from it. */
   startedAt: number | null;
   points: number;

@@ -121,14 +121,23 @@ test('closing one volunteer mid-run: the room trains on with the other', async (
   // a round that named the closed page waits for its shard until the owners' deadline (30 s) first
   test.setTimeout(180_000);
   const gone = volunteers.shift();
+  const closedAt = Date.now();
   await gone?.context.close();
   await expect.poll(async () => (await readState(host)).peers.length, { timeout: 30_000 }).toBe(1);
   const before = (await readState(host)).metrics.roundsCommitted as number;
   await expect
     .poll(async () => (await readState(host)).metrics.roundsCommitted as number, { timeout: 150_000 })
     .toBeGreaterThanOrEqual(before + 2);
-  const dbg = await readState(host);
-  console.log('DEBUG rounds', JSON.stringify(dbg.rounds.slice(-8)));
+  const after = await readState(host);
+  const stalled = after.rounds.filter(
+    (r) => r.outcome === 'aborted' && r.openedAt >= closedAt - (after.startedAt ?? 0) - 60_000,
+  );
+  console.log(
+    `a volunteer closed: 2 more commits in ${((Date.now() - closedAt) / 1000).toFixed(1)} s; rounds aborted meanwhile: ` +
+      (stalled
+        .map((r) => `p${r.fragment} r${r.round} (${r.detail}, ${((r.endedAt ?? 0) - r.openedAt) / 1000} s)`)
+        .join(', ') || 'none'),
+  );
   await noteRounds(host);
 });
 
