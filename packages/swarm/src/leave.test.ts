@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { createRoom, must } from './test-room.ts';
-import { contributionOf } from './test-wire.ts';
 
 describe('a worker that leaves on purpose mid-round (a volunteer closing the tab)', () => {
   it('its round commits with the others, it is not named again, and it does not come back', async () => {
@@ -9,21 +8,19 @@ describe('a worker that leaves on purpose mid-round (a volunteer closing the tab
     const { network, workers, clock } = room;
     const leaver = must(workers[1]);
     const opens = room.spy(must(workers[0]).member, 'round-open');
+    const commits = room.spy(room.hostMember, 'commit');
     let leftAt = 0;
-    // Right after it sent its contribution to round (1, 2), before the other worker's reaches the
-    // shard it owns: what the volunteer page does on pagehide (stop after the step, say leave to
-    // every peer, drop its state); its channels stay up until the page is gone (here 20 s later).
-    network.onSend(leaver.peer, (_to, bytes) => {
-      const c = contributionOf(bytes);
-      if (leftAt || c?.fragment !== 1 || c.round !== 2) return 'deliver';
+    // As round (1, 2) opens, before it contributes: what the volunteer page does on pagehide (stop,
+    // say leave to every peer, drop its state, so the shard it owns is never aggregated by it); its
+    // channels stay up until the page is gone (here 20 s later). The other worker hears of the new
+    // owner of that shard while the round is still pending at its side (mid-step).
+    leaver.member.on('round-open', (_from, message) => {
+      if (leftAt || message.fragment !== 1 || message.round !== 2) return;
       leftAt = clock.now();
-      clock.schedule(0, () => {
-        leaver.worker.stop();
-        void leaver.member.broadcast(leaver.member.transport.peers(), { kind: 'leave', reason: 'left the page' });
-        leaver.worker.destroy();
-        clock.schedule(20_000, () => network.crash(leaver.peer));
-      });
-      return 'deliver';
+      leaver.worker.stop();
+      leaver.worker.destroy();
+      void leaver.member.broadcast(leaver.member.transport.peers(), { kind: 'leave', reason: 'left the page' });
+      clock.schedule(20_000, () => network.crash(leaver.peer));
     });
     room.startAll();
     await room.finish(30_000);
@@ -34,6 +31,9 @@ describe('a worker that leaves on purpose mid-round (a volunteer closing the tab
       ),
     );
     expect(ended).toMatchObject({ event: 'round-committed', contributors: ['w0'] });
+    const endedAt = must(commits.find((c) => c.message.fragment === 1 && c.message.round === 2)).at;
+    // soon after the leave: neither an owner's deadline nor the coordinator's (2 × deadline)
+    expect(endedAt - leftAt).toBeLessThan(1_000);
     // it left once and stayed gone: a heartbeat refused after its leave did not make it say hello again
     expect(room.events.filter((e) => e.event === 'peer-joined' && e.peer === leaver.peer)).toHaveLength(1);
     expect(room.events).toContainEqual({ event: 'peer-left', peer: leaver.peer, reason: 'left the page' });

@@ -92,6 +92,8 @@ export class Worker {
   private readonly rounds = new Map<number, RoundInFlight>();
   /** Rounds opened for this worker whose contribution is due at the next step boundary. */
   private readonly pendingOpens = new Map<number, RoundInFlight>();
+  /** Peers that said leave (until they come up again): not waited for as participants. */
+  private readonly departed = new Set<PeerId>();
   /** A late joiner's offset into the room's learning-rate schedule (set at its first round-open). */
   private scheduleOffset = 0;
   private lateJoiner = false;
@@ -138,8 +140,12 @@ export class Worker {
     member.on('contribution', (from, message) => this.onContribution(from, message));
     member.on('reassign', (from, message) => {
       if (from !== options.coordinator) return;
-      const round = this.rounds.get(message.fragment);
-      if (!round || round.open.round !== message.round) return;
+      // the round may still be pending here (opened mid-step, taken up at the next boundary): its
+      // contribution must then go to the new owner, and a new owner that is this worker must collect
+      const round = [this.rounds.get(message.fragment), this.pendingOpens.get(message.fragment)].find(
+        (r) => r?.open.round === message.round,
+      );
+      if (!round) return;
       round.open.shards[message.shard] = {
         ...(round.open.shards[message.shard] as RoundOpenMessage['shards'][number]),
         owner: message.owner,
@@ -149,10 +155,14 @@ export class Worker {
     });
     member.onPeerDown((peer) => {
       if (peer === options.coordinator) return this.onCoordinatorLost();
-      for (const { collector } of this.collectors.values()) {
-        collector.drop(peer);
-        this.maybeFinishShard(collector);
-      }
+      this.dropParticipant(peer);
+    });
+    // A worker that leaves on purpose (a closed tab) says so before its link goes down, which can
+    // take a while: its shards are not waited for from then on.
+    member.on('leave', (from) => {
+      if (from === options.coordinator) return;
+      this.departed.add(from);
+      this.dropParticipant(from);
     });
     // The coordinator dropped this worker (its link failed for a moment): as after a restart,
     // its rounds are gone; say hello again.
@@ -177,6 +187,7 @@ export class Worker {
     // A host that restarts (`shoal host --resume`, a reloaded dashboard) comes back as the same
     // peer: say hello again with what this replica holds, and carry on from its welcome.
     member.onPeerUp((peer) => {
+      this.departed.delete(peer);
       if (peer === options.coordinator && this.coordinatorLost && this.config) void this.hello();
     });
   }
@@ -209,6 +220,14 @@ export class Worker {
     this.collectors.clear();
     this.early.length = 0;
     this.replica?.state.abortAll();
+  }
+
+  /** A participant that is gone (down or left): the shards this worker collects stop waiting for it. */
+  private dropParticipant(peer: PeerId): void {
+    for (const { collector } of this.collectors.values()) {
+      collector.drop(peer);
+      this.maybeFinishShard(collector);
+    }
   }
 
   /** Forgets fragment p's round in flight, which will not commit: its error feedback is discarded. */
@@ -566,7 +585,9 @@ export class Worker {
     // A participant already down (a shard reassigned after its owner crashed) is not waited for:
     // the peer-down that drops it from collectors came before this one existed.
     const up = new Set(this.options.member.transport.peers());
-    for (const peer of open.participants) if (peer !== this.options.member.self && !up.has(peer)) collector.drop(peer);
+    for (const peer of open.participants) {
+      if (peer !== this.options.member.self && (!up.has(peer) || this.departed.has(peer))) collector.drop(peer);
+    }
     const cancel = this.options.member.clock.setTimer(deadlineMs, () => this.finishShard(collector));
     this.collectors.set(key, { collector, cancel });
     for (const entry of this.early.filter(
