@@ -29,6 +29,14 @@ import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
 // onnxruntime-web and the exporter load only when the host asks for text
 const SamplePanel = lazy(() => import('../sampling/SamplePanel.tsx').then((m) => ({ default: m.SamplePanel })));
 
+const DATASETS = [
+  { value: 'moby-dick', label: 'Moby Dick: 1.2 MB of text, served by this server to every volunteer' },
+  {
+    value: 'upload',
+    label: 'A text file of yours (UTF-8, up to 64 MiB): volunteers receive it from this page over the mesh',
+  },
+] as const;
+
 export function HostPage({ roomId }: { roomId: string | null }) {
   const [session, setSession] = useState<HostSession | null>(null);
   const error = useStore(store, (state) => state.error);
@@ -185,26 +193,18 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
         ))}
         <fieldset className="span-2 field dataset" data-testid="dataset-choice">
           <legend>Dataset</legend>
-          <label className="inline">
-            <input
-              type="radio"
-              name="dataset"
-              value="moby-dick"
-              checked={dataset === 'moby-dick'}
-              onChange={() => setDataset('moby-dick')}
-            />
-            Moby Dick: 1.2 MB of text, served by this server to every volunteer
-          </label>
-          <label className="inline">
-            <input
-              type="radio"
-              name="dataset"
-              value="upload"
-              checked={dataset === 'upload'}
-              onChange={() => setDataset('upload')}
-            />
-            A text file of yours (UTF-8, up to 64 MiB): volunteers receive it from this page over the mesh
-          </label>
+          {DATASETS.map(({ value, label }) => (
+            <label className="inline" key={value}>
+              <input
+                type="radio"
+                name="dataset"
+                value={value}
+                checked={dataset === value}
+                onChange={() => setDataset(value)}
+              />
+              {label}
+            </label>
+          ))}
           {dataset === 'upload' && (
             <input
               type="file"
