@@ -11,8 +11,8 @@ import { mkdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import type { RoomViewUpdate, RunConfig } from '@shoal/protocol';
-import type { SignalClient } from '@shoal/server/signal-client';
+import type { RunConfig } from '@shoal/protocol';
+import { readKeptView } from '@shoal/server/signal-client';
 import type { IceServer } from '@shoal/server/signal-messages';
 import {
   type CoordinatorEvent,
@@ -139,19 +139,6 @@ function runConfigFrom(options: HostCliOptions): RunConfig {
   }
 }
 
-/** The room view the server kept for watch links, read as a watcher would; null if none. */
-async function viewHistory(base: string, roomId: string, watchKey: string): Promise<RoomViewUpdate | null> {
-  let watcher: SignalClient | null = null;
-  try {
-    watcher = await connectSignaling(base);
-    return (await watcher.watch(roomId, watchKey)).view ?? null;
-  } catch {
-    return null; // the charts start afresh
-  } finally {
-    watcher?.close();
-  }
-}
-
 export async function hostCommand(options: HostCliOptions): Promise<void> {
   // A resumed run keeps its own config: the training options on the command line do not apply.
   const saved = options.resume ? loadRoomCheckpoint(options.resume) : null;
@@ -256,7 +243,12 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
   }
   // a room taken back goes on with the chart history the server kept for its watchers
-  const kept = reclaimed && room.watchKey ? await viewHistory(base, room.roomId, room.watchKey) : null;
+  const key = reclaimed ? room.watchKey : undefined;
+  const kept = key
+    ? await connectSignaling(base)
+        .then((watcher) => readKeptView(watcher, room.roomId, key))
+        .catch(() => null) // the charts start afresh
+    : null;
   recorder = new RoomViewRecorder({
     host,
     roomId: room.roomId,

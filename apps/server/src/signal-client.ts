@@ -49,6 +49,19 @@ export function signalUrl(serverUrl: string): string {
   return url.toString();
 }
 
+/**
+ * The room view a server keeps for watch links (the latest view with its point history), read
+ * once on `watcher`, which is closed afterwards: how a host that comes back (a reloaded
+ * dashboard, `shoal host --resume`) takes its charts up again. Null when nothing was published.
+ */
+export async function readKeptView(watcher: SignalClient, roomId: string, key: string): Promise<RoomViewUpdate | null> {
+  try {
+    return (await watcher.watch(roomId, key)).view ?? null;
+  } finally {
+    watcher.close();
+  }
+}
+
 export class SignalError extends Error {
   constructor(
     readonly code: SignalErrorCode | 'closed' | 'protocol',

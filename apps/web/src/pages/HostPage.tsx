@@ -99,8 +99,8 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
     setErrors((e) => ({ ...e, [name]: error }));
     if (!error) setValues((v) => ({ ...v, [name]: Number(text) }));
   };
-  const invalid = Object.values(errors).some(Boolean) || textError !== undefined;
   const fieldsValid = !Object.values(errors).some(Boolean);
+  const invalid = !fieldsValid || textError !== undefined;
   useEffect(() => {
     if (fieldsValid) history.replaceState(null, '', `/host${hostQueryOf(values)}`);
   }, [values, fieldsValid]);

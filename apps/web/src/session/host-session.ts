@@ -6,7 +6,7 @@
  */
 import { MOBY_DICK_URL } from '@shoal/data';
 import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
-import type { SignalClient } from '@shoal/server/signal-client';
+import { readKeptView, type SignalClient } from '@shoal/server/signal-client';
 import { loadRoomFiles, loadRoomLink, type RoomLinkRecord, saveRoomLink } from '../runtime/checkpoint-store.ts';
 import type { HostInit, RuntimeEvent } from '../runtime/messages.ts';
 import { store } from '../store.ts';
@@ -77,7 +77,15 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
   // The room's view as the server kept it for watch links, read before the reclaim: from the
   // reclaim on, the signaling socket must reach the mesh without a pause, or the volunteers'
   // offers to the returning host are lost and their links wait for a redial.
-  const kept = saved.watchKey ? await viewHistory(roomId, saved.watchKey) : null;
+  const key = saved.watchKey;
+  const kept = key
+    ? await connectSignaling()
+        .then((watcher) => readKeptView(watcher, roomId, key))
+        .catch((error: Error) => {
+          console.warn(`shoal host: the charts start afresh (the kept view could not be read: ${error.message})`);
+          return null;
+        })
+    : null;
   const signal = await connectSignaling();
   let link = saved;
   let room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[]; joinToken: string };
@@ -104,20 +112,6 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
   if (view) store.getState().applyView(view, { replace: true, roomStep: files.info.step });
   const charts = view && { startedAt: view.startedAt, last: view.points.at(-1) ?? null };
   return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId, history: charts });
-}
-
-/** The room view the server kept (its history of chart points), read as a watcher would; null if none. */
-async function viewHistory(roomId: string, watchKey: string): Promise<RoomViewUpdate | null> {
-  let watcher: SignalClient | null = null;
-  try {
-    watcher = await connectSignaling();
-    return (await watcher.watch(roomId, watchKey)).view ?? null;
-  } catch (error) {
-    console.warn(`shoal host: the charts start afresh (the kept view could not be read: ${(error as Error).message})`);
-    return null;
-  } finally {
-    watcher?.close();
-  }
 }
 
 function run(
