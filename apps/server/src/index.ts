@@ -30,6 +30,11 @@ export interface ServerOptions {
   logger?: SignalLogger | null;
   /** The clock for rate limits and timeouts (ms). */
   now?: () => number;
+  /**
+   * Behind a reverse proxy: per-address limits count the address the proxy appended to
+   * X-Forwarded-For, not the proxy's. Default false (the header is the client's to forge).
+   */
+  trustProxy?: boolean;
 }
 
 export interface RunningServer {
@@ -77,7 +82,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const logger = options.logger === null ? undefined : (options.logger ?? defaultLogger);
 
   const server = createServer(handle);
-  const signaling = attachSignaling(server, { limits, iceServers, logger, now: options.now });
+  const signaling = attachSignaling(server, {
+    limits,
+    iceServers,
+    logger,
+    now: options.now,
+    trustProxy: options.trustProxy,
+  });
   await new Promise<void>((resolve, reject) => {
     const failed = (error: Error) => {
       signaling.close();

@@ -59,10 +59,44 @@ export interface SignalingLimits {
   /** Read-only watchers of one room; they count toward maxConnections too. 64. */
   maxWatchersPerRoom: number;
   /**
-   * Bytes (as JSON) of the chart points a room keeps for watchers that come later; beyond it the
-   * older points are thinned further. 1 MiB, so rooms cost at most maxRooms × (this + maxPublishBytes).
+   * Bytes (JSON characters) a room keeps of its view for watchers that come later: the latest
+   * tables plus the chart points; beyond it the older points are thinned further. Kept as JSON
+   * text, not parsed objects, so this is what it costs. 1 MiB, so kept views cost at most
+   * maxRooms × max(this, maxPublishBytes).
    */
   maxViewHistoryBytes: number;
+  /**
+   * Bytes a second relayed to the watchers of one room (views and first snapshots, each frame
+   * counted once per watcher), and their burst. 512 KiB/s, burst 4 MiB: a 20 KiB view every 2 s
+   * to 50 watchers, or three watchers arriving at once to a full history. Over budget, a watcher
+   * misses a view and gets the points it missed with a later one; a `watch` is refused.
+   */
+  watchBytesPerSecond: number;
+  watchBurstBytes: number;
+  /**
+   * An empty room that no member ever joined lives this long instead (or emptyRoomGraceMs if
+   * shorter): 10 s covers a host's page reload, and a client that creates rooms and walks away
+   * frees them six times sooner.
+   */
+  neverJoinedRoomGraceMs: number;
+  /**
+   * Open sockets from one address (an IPv6 /64 counts as one); more are closed with 1013. 256,
+   * 1/16 of maxConnections: a classroom behind one NAT (hosts, volunteers, watchers) fits
+   * several times over, and one machine cannot take the server.
+   */
+  maxConnectionsPerIp: number;
+  /**
+   * Rooms held by the address that created them, until each expires. 16, under 2% of maxRooms:
+   * a host needs one room, a lab behind one NAT a few, and filling the server takes 63 addresses.
+   */
+  maxRoomsPerIp: number;
+  /**
+   * Rooms one address may create per minute, and their burst. 6/min, burst 10: restarting
+   * `shoal host` or reloading the dashboard a few times in a row is fine; a loop that creates and
+   * abandons rooms gets one every 10 s.
+   */
+  roomCreatesPerMinutePerIp: number;
+  roomCreateBurstPerIp: number;
 }
 
 export const DEFAULT_SIGNALING_LIMITS: Readonly<SignalingLimits> = {
@@ -89,6 +123,13 @@ export const DEFAULT_SIGNALING_LIMITS: Readonly<SignalingLimits> = {
   publishBurst: 8,
   maxWatchersPerRoom: 64,
   maxViewHistoryBytes: 1024 * 1024,
+  watchBytesPerSecond: 512 * 1024,
+  watchBurstBytes: 4 * 1024 * 1024,
+  neverJoinedRoomGraceMs: 10_000,
+  maxConnectionsPerIp: 256,
+  maxRoomsPerIp: 16,
+  roomCreatesPerMinutePerIp: 6,
+  roomCreateBurstPerIp: 10,
 };
 
 /** Defaults filled in, every field checked; throws a RangeError naming the bad one. */

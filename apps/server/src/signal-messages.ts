@@ -41,6 +41,12 @@
  * latest update without its points plus a thinned series of all points (bounded in count and
  * bytes), and rate-limits publishes per host.
  *
+ * Per client address (an IPv6 /64 counts as one) the server holds at most so many sockets (more
+ * get 'too-many-connections-per-ip' and are closed with 1013) and so many rooms created there
+ * ('too-many-rooms-per-ip'), and a room-creation rate ('room-rate-limited'); the fan-out to one
+ * room's watchers has a byte budget (a `watch` over it gets 'watch-budget'; a watcher that misses a
+ * view gets its points with the next one).
+ *
  * Versioning: create, reclaim, join and watch carry the client's major version; another major gets
  * `error` with code 'version'. Objects strip unknown keys, so a newer minor may add optional
  * fields without breaking older peers (as in @shoal/protocol).
@@ -57,7 +63,7 @@ export const CLOSE_CODES = {
   policy: 1008,
   /** A frame over maxFrameBytes (sent by `ws` itself). */
   tooBig: 1009,
-  /** The server is at maxConnections. */
+  /** The server is at maxConnections, or the address at maxConnectionsPerIp. */
   tryAgainLater: 1013,
   /** Kicked by the host. */
   kicked: 4001,
@@ -86,8 +92,16 @@ export const SIGNAL_ERROR_CODES = [
   'host-present',
   'room-full',
   'too-many-rooms',
+  /** The creating address holds maxRoomsPerIp rooms already. */
+  'too-many-rooms-per-ip',
+  /** The creating address is over roomCreatesPerMinutePerIp. */
+  'room-rate-limited',
   'unknown-peer',
   'server-full',
+  /** The connecting address has maxConnectionsPerIp sockets open (the socket is closed with 1013). */
+  'too-many-connections-per-ip',
+  /** A watch refused while the room's watch fan-out budget is spent; try again in a few seconds. */
+  'watch-budget',
   'hello-timeout',
   'too-big',
   'internal',

@@ -35,8 +35,8 @@ export function testClients(serverOf: () => RunningServer | undefined) {
       open.push(c);
       return c;
     },
-    async raw(): Promise<RawClient> {
-      const c = await RawClient.open(need().signalUrl);
+    async raw(options?: Parameters<typeof RawClient.open>[1]): Promise<RawClient> {
+      const c = await RawClient.open(need().signalUrl, options);
       open.push(c);
       return c;
     },
@@ -57,9 +57,22 @@ export class RawClient {
     socket.on('error', () => {});
   }
 
-  static open(url: string, options: { autoPong?: boolean } = {}): Promise<RawClient> {
+  /**
+   * `from`: a loopback address to connect from (all of 127.0.0.0/8 is loopback on Linux), so a
+   * test can be several clients on one machine; `headers` go with the upgrade request.
+   */
+  static open(
+    url: string,
+    options: { autoPong?: boolean; from?: string; headers?: Record<string, string> } = {},
+  ): Promise<RawClient> {
+    // a socket bound to 127.0.0.x cannot reach ::1, which `localhost` may resolve to
+    const target = options.from ? url.replace('//localhost:', '//127.0.0.1:') : url;
     return new Promise((resolve, reject) => {
-      const socket = new WebSocket(url, { autoPong: options.autoPong ?? true });
+      const socket = new WebSocket(target, {
+        autoPong: options.autoPong ?? true,
+        localAddress: options.from,
+        headers: options.headers,
+      });
       socket.once('open', () => resolve(new RawClient(socket)));
       socket.once('error', reject);
     });
@@ -84,6 +97,13 @@ export class RawClient {
 
   async error(ms?: number): Promise<string> {
     return (await this.next('error', ms)).code;
+  }
+
+  /** The kind of the first message not yet taken (an error's code instead), waiting up to `ms`. */
+  async outcome(ms = 2000): Promise<string> {
+    await until(() => this.messages.length > 0, ms);
+    const first = this.messages.shift() as ServerMessage;
+    return first.kind === 'error' ? first.code : first.kind;
   }
 
   async closedWith(ms = 2000): Promise<number> {

@@ -6,7 +6,7 @@ import { MAX_VIEW_HISTORY, roomViewUpdateSchema } from '@shoal/protocol';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
 import type { ServerMessageOf } from './signal-messages.ts';
-import { roomView, startTestServer, testClients, until } from './signal-test-support.ts';
+import { type RawClient, roomView, startTestServer, testClients, until } from './signal-test-support.ts';
 import { RoomViewHistory } from './signal-watch.ts';
 
 let server: RunningServer;
@@ -186,6 +186,54 @@ describe('watching a room', () => {
     expect(server.signalingStats()).toMatchObject({ rooms: 0, watchers: 0 });
   });
 
+  it('holds the fan-out to a room’s watchers to its byte budget; a watcher that missed a view gets its points later', async () => {
+    let clock = 1_000_000;
+    const viewBytes = JSON.stringify({ kind: 'view', data: roomView('x'.repeat(12), [1]) }).length;
+    server = await startTestServer({
+      now: () => clock,
+      limits: { watchBytesPerSecond: 1000, watchBurstBytes: 3 * viewBytes + 400 },
+    });
+    const { host, created } = await rawHost();
+    const watchers = [await raw(), await raw(), await raw()];
+    for (const w of watchers) {
+      w.send({ kind: 'watch', version: 1, roomId: created.roomId, key: created.watchKey });
+      await w.next('watching'); // a snapshot without a view: under 100 bytes
+    }
+    const viewsOf = (w: RawClient) =>
+      w.messages.flatMap((m) => (m.kind === 'view' ? [m.data.points.map((p) => p.t)] : []));
+    host.send({ kind: 'publish', data: roomView(created.roomId, [1]) }); // all three: most of the burst
+    await until(() => watchers.every((w) => viewsOf(w).length === 1));
+    host.send({ kind: 'publish', data: roomView(created.roomId, [2]) }); // enough left for one
+    await until(() => server.signalingStats().rejections['watch-budget'] === 1);
+    clock += 60_000; // refilled
+    host.send({ kind: 'publish', data: roomView(created.roomId, [3]) });
+    await until(() => watchers.every((w) => viewsOf(w).length >= 2) && viewsOf(watchers[0] as RawClient).length === 3);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // the first watcher had every view; the two skipped ones get the missed point with the next:
+    // nobody loses a point or gets one twice
+    expect(watchers.map(viewsOf)).toEqual([
+      [[1], [2], [3]],
+      [[1], [2, 3]],
+      [[1], [2, 3]],
+    ]);
+    expect(host.messages.filter((m) => m.kind === 'error')).toEqual([]); // the host's publishes were all kept
+  });
+
+  it('refuses a watch whose first snapshot the room’s budget cannot pay for', async () => {
+    server = await startTestServer({ limits: { watchBytesPerSecond: 1, watchBurstBytes: 1000 } });
+    const { host, created } = await rawHost();
+    host.send({ kind: 'publish', data: roomView(created.roomId, [1, 2, 3]) });
+    host.send({ kind: 'rotate-token' });
+    await host.next('token'); // the publish is in
+    const first = await raw();
+    first.send({ kind: 'watch', version: 1, roomId: created.roomId, key: created.watchKey });
+    expect((await first.next('watching')).view?.points).toHaveLength(3); // over the burst: paid by debt
+    const second = await raw();
+    second.send({ kind: 'watch', version: 1, roomId: created.roomId, key: created.watchKey });
+    expect(await second.next('error')).toMatchObject({ code: 'watch-budget', ref: 'watch' });
+    expect(server.signalingStats()).toMatchObject({ watchers: 1, rejections: { 'watch-budget': 1 } });
+  });
+
   it('is not timed out for not entering a room', async () => {
     server = await startTestServer({ limits: { helloTimeoutMs: 100 } });
     const { created } = await rawHost();
@@ -220,6 +268,8 @@ describe('the kept view history', () => {
     expect(ts.at(-1)).toBe(2_999);
     expect([...ts].sort((a, b) => a - b)).toEqual(ts);
 
+    expect(history.bytes).toBeLessThanOrEqual(64 * 1024);
+
     const unbounded = new RoomViewHistory(Number.POSITIVE_INFINITY);
     for (let i = 0; i < 30; i++)
       unbounded.add(
@@ -230,5 +280,42 @@ describe('the kept view history', () => {
       );
     expect(unbounded.view()?.points.length).toBeLessThanOrEqual(MAX_VIEW_HISTORY);
     expect(unbounded.view()?.points.length).toBeGreaterThan(MAX_VIEW_HISTORY / 2);
+  });
+
+  it('counts the latest tables toward the bytes a room keeps, not only the chart points', () => {
+    const peers = Array.from({ length: 64 }, (_, i) => ({
+      peer: `peer-${i}`,
+      role: 'worker' as const,
+      status: 'synced',
+      reason: '',
+      backend: 'webgpu',
+      adapter: 'a'.repeat(200),
+      tokensPerSecond: 500,
+      innerStep: 10,
+      loss: 3,
+      lastSeenMs: 100,
+      roundsContributed: 2,
+      rejected: {},
+      bytesSent: 1,
+      bytesReceived: 2,
+    }));
+    const tablesBytes = JSON.stringify({ ...roomView('r', [], { peers }), points: [] }).length;
+    expect(tablesBytes).toBeGreaterThan(16 * 1024);
+    const maxBytes = 32 * 1024;
+    const history = new RoomViewHistory(maxBytes);
+    for (let i = 0; i < 20; i++) {
+      history.add(
+        roomView(
+          'r',
+          Array.from({ length: 100 }, (_, k) => i * 100 + k),
+          { peers },
+        ),
+      );
+    }
+    // the whole kept view, as a watcher would get it, fits the budget
+    expect(JSON.stringify(history.view()).length).toBeLessThanOrEqual(maxBytes);
+    expect(history.bytes).toBeLessThanOrEqual(maxBytes);
+    expect(history.view()?.peers).toHaveLength(64);
+    expect(history.view()?.points.at(-1)?.t).toBe(1_999);
   });
 });

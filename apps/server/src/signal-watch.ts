@@ -4,48 +4,87 @@
  * Watchers are sockets outside the room: in no peers list, no seat, no signaling.
  *
  * Per room the server keeps the latest update without its points and every point in a thinned
- * series, bounded in count (MAX_VIEW_HISTORY) and in JSON bytes (maxViewHistoryBytes), so what a
- * host publishes costs the server a bounded amount of memory however long the room lives.
+ * series, bounded in count (MAX_VIEW_HISTORY) and, tables and points together, in JSON bytes
+ * (maxViewHistoryBytes). They are kept as JSON text rather than parsed objects, so the bytes
+ * counted are the bytes held, however long the room lives.
+ *
+ * What goes out to a room's watchers is bounded too: a byte budget per room (watchBytesPerSecond,
+ * a token bucket) pays for every frame to every watcher. When it runs out a watcher misses that
+ * view; each watcher has a cursor into the kept points, so its next view carries every point it
+ * missed (as kept, perhaps thinned) and none twice, and the watchers furthest behind are served
+ * first. A `watch` whose first snapshot the budget cannot pay for is refused with 'watch-budget'.
  */
-import { appendThinned, MAX_VIEW_HISTORY, type RoomViewPoint, type RoomViewUpdate } from '@shoal/protocol';
+import { appendThinned, MAX_VIEW_HISTORY, type RoomViewUpdate } from '@shoal/protocol';
 import type { Room } from './rooms.ts';
 import type { LogFields, SignalingLimits } from './signal-config.ts';
-import { CLOSE_CODES, type ServerMessage, type SignalErrorCode } from './signal-messages.ts';
+import { CLOSE_CODES, type SignalErrorCode } from './signal-messages.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 interface KeptPoint {
-  point: RoomViewPoint;
-  /** Its JSON length. */
-  bytes: number;
+  /** Its place among every point this room's host published (1, 2, …): watchers' cursors. */
+  seq: number;
+  json: string;
 }
 
-/** The latest view of one room and its thinned point history. */
+/** The latest view of one room and its thinned point history, as JSON text. */
 export class RoomViewHistory {
-  private latest: RoomViewUpdate | null = null;
+  /** The latest update without its points, as JSON without the closing brace. */
+  private latestHead: string | null = null;
   private points: KeptPoint[] = [];
+  private pointBytes = 0;
+  private seq = 0;
 
   constructor(private readonly maxBytes: number) {}
 
+  /** Bytes kept (JSON characters): the latest tables plus every kept point. */
+  get bytes(): number {
+    return (this.latestHead?.length ?? 0) + this.pointBytes;
+  }
+
+  /** The seq of the newest point published so far (0 before any). */
+  get lastSeq(): number {
+    return this.seq;
+  }
+
   add(update: RoomViewUpdate): void {
-    this.latest = { ...update, points: [] };
-    const added = update.points.map((point) => ({ point, bytes: JSON.stringify(point).length }));
-    this.points = appendThinned(this.points, added, MAX_VIEW_HISTORY);
-    const total = () => this.points.reduce((sum, kept) => sum + kept.bytes, 0);
-    // Thin the older half again until the series fits (the newest point always stays).
-    while (this.points.length > 1 && total() > this.maxBytes) {
-      this.points = appendThinned(this.points, [], this.points.length - 1);
+    const { points, ...tables } = update;
+    this.latestHead = JSON.stringify(tables).slice(0, -1);
+    const added = points.map((point) => ({ seq: ++this.seq, json: JSON.stringify(point) }));
+    this.keep(appendThinned(this.points, added, MAX_VIEW_HISTORY));
+    // Thin the older half again until tables and series fit (the newest point always stays).
+    while (this.points.length > 1 && this.bytes > this.maxBytes) {
+      this.keep(appendThinned(this.points, [], this.points.length - 1));
     }
   }
 
-  /** The latest update with every kept point; null before the first publish. */
-  view(): RoomViewUpdate | null {
-    return this.latest && { ...this.latest, points: this.points.map((kept) => kept.point) };
+  /** The latest update as JSON, with the kept points after `afterSeq` (0: all); null before the first publish. */
+  json(afterSeq = 0): string | null {
+    if (this.latestHead === null) return null;
+    const points = this.points.filter((kept) => kept.seq > afterSeq).map((kept) => kept.json);
+    return `${this.latestHead},"points":[${points.join(',')}]}`;
+  }
+
+  /** json(), parsed. */
+  view(afterSeq = 0): RoomViewUpdate | null {
+    const json = this.json(afterSeq);
+    return json === null ? null : (JSON.parse(json) as RoomViewUpdate);
+  }
+
+  private keep(points: KeptPoint[]): void {
+    this.points = points;
+    this.pointBytes = points.reduce((sum, kept) => sum + kept.json.length, 0);
   }
 }
 
 type WatchLimits = Pick<
   SignalingLimits,
-  'maxPublishBytes' | 'publishesPerSecond' | 'publishBurst' | 'maxWatchersPerRoom' | 'maxViewHistoryBytes'
+  | 'maxPublishBytes'
+  | 'publishesPerSecond'
+  | 'publishBurst'
+  | 'maxWatchersPerRoom'
+  | 'maxViewHistoryBytes'
+  | 'watchBytesPerSecond'
+  | 'watchBurstBytes'
 >;
 
 export interface WatchHubOptions<C> {
@@ -54,6 +93,8 @@ export interface WatchHubOptions<C> {
   /** One text frame to a socket (with the server's backpressure check). */
   sendText(conn: C, text: string): void;
   reject(conn: C, code: SignalErrorCode, message: string, ref?: string): void;
+  /** Counts something refused on `conn`'s account without answering it. */
+  count(conn: C, code: SignalErrorCode, detail: string): void;
   close(conn: C, code: number, reason: string): void;
   log(event: string, fields: LogFields): void;
 }
@@ -62,10 +103,19 @@ interface RoomWatch {
   history: RoomViewHistory;
   /** Publishes of this room's host (per room, so a reconnecting host gets no fresh burst). */
   bucket: TokenBucket;
+  /** Bytes sent to this room's watchers, each frame counted once per watcher. */
+  fanOut: TokenBucket;
+}
+
+interface Watching<C> {
+  conn: C;
+  room: Room<C>;
+  /** The seq of the newest point this watcher has been sent. */
+  seenSeq: number;
 }
 
 export class WatchHub<C extends { readonly id: number }> {
-  private readonly watching = new Map<C, Room<C>>();
+  private readonly watching = new Map<C, Watching<C>>();
   private readonly rooms = new WeakMap<Room<C>, RoomWatch>();
 
   constructor(private readonly options: WatchHubOptions<C>) {}
@@ -94,15 +144,22 @@ export class WatchHub<C extends { readonly id: number }> {
       reject(conn, 'room-full', `a room has at most ${limits.maxWatchersPerRoom} watchers`, 'watch');
       return false;
     }
+    const { history, fanOut } = this.state(room);
+    // ServerMessage 'watching', built from the kept JSON without parsing it again
+    const reply = `{"kind":"watching","roomId":${JSON.stringify(roomId)},"view":${history.json() ?? 'null'}}`;
+    if (!fanOut.spend(reply.length)) {
+      const why = `this room's watchers have used its ${limits.watchBytesPerSecond} bytes a second; try again soon`;
+      reject(conn, 'watch-budget', why, 'watch');
+      return false;
+    }
     room.watchers.add(conn);
-    this.watching.set(conn, room);
+    this.watching.set(conn, { conn, room, seenSeq: history.lastSeq });
     this.options.log('watching', { room: roomId, conn: conn.id, watchers: room.watchers.size });
-    const reply: ServerMessage = { kind: 'watching', roomId, view: this.state(room).history.view() };
-    this.options.sendText(conn, JSON.stringify(reply));
+    this.options.sendText(conn, reply);
     return true;
   }
 
-  /** A host's `publish` (schema-checked): kept, then sent to every watcher with its own points. */
+  /** A host's `publish` (schema-checked): kept, then sent to the watchers the room's budget pays for. */
   publish(conn: C, room: Room<C>, update: RoomViewUpdate, bytes: number): void {
     const { reject, limits } = this.options;
     if (bytes > limits.maxPublishBytes) {
@@ -119,17 +176,54 @@ export class WatchHub<C extends { readonly id: number }> {
       return;
     }
     state.history.add(update);
-    if (room.watchers.size === 0) return;
-    const text = JSON.stringify({ kind: 'view', data: update } satisfies ServerMessage); // once for all
-    for (const watcher of room.watchers) this.options.sendText(watcher, text);
+    if (room.watchers.size > 0) this.fanOut(conn, room, state);
+  }
+
+  /** Bytes (JSON characters) of the view kept for `room`. */
+  keptBytes(room: Room<C>): number {
+    return this.rooms.get(room)?.history.bytes ?? 0;
+  }
+
+  /**
+   * The latest view to every watcher the budget pays for, each with the points it has not had.
+   * Watchers with the same cursor share one encoding (normally all of them: one stringify).
+   */
+  private fanOut(host: C, room: Room<C>, state: RoomWatch): void {
+    const latest = state.history.lastSeq;
+    const byCursor = new Map<number, Watching<C>[]>();
+    for (const watcher of room.watchers) {
+      const entry = this.watching.get(watcher);
+      if (!entry) continue;
+      const group = byCursor.get(entry.seenSeq);
+      if (group) group.push(entry);
+      else byCursor.set(entry.seenSeq, [entry]);
+    }
+    let skipped = 0;
+    // furthest behind first: whoever the budget left out last time is served first this time
+    for (const cursor of [...byCursor.keys()].sort((a, b) => a - b)) {
+      const text = `{"kind":"view","data":${state.history.json(cursor)}}`; // ServerMessage 'view'
+      for (const entry of byCursor.get(cursor) ?? []) {
+        if (!state.fanOut.spend(text.length)) {
+          skipped++;
+          continue;
+        }
+        this.options.sendText(entry.conn, text);
+        entry.seenSeq = latest;
+      }
+    }
+    if (skipped > 0) {
+      const detail = `${skipped} of ${room.watchers.size} watchers skipped over ${this.options.limits.watchBytesPerSecond} B/s`;
+      this.options.count(host, 'watch-budget', detail);
+      this.options.log('watch-thinned', { room: room.id, skipped, watchers: room.watchers.size });
+    }
   }
 
   /** The socket closed: it watches no more. */
   leave(conn: C): void {
-    const room = this.watching.get(conn);
-    if (!room) return;
+    const entry = this.watching.get(conn);
+    if (!entry) return;
     this.watching.delete(conn);
-    room.watchers.delete(conn);
+    entry.room.watchers.delete(conn);
   }
 
   /** The room ended: its watchers' sockets are closed with 4002. */
@@ -148,6 +242,7 @@ export class WatchHub<C extends { readonly id: number }> {
       state = {
         history: new RoomViewHistory(limits.maxViewHistoryBytes),
         bucket: new TokenBucket(limits.publishesPerSecond, limits.publishBurst, now),
+        fanOut: new TokenBucket(limits.watchBytesPerSecond, limits.watchBurstBytes, now),
       };
       this.rooms.set(room, state);
     }

@@ -8,13 +8,18 @@
  * with 1008, oversized frames by `ws` with 1009. Only a host's `publish` may exceed maxFrameBytes
  * (up to maxPublishBytes); its room's watchers get it (signal-watch.ts). Memory is bounded by
  * maxConnections × (max(maxFrameBytes, maxPublishBytes) + maxBufferedBytes), maxRooms ×
- * maxPeersPerRoom, and maxRooms × (maxPublishBytes + maxViewHistoryBytes) of kept views.
+ * maxPeersPerRoom, and maxRooms × max(maxViewHistoryBytes, maxPublishBytes) of kept views.
+ *
+ * No one client may take those for everyone (ip-limits.ts): one address holds at most
+ * maxConnectionsPerIp sockets and maxRoomsPerIp rooms, and creates rooms at a bounded rate; a
+ * room nobody ever joined expires neverJoinedRoomGraceMs after its host left.
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RejectionCounters } from '@shoal/protocol';
 import { type RawData, WebSocket, WebSocketServer } from 'ws';
-import { Room } from './rooms.ts';
+import { addressKey, clientAddress, IpLimits } from './ip-limits.ts';
+import { type Room, RoomRegistry } from './rooms.ts';
 import { type LogFields, makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { parseClientFrame } from './signal-frames.ts';
 import {
@@ -37,6 +42,11 @@ export interface SignalingOptions {
   iceServers: IceServer[];
   logger?: SignalLogger;
   now?: () => number;
+  /**
+   * The server is behind a reverse proxy that appends the client's address to X-Forwarded-For:
+   * per-address limits then use that. Off by default, since anyone can send the header.
+   */
+  trustProxy?: boolean;
 }
 
 export interface SignalingStats {
@@ -45,6 +55,10 @@ export interface SignalingStats {
   peers: number;
   /** Sockets watching a room (not counted in peers). */
   watchers: number;
+  /** Client addresses accounted for (ip-limits.ts). */
+  addresses: number;
+  /** Bytes (JSON characters) of room views kept for watchers, all rooms together. */
+  viewBytes: number;
   /** Rejected input by reason code. */
   rejections: Record<string, number>;
 }
@@ -58,6 +72,8 @@ export interface Signaling {
 interface Connection {
   readonly id: number;
   readonly socket: WebSocket;
+  /** Who it counts against (addressKey of its peer address). */
+  readonly address: string;
   readonly bucket: TokenBucket;
   room: Room<Connection> | null;
   peerId: string | null;
@@ -75,8 +91,8 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   const now = options.now ?? Date.now;
   const log = makeLog(options.logger, now);
   const counters = new RejectionCounters({ now });
-  const rooms = new Map<string, Room<Connection>>();
   const connections = new Set<Connection>();
+  const ipLimits = new IpLimits(limits, now);
   const clientLimits: ClientLimits = {
     maxFrameBytes: limits.maxFrameBytes,
     messagesPerSecond: limits.messagesPerSecond,
@@ -85,7 +101,13 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     maxPublishBytes: limits.maxPublishBytes,
   };
   let nextId = 1;
-  const watch = new WatchHub<Connection>({ limits, now, sendText, reject, close: closeWith, log });
+  const count = (conn: Connection, code: SignalErrorCode, detail: string) =>
+    counters.record({ from: who(conn), reason: code, detail });
+  const watch = new WatchHub<Connection>({ limits, now, sendText, reject, count, close: closeWith, log });
+  const rooms = new RoomRegistry<Connection>(limits, ipLimits, (room) => {
+    watch.roomClosed(room);
+    log('room-expired', { room: room.id });
+  });
 
   // perMessageDeflate stays off: compressed frames would let 64 KiB inflate to megabytes. ws takes
   // frames up to the larger limit (a host's publish); onFrame holds the others to maxFrameBytes.
@@ -114,6 +136,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
         conn.socket.ping();
       }
     }
+    ipLimits.sweep();
   }, limits.heartbeatIntervalMs);
   heartbeat.unref();
 
@@ -121,6 +144,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     const conn: Connection = {
       id: nextId++,
       socket,
+      address: addressKey(clientAddress(request, options.trustProxy ?? false)),
       bucket: new TokenBucket(limits.messagesPerSecond, limits.messageBurst, now),
       room: null,
       peerId: null,
@@ -134,13 +158,18 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     };
     socket.on('error', (error) => log('socket-error', { conn: conn.id, message: error.message }));
     if (connections.size >= limits.maxConnections) {
-      log('server-full', { conn: conn.id });
-      send(conn, { kind: 'error', code: 'server-full', message: `at most ${limits.maxConnections} connections` });
+      reject(conn, 'server-full', `at most ${limits.maxConnections} connections`);
       closeWith(conn, CLOSE_CODES.tryAgainLater, 'server full');
       return;
     }
+    const refused = ipLimits.connect(conn.address);
+    if (refused) {
+      reject(conn, refused.code, refused.message);
+      closeWith(conn, CLOSE_CODES.tryAgainLater, 'too many connections from this address');
+      return;
+    }
     connections.add(conn);
-    log('connect', { conn: conn.id, ip: request.socket.remoteAddress ?? null });
+    log('connect', { conn: conn.id, ip: conn.address });
     conn.helloTimer = setTimeout(() => {
       if (conn.room || watch.isWatching(conn)) return;
       reject(conn, 'hello-timeout', `create, reclaim, join or watch a room within ${limits.helloTimeoutMs} ms`);
@@ -164,6 +193,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       drop(conn, 'closed');
       watch.leave(conn);
       connections.delete(conn);
+      ipLimits.disconnect(conn.address);
       log('disconnect', { conn: conn.id, code });
     });
   }
@@ -331,12 +361,11 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   }
 
   function create(conn: Connection): void {
-    if (rooms.size >= limits.maxRooms) {
-      reject(conn, 'too-many-rooms', `this server holds at most ${limits.maxRooms} rooms`, 'create');
+    const room = rooms.create(conn.address);
+    if ('code' in room) {
+      reject(conn, room.code, room.message, 'create');
       return;
     }
-    const room = new Room<Connection>();
-    rooms.set(room.id, room);
     enter(conn, room, room.hostId);
     log('room-created', { room: room.id, conn: conn.id });
     send(conn, {
@@ -352,17 +381,9 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   }
 
   function reclaim(conn: Connection, roomId: string, secret: string): void {
-    const room = rooms.get(roomId);
-    if (!room) {
-      reject(conn, 'no-such-room', 'no such room (it may have expired)', 'reclaim');
-      return;
-    }
-    if (!room.checkSecret(secret)) {
-      reject(conn, 'bad-secret', 'wrong host secret', 'reclaim');
-      return;
-    }
-    if (room.hostPresent) {
-      reject(conn, 'host-present', 'the room already has its host connected', 'reclaim');
+    const room = rooms.forReclaim(roomId, secret);
+    if ('code' in room) {
+      reject(conn, room.code, room.message, 'reclaim');
       return;
     }
     enter(conn, room, room.hostId);
@@ -381,21 +402,13 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   }
 
   function join(conn: Connection, roomId: string, token: string): void {
-    const room = rooms.get(roomId);
-    if (!room) {
-      reject(conn, 'no-such-room', 'no such room (it may have expired)', 'join');
-      return;
-    }
-    if (!room.checkToken(token)) {
-      reject(conn, 'bad-token', 'wrong or rotated join token', 'join');
-      return;
-    }
-    // the host's seat stays free while it is away
-    if (room.peers.size + (room.hostPresent ? 0 : 1) >= limits.maxPeersPerRoom) {
-      reject(conn, 'room-full', `a room holds at most ${limits.maxPeersPerRoom} peers`, 'join');
+    const room = rooms.forJoin(roomId, token);
+    if ('code' in room) {
+      reject(conn, room.code, room.message, 'join');
       return;
     }
     const peerId = room.newPeerId();
+    room.hadMember = true;
     enter(conn, room, peerId);
     log('peer-joined', { room: room.id, peer: peerId, conn: conn.id });
     send(conn, {
@@ -412,8 +425,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   }
 
   function enter(conn: Connection, room: Room<Connection>, peerId: string): void {
-    if (room.cleanup) clearTimeout(room.cleanup);
-    room.cleanup = null;
+    rooms.occupied(room);
     conn.room = room;
     conn.peerId = peerId;
     const host = peerId === room.hostId;
@@ -435,15 +447,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     room.peers.delete(peerId);
     log('peer-left', { room: room.id, peer: peerId, reason });
     broadcast(room, { kind: 'peer-left', peer: peerId, reason });
-    if (room.peers.size === 0 && rooms.get(room.id) === room) {
-      room.cleanup = setTimeout(() => {
-        if (room.peers.size > 0) return;
-        rooms.delete(room.id);
-        watch.roomClosed(room);
-        log('room-expired', { room: room.id });
-      }, limits.emptyRoomGraceMs);
-      room.cleanup.unref();
-    }
+    if (room.peers.size === 0) rooms.emptied(room);
   }
 
   function broadcast(room: Room<Connection>, message: ServerMessage, except?: Connection): void {
@@ -497,13 +501,14 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       rooms: rooms.size,
       peers: [...rooms.values()].reduce((sum, room) => sum + room.peers.size, 0),
       watchers: watch.count,
+      addresses: ipLimits.size,
+      viewBytes: [...rooms.values()].reduce((sum, room) => sum + watch.keptBytes(room), 0),
       rejections: counters.byReason(),
     }),
     close: () => {
       clearInterval(heartbeat);
       server.off('upgrade', onUpgrade);
       for (const conn of connections) conn.socket.terminate();
-      for (const room of rooms.values()) if (room.cleanup) clearTimeout(room.cleanup);
       rooms.clear();
       wss.close();
     },

@@ -13,6 +13,19 @@ describe('TokenBucket', () => {
     expect(bucket.take()).toBe(false);
   });
 
+  it('spends into debt while anything is saved, and then waits for the debt to be repaid', () => {
+    let now = 0;
+    const bytes = new TokenBucket(100, 1000, () => now);
+    expect(bytes.spend(5000)).toBe(true); // larger than the burst: goes out once, 4000 in debt
+    expect(bytes.spend(1)).toBe(false);
+    now = 40_000; // 4000 repaid at 100/s: at zero, still nothing to spend
+    expect(bytes.spend(1)).toBe(false);
+    now = 40_010;
+    expect(bytes.spend(1)).toBe(true);
+    now = 1_000_000;
+    expect(bytes.full).toBe(true);
+  });
+
   it('refuses a cost larger than what is saved without taking anything', () => {
     let now = 0;
     const bucket = new TokenBucket(1, 5, () => now);

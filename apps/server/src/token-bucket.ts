@@ -17,11 +17,32 @@ export class TokenBucket {
 
   /** Takes `cost` tokens if there are that many; false (and nothing taken) otherwise. */
   take(cost = 1): boolean {
+    if (this.available() < cost) return false;
+    this.tokens -= cost;
+    return true;
+  }
+
+  /**
+   * Takes `cost` tokens whenever any are left, going into debt for the rest; false (nothing
+   * taken) when the bucket is empty or in debt. For byte budgets: a frame larger than the burst
+   * still goes out once saved up for, and the debt keeps the average at the rate.
+   */
+  spend(cost: number): boolean {
+    if (this.available() <= 0) return false;
+    this.tokens -= cost;
+    return true;
+  }
+
+  /** Tokens saved up now (negative while in debt). */
+  available(): number {
     const now = this.now();
     this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.rate);
     this.last = now;
-    if (this.tokens < cost) return false;
-    this.tokens -= cost;
-    return true;
+    return this.tokens;
+  }
+
+  /** True when the bucket has refilled to its burst: forgetting it would give nothing away. */
+  get full(): boolean {
+    return this.available() >= this.burst;
   }
 }

@@ -1,0 +1,148 @@
+/**
+ * Per-address accounting, so that one client cannot take what the server holds for everyone:
+ * the sockets an address has open, the rooms it created and still holds, and the rate at which it
+ * creates more. Addresses are the socket's peer address (X-Forwarded-For only behind a proxy the
+ * operator vouches for), and an IPv6 /64 counts as one address, since one machine usually holds
+ * a whole /64.
+ */
+import type { IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
+import type { SignalingLimits } from './signal-config.ts';
+import { TokenBucket } from './token-bucket.ts';
+
+/** A refusal by address: its reason code (in SIGNAL_ERROR_CODES) and what to tell the client. */
+export interface IpRefusal {
+  code: 'too-many-connections-per-ip' | 'too-many-rooms-per-ip' | 'room-rate-limited';
+  message: string;
+}
+
+type IpLimitSettings = Pick<
+  SignalingLimits,
+  'maxConnectionsPerIp' | 'maxRoomsPerIp' | 'roomCreatesPerMinutePerIp' | 'roomCreateBurstPerIp'
+>;
+
+/**
+ * The address a request came from. Behind a reverse proxy every socket comes from the proxy, so
+ * with `trustProxy` the last X-Forwarded-For entry (the one the proxy appended) is taken; the
+ * entries before it are whatever the client claimed, and are never read.
+ */
+export function clientAddress(request: IncomingMessage, trustProxy: boolean): string {
+  const socketAddress = request.socket.remoteAddress ?? 'unknown';
+  if (!trustProxy) return socketAddress;
+  const header = request.headers['x-forwarded-for'];
+  const forwarded = (Array.isArray(header) ? header.join(',') : (header ?? '')).split(',').at(-1)?.trim() ?? '';
+  return isIP(forwarded) ? forwarded : socketAddress;
+}
+
+/** What one client is accounted as: IPv4 as is (IPv4-mapped IPv6 too), IPv6 by its /64 prefix. */
+export function addressKey(address: string): string {
+  const bare = address.split('%')[0] ?? address; // no zone id (fe80::1%eth0)
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
+  if (mapped?.[1]) return mapped[1];
+  if (isIP(bare) !== 6) return bare;
+  return `${ipv6Groups(bare).slice(0, 4).join(':')}::/64`;
+}
+
+/** The eight 16-bit groups of an IPv6 address, in lowercase hex without leading zeros. */
+function ipv6Groups(address: string): string[] {
+  let text = address;
+  const v4Tail = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text); // 64:ff9b::192.0.2.1: two groups
+  if (v4Tail) {
+    const [a, b, c, d] = v4Tail.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, v4Tail.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = '', tail] = text.split('::');
+  const headGroups = head ? head.split(':') : [];
+  const tailGroups = tail ? tail.split(':') : [];
+  const zeros = tail === undefined ? [] : Array(8 - headGroups.length - tailGroups.length).fill('0');
+  return [...headGroups, ...zeros, ...tailGroups].map((group) => Number.parseInt(group, 16).toString(16));
+}
+
+interface AddressUse {
+  connections: number;
+  rooms: number;
+  /** Room creations; kept after the address goes quiet until it has refilled, so reconnecting gives no fresh burst. */
+  creates: TokenBucket;
+}
+
+export class IpLimits {
+  private readonly byAddress = new Map<string, AddressUse>();
+
+  constructor(
+    private readonly limits: IpLimitSettings,
+    private readonly now: () => number,
+  ) {}
+
+  /** Addresses with an open socket, a room, or a room-creation budget not yet refilled. */
+  get size(): number {
+    return this.byAddress.size;
+  }
+
+  /** A socket from `address` opens: counted and null, or the refusal (nothing counted). */
+  connect(address: string): IpRefusal | null {
+    const use = this.use(address);
+    if (use.connections >= this.limits.maxConnectionsPerIp) {
+      const message = `at most ${this.limits.maxConnectionsPerIp} connections from one address`;
+      return { code: 'too-many-connections-per-ip', message };
+    }
+    use.connections++;
+    return null;
+  }
+
+  /** A socket that connect() admitted has closed. */
+  disconnect(address: string): void {
+    const use = this.byAddress.get(address);
+    if (!use) return;
+    use.connections--;
+    this.forgetIfIdle(address, use);
+  }
+
+  /** A `create` from `address`: counted as a held room and null, or the refusal (nothing counted). */
+  admitRoom(address: string): IpRefusal | null {
+    const use = this.use(address);
+    const { maxRoomsPerIp, roomCreatesPerMinutePerIp } = this.limits;
+    if (use.rooms >= maxRoomsPerIp) {
+      const message = `one address holds at most ${maxRoomsPerIp} rooms; a room expires once empty`;
+      return { code: 'too-many-rooms-per-ip', message };
+    }
+    if (!use.creates.take()) {
+      return {
+        code: 'room-rate-limited',
+        message: `one address creates at most ${roomCreatesPerMinutePerIp} rooms a minute`,
+      };
+    }
+    use.rooms++;
+    return null;
+  }
+
+  /** A room that admitRoom() counted has expired. */
+  roomEnded(address: string): void {
+    const use = this.byAddress.get(address);
+    if (!use) return;
+    use.rooms--;
+    this.forgetIfIdle(address, use);
+  }
+
+  /** Forgets quiet addresses whose creation budget has refilled (call now and then). */
+  sweep(): void {
+    for (const [address, use] of this.byAddress) this.forgetIfIdle(address, use);
+  }
+
+  private use(address: string): AddressUse {
+    let use = this.byAddress.get(address);
+    if (!use) {
+      const { roomCreatesPerMinutePerIp, roomCreateBurstPerIp } = this.limits;
+      use = {
+        connections: 0,
+        rooms: 0,
+        creates: new TokenBucket(roomCreatesPerMinutePerIp / 60, roomCreateBurstPerIp, this.now),
+      };
+      this.byAddress.set(address, use);
+    }
+    return use;
+  }
+
+  private forgetIfIdle(address: string, use: AddressUse): void {
+    if (use.connections <= 0 && use.rooms <= 0 && use.creates.full) this.byAddress.delete(address);
+  }
+}
