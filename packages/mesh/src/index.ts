@@ -7,4 +7,5 @@
 export * from './control.ts';
 export * from './drain.ts';
 export * from './mesh-transport.ts';
+export * from './peer-buffers.ts';
 export * from './room-mesh.ts';

@@ -1,5 +1,13 @@
 import { createHash } from 'node:crypto';
-import { chunkMessage } from '@shoal/protocol';
+import {
+  CHUNK_HEADER_BYTES,
+  chunkCount,
+  chunkMessage,
+  maxMessageBytesFor,
+  PENDING_CHUNK_OVERHEAD_BYTES,
+  writeChunkHeader,
+} from '@shoal/protocol';
+import { RUN_CONFIG } from '@shoal/protocol/test-fixtures';
 import { describe, expect, it } from 'vitest';
 import { encodeControl } from './control.ts';
 import { closeAll, connectedMesh, until } from './test-mesh.ts';
@@ -81,6 +89,10 @@ describe('MeshTransport over @roamhq/wrtc', () => {
     expect(receivedHash).toBe(expected);
     expect(peak).toBeGreaterThan(0);
     expect(peak).toBeLessThanOrEqual(highWaterMark + 16 * 1024 + 64);
+    // the receiver held the message's chunks as they came, then joined them: data + overhead
+    const chunks = chunkCount(size, 16 * 1024);
+    expect(b.transport.stats.peakPeerHeldBytes).toBe(size + chunks * PENDING_CHUNK_OVERHEAD_BYTES);
+    expect(b.transport.peerBuffers('a')).toMatchObject({ heldBytes: 0, reassemblyBytes: 0 });
     await closeAll([a, b]);
   });
 
@@ -188,5 +200,78 @@ describe('MeshTransport over @roamhq/wrtc', () => {
     await expect(a.transport.send('b', new Uint8Array(1001))).rejects.toMatchObject({ code: 'too-large' });
     expect(() => a.transport.addPeer('a')).toThrow(RangeError);
     await closeAll([a, b]);
+  });
+
+  it('holds two chunks for a 256 MiB announcement, and refuses it at its first chunk once the run sets the limit', async () => {
+    const [a, b] = await connectedMesh(2);
+    if (!a || !b) throw new Error('mesh');
+    const atB: Uint8Array[] = [];
+    b.transport.on('message', (_from, bytes) => atB.push(bytes));
+    const announcement = (messageId: number, index: number) => {
+      const totalBytes = 256 * 1024 * 1024;
+      const chunk = new Uint8Array(16 * 1024);
+      writeChunkHeader(chunk, { messageId, index, count: chunkCount(totalBytes, 16 * 1024), totalBytes });
+      return chunk;
+    };
+    const twoChunks = 2 * (16 * 1024 - CHUNK_HEADER_BYTES + PENDING_CHUNK_OVERHEAD_BYTES);
+    // before the run is known (256 MiB allowed): held as it arrives, 33 KB, not 256 MiB
+    a.transport.testing.sendRaw('b', announcement(1000, 0));
+    a.transport.testing.sendRaw('b', announcement(1000, 1));
+    await until(() => b.transport.peerBuffers('a')?.reassemblyBytes === twoChunks, 5000, 'two chunks held');
+    expect(b.transport.stats.peakPeerHeldBytes).toBe(twoChunks);
+
+    const limit = maxMessageBytesFor(RUN_CONFIG); // nano, P = 2: about 2 MiB
+    b.transport.setMessageLimit(limit);
+    expect(b.transport.messageLimit.maxMessageBytes).toBe(limit);
+    a.transport.testing.sendRaw('b', announcement(1001, 0));
+    await until(() => b.transport.rejections.total() === 1, 5000, 'the refusal');
+    expect(b.transport.rejections.byReason()).toEqual({ 'message-too-large': 1 });
+    expect(b.transport.rejections.recent()[0]).toMatchObject({
+      from: 'a',
+      detail: expect.stringContaining(`exceeds ${limit}`),
+    });
+    expect(b.transport.peerBuffers('a')?.reassemblyBytes).toBe(twoChunks); // the first one goes on
+
+    // the limit holds for sends too, and a message within it still arrives
+    b.transport.setMessageLimit(1000);
+    await expect(b.transport.send('a', new Uint8Array(1001))).rejects.toMatchObject({ code: 'too-large' });
+    b.transport.setMessageLimit(limit);
+    await a.transport.send('b', pattern(limit - 1000, 4));
+    await until(() => atB.length === 1, 10_000, 'a message under the limit');
+    expect(sha256(atB[0] as Uint8Array)).toBe(sha256(pattern(limit - 1000, 4)));
+    expect(() => b.transport.setMessageLimit(0)).toThrow(RangeError);
+    await closeAll([a, b]);
+  });
+
+  it("refuses the new messages of a peer over its byte budget, while another peer's messages arrive", async () => {
+    const budget = 200_000;
+    const [a, b, c] = await connectedMesh(3, { maxPeerBufferedBytes: budget });
+    if (!a || !b || !c) throw new Error('mesh');
+    const atB: string[] = [];
+    b.transport.on('message', (from, bytes) => atB.push(`${from}:${bytes.length}`));
+    // a starts a 150 KB message and sends 6 of its 10 chunks (≈ 98 KB held at b)
+    const partial = chunkMessage(pattern(150_000, 5), 16 * 1024, 2000).slice(0, 6);
+    for (const chunk of partial) a.transport.testing.sendRaw('b', chunk);
+    const held = partial.reduce(
+      (sum, chunk) => sum + chunk.length - CHUNK_HEADER_BYTES + PENDING_CHUNK_OVERHEAD_BYTES,
+      0,
+    );
+    await until(() => b.transport.peerBuffers('a')?.heldBytes === held, 5000, 'six chunks held');
+    // a's next message (150 KB more) does not fit what is left of its 200 KB: refused, counted
+    await a.transport.send('b', pattern(150_000, 6));
+    await until(() => b.transport.rejections.total() > 0, 5000, 'the refusal');
+    // c's budget is its own: its 150 KB message arrives, and so does a's small one
+    await c.transport.send('b', pattern(150_000, 7));
+    await a.transport.send('b', pattern(1_000, 8));
+    await until(() => atB.length === 2, 5000, "c's message and a's small one");
+    expect(atB.sort()).toEqual(['a:1000', 'c:150000']); // no order across peers
+    const byReason = b.transport.rejections.byReason();
+    expect(byReason['over-budget']).toBe(1);
+    expect(byReason.dropped).toBe(chunkCount(150_000, 16 * 1024) - 1); // the rest of the refused message
+    expect(b.transport.rejections.recent().every((r) => r.from === 'a')).toBe(true);
+    expect(b.transport.peerBuffers('a')).toMatchObject({ heldBytes: held, limitBytes: budget });
+    expect(b.transport.peerBuffers('c')).toMatchObject({ heldBytes: 0, limitBytes: budget });
+    expect(b.transport.peers().sort()).toEqual(['a', 'c']);
+    await closeAll([a, b, c]);
   });
 });

@@ -16,12 +16,18 @@
  *   are mapped to peer-down reasons; a peer that never connects within `connectTimeoutMs` is
  *   reported through `onConnectFailed` (no peer-down: it was never up).
  * - Bad chunks and unknown control frames are dropped and recorded in `rejections`.
+ * - Memory: everything held for a peer (reassembly in progress, frames that came before
+ *   'connect') shares one byte budget per peer (peer-buffers.ts); a peer over it has its new
+ *   messages refused and counted. Messages are at most `maxMessageBytes` both ways: 256 MiB until
+ *   the run is known, then what `setMessageLimit(maxMessageBytesFor(config))` says, and the
+ *   per-peer budget follows it (peerBudgetFor) unless `maxPeerBufferedBytes` fixes it.
  */
 import {
+  DEFAULT_MAX_MESSAGE_BYTES,
   iterateChunks,
   type PeerDownReason,
   type PeerId,
-  Reassembler,
+  peerBudgetFor,
   RejectionCounters,
   type Transport,
   TransportEmitter,
@@ -32,6 +38,7 @@ import {
 import SimplePeer from 'simple-peer';
 import { decodeControl, encodeControl, isControlFrame } from './control.ts';
 import { type DataChannelLike, waitForDrain } from './drain.ts';
+import { type PeerBufferStats, PeerBuffers } from './peer-buffers.ts';
 
 export type SignalData = SimplePeer.SignalData;
 export type WrtcImplementation = NonNullable<SimplePeer.Options['wrtc']>;
@@ -46,8 +53,13 @@ export interface MeshTransportOptions {
   rtcConfig?: RTCConfiguration;
   /** Largest chunk sent, header included; lowered to the remote's maxMessageSize when known. 16 KiB. */
   maxChunkBytes?: number;
-  /** Largest message accepted from or sent to a peer (protocol's default: 256 MiB). */
+  /** Largest message accepted from or sent to a peer (protocol's default: 256 MiB); see setMessageLimit. */
   maxMessageBytes?: number;
+  /**
+   * Bytes one peer may make this side hold at once (reassembly in progress, early frames).
+   * Default: peerBudgetFor(maxMessageBytes), following setMessageLimit.
+   */
+  maxPeerBufferedBytes?: number;
   /** Bytes queued on a channel above which send waits. 1 MiB. */
   highWaterMark?: number;
   /** Bytes queued below which a waiting send resumes. 256 KiB. */
@@ -70,6 +82,8 @@ export interface MeshStats {
   messagesReceived: number;
   /** The largest bufferedAmount seen on any channel right after a send. */
   peakBufferedAmount: number;
+  /** The most bytes any one peer made this side hold at once (PeerBufferStats.heldBytes). */
+  peakPeerHeldBytes: number;
 }
 
 interface Link {
@@ -77,15 +91,14 @@ interface Link {
   peer: SimplePeer.Instance;
   up: boolean;
   down: boolean;
-  reassembler: Reassembler;
+  /** Reassembly and early frames under the peer's byte budget, and its send queue's size. */
+  buffers: PeerBuffers;
   nextMessageId: number;
   /** The tail of this peer's send queue; never rejects. */
   sendTail: Promise<void>;
   /** When a pong or a chunk last came in (ms, from `now`). */
   lastHeard: number;
   pingNonce: number;
-  /** Frames that arrived before 'connect' fired here (the remote may open first). */
-  early: Uint8Array[];
   maxChunkBytes: number;
   connectTimer: ReturnType<typeof setTimeout>;
   /** Wakes sends waiting on backpressure when the link goes down. */
@@ -94,8 +107,6 @@ interface Link {
   gone: Promise<void>;
   markGone: () => void;
 }
-
-const EARLY_FRAMES_LIMIT = 1024;
 
 export class MeshTransport implements Transport {
   readonly self: PeerId;
@@ -106,6 +117,7 @@ export class MeshTransport implements Transport {
     messagesSent: 0,
     messagesReceived: 0,
     peakBufferedAmount: 0,
+    peakPeerHeldBytes: 0,
   };
   private readonly emitter = new TransportEmitter();
   private readonly links = new Map<PeerId, Link>();
@@ -113,7 +125,6 @@ export class MeshTransport implements Transport {
     Pick<
       MeshTransportOptions,
       | 'maxChunkBytes'
-      | 'maxMessageBytes'
       | 'highWaterMark'
       | 'lowWaterMark'
       | 'heartbeatIntervalMs'
@@ -122,6 +133,10 @@ export class MeshTransport implements Transport {
       | 'closeGraceMs'
     >
   >;
+  /** The largest message accepted from or sent to any peer. */
+  private maxMessageBytes: number;
+  /** Each peer's byte budget. */
+  private peerBudgetBytes: number;
   private readonly now: () => number;
   private readonly heartbeat: ReturnType<typeof setInterval>;
   private closing = false;
@@ -133,7 +148,6 @@ export class MeshTransport implements Transport {
     this.rejections = config.rejections ?? new RejectionCounters({ now: () => Date.now() });
     this.options = {
       maxChunkBytes: config.maxChunkBytes ?? 16 * 1024,
-      maxMessageBytes: config.maxMessageBytes ?? 256 * 1024 * 1024,
       highWaterMark: config.highWaterMark ?? 1024 * 1024,
       lowWaterMark: config.lowWaterMark ?? 256 * 1024,
       heartbeatIntervalMs: config.heartbeatIntervalMs ?? 2000,
@@ -144,6 +158,8 @@ export class MeshTransport implements Transport {
     if (this.options.lowWaterMark > this.options.highWaterMark) {
       throw new RangeError('lowWaterMark must not exceed highWaterMark');
     }
+    this.maxMessageBytes = checkMessageLimit(config.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES);
+    this.peerBudgetBytes = config.maxPeerBufferedBytes ?? peerBudgetFor(this.maxMessageBytes);
     this.heartbeat = setInterval(() => this.beat(), this.options.heartbeatIntervalMs);
     (this.heartbeat as { unref?: () => void }).unref?.();
   }
@@ -154,6 +170,28 @@ export class MeshTransport implements Transport {
 
   on<E extends TransportEvent>(event: E, listener: TransportEvents[E]): () => void {
     return this.emitter.on(event, listener);
+  }
+
+  /**
+   * The largest message accepted from or sent to any peer, current and future, from now on:
+   * call it with `maxMessageBytesFor(config)` once the run config is known. Each peer's byte
+   * budget follows (peerBudgetFor), unless `maxPeerBufferedBytes` was given. Messages already
+   * being reassembled go on under the limit they began with.
+   */
+  setMessageLimit(bytes: number): void {
+    this.maxMessageBytes = checkMessageLimit(bytes);
+    if (this.config.maxPeerBufferedBytes === undefined) this.peerBudgetBytes = peerBudgetFor(bytes);
+    for (const link of this.links.values()) link.buffers.setLimits(this.maxMessageBytes, this.peerBudgetBytes);
+  }
+
+  /** The largest message accepted now, and each peer's byte budget. */
+  get messageLimit(): { maxMessageBytes: number; peerBudgetBytes: number } {
+    return { maxMessageBytes: this.maxMessageBytes, peerBudgetBytes: this.peerBudgetBytes };
+  }
+
+  /** What this side holds for `peer` now (undefined for a peer it has no link to). */
+  peerBuffers(peer: PeerId): PeerBufferStats | undefined {
+    return this.links.get(peer)?.buffers.stats();
   }
 
   /** Starts connecting to `peer` (idempotent). Call it for every member the signaling reports. */
@@ -192,12 +230,17 @@ export class MeshTransport implements Transport {
     if (this.closing) throw new TransportError('closed', 'the transport is closed');
     const link = this.links.get(to);
     if (!link?.up) throw new TransportError('peer-not-up', `peer ${to} is not up`);
-    if (bytes.length > this.options.maxMessageBytes) {
-      throw new TransportError('too-large', `${bytes.length} bytes exceed ${this.options.maxMessageBytes}`);
+    if (bytes.length > this.maxMessageBytes) {
+      throw new TransportError('too-large', `${bytes.length} bytes exceed ${this.maxMessageBytes}`);
     }
     const messageId = link.nextMessageId;
     link.nextMessageId = (messageId + 1) >>> 0;
-    const sent = link.sendTail.then(() => this.pump(link, bytes, messageId));
+    link.buffers.queuedSendBytes += bytes.length;
+    const sent = link.sendTail
+      .then(() => this.pump(link, bytes, messageId))
+      .finally(() => {
+        link.buffers.queuedSendBytes -= bytes.length;
+      });
     link.sendTail = sent.catch(() => {});
     return sent;
   }
@@ -256,12 +299,15 @@ export class MeshTransport implements Transport {
       peer,
       up: false,
       down: false,
-      reassembler: new Reassembler({ now: this.now, maxMessageBytes: this.options.maxMessageBytes }),
+      buffers: new PeerBuffers({
+        now: this.now,
+        maxMessageBytes: this.maxMessageBytes,
+        budgetBytes: this.peerBudgetBytes,
+      }),
       nextMessageId: 0,
       sendTail: Promise.resolve(),
       lastHeard: this.now(),
       pingNonce: 0,
-      early: [],
       maxChunkBytes: this.options.maxChunkBytes,
       connectTimer: setTimeout(
         () => this.goDown(link, { code: 'connection-failed', message: 'no connection within the timeout' }),
@@ -291,9 +337,7 @@ export class MeshTransport implements Transport {
     link.lastHeard = this.now();
     link.maxChunkBytes = Math.min(this.options.maxChunkBytes, remoteMaxMessageSize(link.peer));
     this.emitter.emit('peer-up', link.id);
-    const early = link.early;
-    link.early = [];
-    for (const frame of early) this.onFrame(link, frame);
+    for (const frame of link.buffers.takeEarly()) this.onFrame(link, frame);
   }
 
   private onFrame(link: Link, frame: Uint8Array): void {
@@ -304,7 +348,9 @@ export class MeshTransport implements Transport {
       return;
     }
     if (!link.up) {
-      if (link.early.length < EARLY_FRAMES_LIMIT) link.early.push(frame);
+      const refusal = link.buffers.holdEarly(frame);
+      if (refusal) this.reject(link, 'over-budget', refusal);
+      else this.notePeerHeld(link);
       return;
     }
     this.stats.bytesReceived += frame.length;
@@ -322,7 +368,8 @@ export class MeshTransport implements Transport {
       return;
     }
     link.lastHeard = this.now();
-    const result = link.reassembler.push(frame);
+    const result = link.buffers.push(frame);
+    this.notePeerHeld(link);
     if (result.status === 'rejected') {
       this.reject(link, result.reason, result.detail);
     } else if (result.status === 'complete') {
@@ -374,7 +421,7 @@ export class MeshTransport implements Transport {
       }
       link.pingNonce = (link.pingNonce + 1) >>> 0;
       this.trySend(link, encodeControl('ping', link.pingNonce));
-      for (const eviction of link.reassembler.evictExpired()) {
+      for (const eviction of link.buffers.reassembler.evictExpired()) {
         this.reject(
           link,
           'reassembly-timeout',
@@ -382,6 +429,11 @@ export class MeshTransport implements Transport {
         );
       }
     }
+  }
+
+  private notePeerHeld(link: Link): void {
+    const { peakHeldBytes } = link.buffers;
+    if (peakHeldBytes > this.stats.peakPeerHeldBytes) this.stats.peakPeerHeldBytes = peakHeldBytes;
   }
 
   private reject(link: Link, reason: string, detail: string): void {
@@ -395,14 +447,20 @@ export class MeshTransport implements Transport {
     clearTimeout(link.connectTimer);
     if (this.links.get(link.id) === link) this.links.delete(link.id);
     link.abort.abort();
-    link.reassembler.clear();
-    link.early = [];
+    link.buffers.clear();
     link.peer.destroy();
     link.markGone();
     if (this.closing) return;
     if (link.up) this.emitter.emit('peer-down', link.id, reason);
     else this.config.onConnectFailed?.(link.id, reason);
   }
+}
+
+function checkMessageLimit(bytes: number): number {
+  if (!Number.isInteger(bytes) || bytes < 1 || bytes > 0xffff_ffff) {
+    throw new RangeError(`The message limit must be an integer from 1 to ${0xffff_ffff} bytes, got ${bytes}`);
+  }
+  return bytes;
 }
 
 function reasonForError(error: Error & { code?: string }): PeerDownReason {

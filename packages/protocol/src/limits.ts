@@ -3,12 +3,17 @@
  *
  * Byte limits are configurable per codec (`createWireCodec({ limits })`) and per reassembler,
  * because what a room needs depends on the model: an fp32 shard of a large fragment, or a state
- * transfer part, is megabytes. Count limits are part of the message schemas and therefore of the
- * protocol version: raising one is a minor version bump (old peers would reject the new rooms),
- * so they are plain constants.
+ * transfer part, is megabytes: `maxMessageBytesFor(config)` is the largest message of a run,
+ * and `peerBudgetFor(bytes)` the buffer budget of one peer that follows from it. Count limits
+ * are part of the message schemas and therefore of the protocol version: raising one is a minor
+ * version bump (old peers would reject the new rooms), so they are plain constants.
  */
+import { createCodec, type FragmentMode, fragmentBlocks } from '@shoal/diloco';
+import type { GptConfig } from '@shoal/model';
+import { HEADER_BYTES } from './header.ts';
+import type { RunConfig } from './schemas.ts';
 
-/** A message's bytes, header included, when nothing else is configured: 256 MiB. */
+/** A message's bytes, header included, before a run config is known: 256 MiB. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 
 /** The JSON part of one message: 1 MiB (a roster of MAX_MEMBERS is about 100 KiB). */
@@ -47,6 +52,12 @@ export const MAX_CORPUS_BYTES = 64 * 1024 * 1024;
 /** One corpus-request asks for at most this many bytes: 1 MiB. */
 export const MAX_CORPUS_PART_BYTES = 1024 * 1024;
 
+/**
+ * Values per state-transfer part: θ and m, fp32, so 8 bytes a value and 8 MiB per message. A
+ * fetching replica asks for a fragment in parts of this many values.
+ */
+export const STATE_PART_VALUES = 1 << 20;
+
 /** The largest codec block (diloco's checkBlockSize). */
 export const MAX_CODEC_BLOCK_SIZE = 65536;
 
@@ -57,14 +68,35 @@ export const MAX_CODEC_BLOCK_SIZE = 65536;
 export const MAX_CHUNK_BYTES = 64 * 1024;
 
 /**
- * Incomplete messages the reassembler keeps per sender, and their declared bytes in total: an
- * honest sender interleaves at most one large message with a few control messages, so one
- * maximal message plus 16 MiB. Memory is reserved at a message's first chunk, so this is also
- * what one hostile peer can make a receiver allocate: a room of small fragments should lower
- * maxMessageBytes to what it needs.
+ * Incomplete messages the reassembler keeps per sender. An honest MeshTransport sends one
+ * message at a time per peer (its sends are serialized), so at most one is incomplete; 8 leaves
+ * room for other senders' designs.
  */
 export const DEFAULT_MAX_PENDING_MESSAGES = 8;
-export const DEFAULT_MAX_PENDING_BYTES = DEFAULT_MAX_MESSAGE_BYTES + 16 * 1024 * 1024;
+
+/**
+ * What the reassembler counts for each chunk it keeps, beyond the chunk's data bytes: a
+ * Uint8Array, its ArrayBuffer and a Map entry. Measured at about 245 bytes on V8 (Node 20, a
+ * 1-byte chunk), so a flood of tiny chunks is charged for what it really costs.
+ */
+export const PENDING_CHUNK_OVERHEAD_BYTES = 256;
+
+/** Headroom of a peer's buffer budget beyond one maximal message: 16 MiB of control messages. */
+export const PEER_BUDGET_HEADROOM_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The bytes one peer may make this side hold at once (reassembly in progress, frames queued
+ * before the connection opened), when messages are at most `maxMessageBytes`: one maximal
+ * message, its per-chunk overhead for chunks of 8 KiB or more (256 B per ≥ 8 KiB chunk is
+ * ≤ 1/32), and PEER_BUDGET_HEADROOM_BYTES. Memory is charged as chunks arrive, not at a
+ * message's declared size, so this bounds what a hostile peer can make a receiver allocate.
+ */
+export function peerBudgetFor(maxMessageBytes: number): number {
+  return maxMessageBytes + Math.ceil(maxMessageBytes / 32) + PEER_BUDGET_HEADROOM_BYTES;
+}
+
+/** The reassembler's own budget when none is shared with it: peerBudgetFor(256 MiB), ≈ 280 MiB. */
+export const DEFAULT_MAX_PENDING_BYTES = peerBudgetFor(DEFAULT_MAX_MESSAGE_BYTES);
 
 /** An incomplete message with no new chunk for this long is evicted: 30 s. */
 export const DEFAULT_REASSEMBLY_TIMEOUT_MS = 30_000;
@@ -100,4 +132,72 @@ export function resolveWireLimits(limits: Partial<WireLimits> = {}): WireLimits 
   positive('maxJsonBytes', resolved.maxMessageBytes);
   positive('maxJsonDepth', 1000);
   return resolved;
+}
+
+/*
+ * The largest message of a run. Every big message is a fragment's worth of something: a
+ * contribution or a shard result (a codec's encoding of at most the whole fragment, when one
+ * participant owns the only shard), a state-transfer part (θ and m of at most STATE_PART_VALUES
+ * values), or a corpus part (MAX_CORPUS_PART_BYTES). A room of the nano preset needs about
+ * 2 MiB, against the 256 MiB default.
+ *
+ * Fragment sizes are computed from the GPT shape rather than with @shoal/model's buildLayout:
+ * protocol imports only model's types, so the mesh and a Web Worker bundle do not pull the engine
+ * in. limits.test.ts checks the closed form against buildLayout + buildFragments.
+ */
+
+/** Values of one transformer block with C channels: 12C² weights + 13C biases and norms. */
+export function blockValues(channels: number): number {
+  // c_attn 3C×C + c_proj C×C + c_fc 4C×C + mlp.c_proj C×4C = 12C²;
+  // ln_1, ln_2 2C each, c_attn bias 3C, attn c_proj bias C, c_fc bias 4C, mlp c_proj bias C = 13C
+  return 12 * channels * channels + 13 * channels;
+}
+
+/**
+ * Values of the largest of the run's P fragments: its blocks, plus wte (V×C) and wpe (T×C) with
+ * the fragment that holds block 0, and ln_f (2C) with the one that holds the last block, as
+ * @shoal/diloco's buildFragments groups the layout.
+ */
+export function largestFragmentValues(model: GptConfig, fragments: number, mode: FragmentMode): number {
+  const { nLayer, nEmbd: C, blockSize: T, vocabSize: V } = model;
+  const blocksOfFragments = fragmentBlocks(nLayer, fragments, mode);
+  let largest = 0;
+  for (const blocks of blocksOfFragments) {
+    let values = blocks.length * blockValues(C);
+    if (blocks.includes(0)) values += (V + T) * C;
+    if (blocks.includes(nLayer - 1)) values += 2 * C;
+    largest = Math.max(largest, values);
+  }
+  return largest;
+}
+
+/** The largest u32 a chunk header's total can state. */
+const MAX_U32 = 0xffff_ffff;
+
+/**
+ * The largest message any member of the run `config` sends, header and JSON included: the
+ * wire header, the JSON limit the wire codec enforces (DEFAULT_MAX_JSON_BYTES, 1 MiB: a roster
+ * or a shard result's verdicts are ~100 KiB), and the largest binary payload of
+ * - a contribution or a shard result: the whole largest fragment, encoded with the run's codec
+ *   or fp32, whichever is larger (a blockwise codec's partial last block can cost more than 4
+ *   bytes a value, and fp32 covers rounds a coordinator opens with it);
+ * - a state-transfer part: θ and m, 8 bytes a value, for min(STATE_PART_VALUES, fragment) values;
+ * - a corpus-transfer part: MAX_CORPUS_PART_BYTES.
+ * Throws a RangeError when that does not fit a chunk header's u32 total (more fragments help).
+ */
+export function maxMessageBytesFor(config: RunConfig): number {
+  const { fragments, fragmentMode, codec, codecBlockSize } = config.diloco;
+  const fragmentValues = largestFragmentValues(config.model, fragments, fragmentMode);
+  const encoded = createCodec(codec, { blockSize: codecBlockSize }).encodedSize(fragmentValues);
+  const shardBytes = Math.max(4 * fragmentValues, encoded);
+  const statePartBytes = 8 * Math.min(STATE_PART_VALUES, fragmentValues);
+  const payloadBytes = Math.max(shardBytes, statePartBytes, MAX_CORPUS_PART_BYTES);
+  const messageBytes = HEADER_BYTES + DEFAULT_MAX_JSON_BYTES + payloadBytes;
+  if (messageBytes > MAX_U32) {
+    throw new RangeError(
+      `A fragment of ${fragmentValues} values makes ${messageBytes}-byte messages, over the ${MAX_U32}-byte ` +
+        `maximum: split the model into more fragments (diloco.fragments = ${fragments})`,
+    );
+  }
+  return messageBytes;
 }

@@ -7,14 +7,17 @@
  * Policy:
  * - A chunk is checked on its own (size, magic, version, count against total, index in range,
  *   exact data length) and against its message (same count and total as its first chunk).
- * - Memory is reserved per message from its declared total (the buffer is allocated on the first
- *   chunk, and chunks are copied into place): at most `maxPendingMessages` incomplete messages
- *   and `maxPendingBytes` declared bytes; a new message beyond either is refused, the ones in
- *   progress keep going.
- * - A duplicate chunk is refused and the message goes on (a copy cannot corrupt it). A chunk that
- *   contradicts its message (other count or total, wrong length) drops the whole message, and the
- *   rest of that message's chunks are refused as 'dropped' (the last DROPPED_MEMORY ids are
- *   remembered).
+ * - Memory grows with the bytes that arrive, never with what a message declares: each chunk's
+ *   data is kept as its own buffer and the message is joined once its last chunk is in (out of
+ *   order is fine). So two chunks that announce a 256 MiB message cost two chunks.
+ * - Every kept chunk is charged to a ByteBudget (its data plus PENDING_CHUNK_OVERHEAD_BYTES),
+ *   which the owner may share with its other buffers for the same peer. A new message is
+ *   admitted only when it declares at most `maxMessageBytes`, fewer than `maxPendingMessages`
+ *   are incomplete, and its declared size (with overhead) fits what the budget has free. A
+ *   message whose next chunk no longer fits (the budget filled meanwhile) is dropped.
+ * - A refused message, or one whose chunk contradicts it (other count or total, wrong length),
+ *   is dropped: the rest of its chunks are refused as 'dropped' (the last DROPPED_MEMORY ids are
+ *   remembered). A duplicate chunk is refused and the message goes on (a copy cannot corrupt it).
  * - A message with no new chunk for `timeoutMs` is evicted.
  */
 import { CHUNK_HEADER_BYTES, type ChunkHeaderProblem, chunkSpan, readChunkHeader } from './chunks.ts';
@@ -24,6 +27,7 @@ import {
   DEFAULT_MAX_PENDING_MESSAGES,
   DEFAULT_REASSEMBLY_TIMEOUT_MS,
   MAX_CHUNK_BYTES,
+  PENDING_CHUNK_OVERHEAD_BYTES,
 } from './limits.ts';
 
 export type ChunkRejectReason =
@@ -53,21 +57,80 @@ export interface Eviction {
 export interface ReassemblerOptions {
   /** Clock in ms (performance.now, Date.now, or the simulator's virtual clock). */
   now: () => number;
+  /** The largest message accepted, by its declared total (changeable: setMaxMessageBytes). */
   maxMessageBytes?: number;
   /** The largest chunk accepted, header included (this side's max message size). */
   maxChunkBytes?: number;
   maxPendingMessages?: number;
+  /** The limit of the reassembler's own budget, when no `budget` is given. */
   maxPendingBytes?: number;
+  /** A budget shared with the owner's other buffers for the same sender. */
+  budget?: ByteBudget;
   timeoutMs?: number;
 }
 
 interface Pending {
   count: number;
   totalBytes: number;
-  bytes: Uint8Array;
-  seen: Uint8Array;
-  received: number;
+  /** Data of the chunks in so far, by index; joined when all `count` are in. */
+  chunks: Map<number, Uint8Array>;
+  /** Bytes charged to the budget for this message: data + overhead per chunk. */
+  heldBytes: number;
   lastActivity: number;
+}
+
+/**
+ * Bytes held for one peer, against a limit, shared by every buffer that peer can fill (its
+ * reassembler, frames queued before its connection opened). Nothing is allocated here: the
+ * buffers take bytes before they keep them and release them when they let go.
+ */
+export class ByteBudget {
+  private heldBytes = 0;
+  private peakBytes = 0;
+
+  constructor(private limitBytes: number) {
+    checkBudgetLimit(limitBytes);
+  }
+
+  get limit(): number {
+    return this.limitBytes;
+  }
+  /** Bytes taken and not yet released. */
+  get held(): number {
+    return this.heldBytes;
+  }
+  /** The most bytes held at once since this budget was made. */
+  get peak(): number {
+    return this.peakBytes;
+  }
+  /** Bytes that can still be taken (0 when a lowered limit is already exceeded). */
+  get free(): number {
+    return Math.max(0, this.limitBytes - this.heldBytes);
+  }
+
+  /** Takes `bytes` when they fit under the limit; returns whether it did. */
+  tryTake(bytes: number): boolean {
+    if (this.heldBytes + bytes > this.limitBytes) return false;
+    this.heldBytes += bytes;
+    this.peakBytes = Math.max(this.peakBytes, this.heldBytes);
+    return true;
+  }
+
+  release(bytes: number): void {
+    this.heldBytes = Math.max(0, this.heldBytes - bytes);
+  }
+
+  /** A new limit for later takes; bytes already held stay held. */
+  setLimit(bytes: number): void {
+    checkBudgetLimit(bytes);
+    this.limitBytes = bytes;
+  }
+}
+
+function checkBudgetLimit(bytes: number): void {
+  if (!Number.isSafeInteger(bytes) || bytes < 0) {
+    throw new RangeError(`A byte budget must be a non-negative integer, got ${bytes}`);
+  }
 }
 
 /** Ids of dropped messages remembered, to refuse their remaining chunks by name. */
@@ -76,12 +139,13 @@ export const DROPPED_MEMORY = 64;
 export class Reassembler {
   private readonly pending = new Map<number, Pending>();
   private readonly dropped = new Set<number>();
-  private reservedBytes = 0;
+  private heldBytes = 0;
+  private peakHeldBytes = 0;
   private readonly now: () => number;
-  private readonly maxMessageBytes: number;
+  private maxMessageBytes: number;
   private readonly maxChunkBytes: number;
   private readonly maxPendingMessages: number;
-  private readonly maxPendingBytes: number;
+  private readonly budget: ByteBudget;
   private readonly timeoutMs: number;
 
   constructor(options: ReassemblerOptions) {
@@ -89,16 +153,29 @@ export class Reassembler {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.maxChunkBytes = options.maxChunkBytes ?? MAX_CHUNK_BYTES;
     this.maxPendingMessages = options.maxPendingMessages ?? DEFAULT_MAX_PENDING_MESSAGES;
-    this.maxPendingBytes = options.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES;
+    this.budget = options.budget ?? new ByteBudget(options.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_REASSEMBLY_TIMEOUT_MS;
   }
 
-  /** Incomplete messages held now, and the bytes reserved for them. */
+  /** Incomplete messages held now. */
   get pendingMessages(): number {
     return this.pending.size;
   }
+  /** Bytes held now for incomplete messages: data received plus the per-chunk overhead. */
   get pendingBytes(): number {
-    return this.reservedBytes;
+    return this.heldBytes;
+  }
+  /** The most bytes held at once for incomplete messages since this reassembler was made. */
+  get peakPendingBytes(): number {
+    return this.peakHeldBytes;
+  }
+
+  /** Messages that begin after this call may declare at most `bytes`; those in progress go on. */
+  setMaxMessageBytes(bytes: number): void {
+    if (!Number.isInteger(bytes) || bytes < 1 || bytes > 0xffff_ffff) {
+      throw new RangeError(`maxMessageBytes must be an integer from 1 to ${0xffff_ffff}, got ${bytes}`);
+    }
+    this.maxMessageBytes = bytes;
   }
 
   /** Never throws. The completed message's bytes are owned by the caller. */
@@ -111,7 +188,7 @@ export class Reassembler {
     if (chunk.length > this.maxChunkBytes) {
       return refuse('chunk-too-large', `${chunk.length}-byte chunk exceeds ${this.maxChunkBytes}`);
     }
-    if (totalBytes > this.maxMessageBytes) {
+    if (totalBytes > this.maxMessageBytes && !this.pending.has(messageId)) {
       return refuse('message-too-large', `message of ${totalBytes} bytes exceeds ${this.maxMessageBytes}`);
     }
     if (count < 1 || count > Math.max(1, totalBytes)) {
@@ -130,23 +207,15 @@ export class Reassembler {
 
     let message = this.pending.get(messageId);
     if (!message) {
-      if (this.pending.size >= this.maxPendingMessages) {
-        return refuse('too-many-pending', `${this.pending.size} messages are already incomplete`);
+      const refusal = this.admissionProblem(totalBytes, count);
+      if (refusal) {
+        this.drop(messageId);
+        return refuse(refusal[0], refusal[1]);
       }
-      const reserve = totalBytes + count;
-      if (this.reservedBytes + reserve > this.maxPendingBytes) {
-        return refuse('over-budget', `${reserve} more bytes would exceed the ${this.maxPendingBytes}-byte budget`);
-      }
-      message = {
-        count,
-        totalBytes,
-        bytes: new Uint8Array(totalBytes),
-        seen: new Uint8Array(count),
-        received: 0,
-        lastActivity: this.now(),
-      };
+      // the whole message in one chunk: nothing to keep, so nothing to charge
+      if (count === 1) return { status: 'complete', messageId, bytes: chunk.slice(CHUNK_HEADER_BYTES) };
+      message = { count, totalBytes, chunks: new Map(), heldBytes: 0, lastActivity: this.now() };
       this.pending.set(messageId, message);
-      this.reservedBytes += reserve;
     } else if (message.count !== count || message.totalBytes !== totalBytes) {
       this.drop(messageId);
       return refuse(
@@ -154,15 +223,29 @@ export class Reassembler {
         `chunk says ${count} chunks / ${totalBytes} bytes, the message began with ${message.count} / ${message.totalBytes}`,
       );
     }
-    if (message.seen[index]) return refuse('duplicate', `chunk ${index} of message ${messageId} arrived twice`);
+    if (message.chunks.has(index)) return refuse('duplicate', `chunk ${index} of message ${messageId} arrived twice`);
 
-    message.seen[index] = 1;
-    message.received++;
+    const cost = end - start + PENDING_CHUNK_OVERHEAD_BYTES;
+    if (!this.budget.tryTake(cost)) {
+      const { held, limit } = this.budget;
+      this.drop(messageId);
+      return refuse(
+        'over-budget',
+        `chunk ${index} of message ${messageId}: ${cost} more bytes, ${held} of ${limit} held`,
+      );
+    }
+    // a copy: the frame may be a view into a larger buffer that must not be kept alive
+    message.chunks.set(index, chunk.slice(CHUNK_HEADER_BYTES));
+    message.heldBytes += cost;
+    this.heldBytes += cost;
+    this.peakHeldBytes = Math.max(this.peakHeldBytes, this.heldBytes);
     message.lastActivity = this.now();
-    message.bytes.set(chunk.subarray(CHUNK_HEADER_BYTES), start);
-    if (message.received < count) return { status: 'pending', messageId, received: message.received, count };
+    if (message.chunks.size < count) {
+      return { status: 'pending', messageId, received: message.chunks.size, count };
+    }
+    const bytes = joinChunks(message);
     this.release(messageId);
-    return { status: 'complete', messageId, bytes: message.bytes };
+    return { status: 'complete', messageId, bytes };
   }
 
   /** Evicts messages idle for timeoutMs or more; returns what was evicted. */
@@ -171,24 +254,38 @@ export class Reassembler {
     const evicted: Eviction[] = [];
     for (const [messageId, message] of this.pending) {
       if (now - message.lastActivity >= this.timeoutMs) {
-        evicted.push({ messageId, received: message.received, count: message.count });
+        evicted.push({ messageId, received: message.chunks.size, count: message.count });
         this.drop(messageId);
       }
     }
     return evicted;
   }
 
-  /** Forgets everything (the peer went down). */
+  /** Forgets everything (the peer went down), and gives its bytes back to the budget. */
   clear(): void {
-    this.pending.clear();
+    for (const messageId of [...this.pending.keys()]) this.release(messageId);
     this.dropped.clear();
-    this.reservedBytes = 0;
+  }
+
+  /** Why a message of `totalBytes` in `count` chunks may not begin now, or null. */
+  private admissionProblem(totalBytes: number, count: number): [ChunkRejectReason, string] | null {
+    if (this.pending.size >= this.maxPendingMessages) {
+      return ['too-many-pending', `${this.pending.size} messages are already incomplete`];
+    }
+    // Declared, not allocated: a message that could never fit is refused at its first chunk.
+    const needed = count > 1 ? totalBytes + count * PENDING_CHUNK_OVERHEAD_BYTES : 0;
+    if (needed > this.budget.free) {
+      const { held, limit } = this.budget;
+      return ['over-budget', `a message of ${totalBytes} bytes needs ${needed}; ${held} of ${limit} are held`];
+    }
+    return null;
   }
 
   private release(messageId: number): void {
     const message = this.pending.get(messageId);
     if (!message) return;
-    this.reservedBytes -= message.totalBytes + message.count;
+    this.budget.release(message.heldBytes);
+    this.heldBytes -= message.heldBytes;
     this.pending.delete(messageId);
   }
 
@@ -201,6 +298,15 @@ export class Reassembler {
       this.dropped.delete(oldest);
     }
   }
+}
+
+/** The message's bytes, its chunks copied into place in index order. */
+function joinChunks(message: Pending): Uint8Array {
+  const bytes = new Uint8Array(message.totalBytes);
+  for (const [index, data] of message.chunks) {
+    bytes.set(data, chunkSpan(index, message.count, message.totalBytes)[0]);
+  }
+  return bytes;
 }
 
 function reject(reason: ChunkRejectReason, detail: string, messageId?: number): PushResult {
