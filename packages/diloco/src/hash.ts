@@ -28,6 +28,8 @@ export interface FragmentHasher {
   readonly algorithm: FragmentHashAlgorithm;
   /** Hex digest of θ's bytes then m's bytes; both the same length. */
   hash(theta: Float32Array, momentum: Float32Array): string;
+  /** Hex digest of the parts' bytes, in order (a shard result: payload ‖ accepted peers). */
+  hashBytes(parts: readonly Uint8Array[]): string;
 }
 
 const bytesOf = (values: Float32Array) => new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
@@ -48,6 +50,11 @@ export async function createFragmentHasher(algorithm: FragmentHashAlgorithm = 'x
       hasher.init();
       hasher.update(bytesOf(theta));
       hasher.update(bytesOf(momentum));
+      return hasher.digest('hex');
+    },
+    hashBytes(parts) {
+      hasher.init();
+      for (const part of parts) hasher.update(part);
       return hasher.digest('hex');
     },
   };

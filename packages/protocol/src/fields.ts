@@ -96,7 +96,12 @@ export function payloadProblem(kind: MessageKind, body: object, payloadLength: n
     }
   }
   if (kind === 'shard-result') {
-    const accepted = (body as { verdicts: { reason: string }[] }).verdicts.some((v) => v.reason === '');
+    const result = body as { verdicts: { reason: string }[]; check?: boolean };
+    const accepted = result.verdicts.some((v) => v.reason === '');
+    // a checker reports its result's hash only: never a payload
+    if (result.check) {
+      return payloadLength === 0 ? null : { reason: 'payload', detail: 'a check carries no payload' };
+    }
     if (accepted !== payloadLength > 0) {
       return {
         reason: 'payload',

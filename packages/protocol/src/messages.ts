@@ -15,8 +15,8 @@
  * | heartbeat      | member → coordinator              | every `heartbeatMs`                          |
  * | metrics        | coordinator → every member        | periodically (room-level figures)            |
  * | round-open     | coordinator → every replica       | the median worker reached the round's step   |
- * | contribution   | participant → shard owner         | at its next inner-step boundary after open   |
- * | shard-result   | shard owner → every replica       | all expected contributions in, or deadline   |
+ * | contribution   | participant → owner and checker   | at its next inner-step boundary after open   |
+ * | shard-result   | shard owner/checker → replicas    | all expected contributions in, or deadline   |
  * | hash-report    | replica → coordinator             | tentative outer step done                    |
  * | commit         | coordinator → every replica       | a quorum of participants reported one hash   |
  * | abort          | coordinator → every replica       | deadline or quorum missed                    |
@@ -55,7 +55,7 @@ import {
 } from './schemas.ts';
 
 /** Same major: compatible. Another major is rejected on decode. A new minor only adds optional fields. */
-export const PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 2 } as const;
 
 /** Join: role and what this member's machine can do. The header's run id is 0 while the run is not known. */
 const helloBody = z.object({
@@ -165,6 +165,16 @@ export type ContributionVerdict = z.infer<typeof verdictSchema>;
  */
 const shardResultBody = z.object({
   verdicts: z.array(verdictSchema).max(MAX_PARTICIPANTS),
+  /**
+   * hash(payload ‖ the accepted peers, in round order): what the shard's owner and checker
+   * compare (minor 2). Absent from older peers.
+   */
+  resultHash: hashHexSchema.optional(),
+  /**
+   * A checker's report (minor 2): the payload is empty and `resultHash` says what the checker
+   * computed; replicas apply the owner's payload only once the two agree.
+   */
+  check: z.boolean().optional(),
 });
 
 /** hash(θ_global'[p] ‖ m'[p]) after the tentative outer step of round (fragment, round). */

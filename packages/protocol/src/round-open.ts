@@ -27,6 +27,12 @@ export interface ShardRange {
 
 export interface Shard extends ShardRange {
   owner: string;
+  /**
+   * A second participant that aggregates the same shard and reports only its result's hash
+   * (ARCHITECTURE-level design in docs/hostile-volunteers.md): a replica applies the owner's
+   * result once the checker's hash agrees. Absent in rooms of older hosts.
+   */
+  checker?: string;
 }
 
 /**
@@ -81,6 +87,9 @@ export function shardTableProblem(
       return { path: ['shards', k, 'owner'], message: `shard ${k}'s owner is not a participant` };
     }
     if (owners.has(shard.owner)) return { path: ['shards', k, 'owner'], message: `shard ${k}'s owner has two shards` };
+    if (shard.checker !== undefined && shard.checker === shard.owner) {
+      return { path: ['shards', k, 'checker'], message: `shard ${k}'s checker is its owner` };
+    }
     owners.add(shard.owner);
     expectedStart = shard.end;
   }
@@ -90,7 +99,12 @@ export function shardTableProblem(
   return null;
 }
 
-const shardSchema = z.object({ owner: peerIdSchema, start: offsetSchema, end: offsetSchema });
+const shardSchema = z.object({
+  owner: peerIdSchema,
+  checker: peerIdSchema.optional(),
+  start: offsetSchema,
+  end: offsetSchema,
+});
 
 /** Round (fragment, round) opens with codec (header) over these participants and shards. */
 export const roundOpenBody = z

@@ -13,11 +13,13 @@ import {
   type Capabilities,
   type PeerId,
   type Member as RosterMember,
+  type RoundOpenMessage,
   type RunConfig,
   shardRanges,
 } from '@shoal/protocol';
 import type { Member } from './member.ts';
-import type { ReplicaState } from './replica.ts';
+import type { ReplicaState, ShardClaim } from './replica.ts';
+import type { ShardDuties } from './shard-duty.ts';
 
 export interface MemberInfo {
   peer: PeerId;
@@ -42,15 +44,26 @@ export interface MemberInfo {
   reachable: Set<PeerId> | null;
   /** Its contributions that shard owners refused, by reason, as its heartbeats report them. */
   rejected: Record<string, number>;
+  /** Rounds it was named for and failed (no contribution, result or hash): each doubles its bench. */
+  misses: number;
+  /** Excluded from rounds until this many rounds have opened in the room (0: not benched). */
+  benchedUntil: number;
 }
 
 interface OpenRound {
   fragment: number;
   round: number;
   participants: PeerId[];
-  owners: PeerId[];
+  /** The round-open as sent (its shard table names each shard's owner and checker). */
+  message: RoundOpenMessage;
+  openedAt: number;
+  /** Shards the host took over (owner or checker gone, silent, or the two disagreed). */
+  refereed: Set<number>;
   reports: Map<PeerId, string>;
   cancelDeadline: () => void;
+  cancelReferee: () => void;
+  /** Set once a strict majority agrees with the host: stragglers get this long to report. */
+  cancelGrace: (() => void) | null;
 }
 
 /** What the host reports (shoal host --json events, the dashboard). */
@@ -80,6 +93,8 @@ export interface CoordinatorOptions {
   onEvent?: (event: CoordinatorEvent) => void;
   /** Appended to an unreachable member's reason (the host knows whether a TURN server is configured). */
   unreachableHint?: string;
+  /** The host's shard duties: it referees a shard whose owner and checker disagree or fail. */
+  duties?: ShardDuties;
   /** A resumed run: rounds continue from each fragment's last, counters from the saved ones. */
   resume?: {
     fragments: { round: number }[];
@@ -107,6 +122,8 @@ export class Coordinator {
   /** Tokens of members that left, and of the run before a resume (the room's total keeps them). */
   private departedTokens = 0;
   private epoch = 0;
+  /** Rounds opened in the room, all fragments: benches are counted in them. */
+  private roundsOpened = 0;
   private readonly lastRound: number[];
   /**
    * The hash of each fragment's last commit, the base of its next round. Not the host replica's:
@@ -159,6 +176,10 @@ export class Coordinator {
     });
     member.on('hash-report', (from, message) => this.onHashReport(from, message.fragment, message.round, message.hash));
     member.on('leave', (from, message) => this.removeMember(from, message.reason || 'left'));
+    options.duties?.onFinished((job) => {
+      if (job.role !== 'referee') return;
+      this.judgeShard(job.fragment, job.round, job.shard, { hash: job.resultHash, accepted: job.accepted });
+    });
     member.onPeerDown((peer, reason) => this.removeMember(peer, reason));
   }
 
@@ -217,7 +238,8 @@ export class Coordinator {
       holds.every((h) => this.options.replica.fragments[h.fragment]?.hash === h.hash);
     const status: MemberInfo['status'] = role === 'spectator' ? 'synced' : fresh || holdsCurrent ? 'synced' : 'syncing';
     if (existing) {
-      existing.status = status;
+      // a hello does not lift a bench: the member stays out of rounds until it has served it
+      if (existing.status !== 'excluded') existing.status = status;
       existing.capabilities = capabilities;
     } else {
       this.members.set(from, {
@@ -237,6 +259,8 @@ export class Coordinator {
         baseStep: ownStep,
         reachable: null,
         rejected: {},
+        misses: 0,
+        benchedUntil: 0,
       });
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
@@ -259,20 +283,9 @@ export class Coordinator {
     this.options.onEvent?.({ event: 'peer-left', peer, reason });
     for (const round of this.inFlight) {
       if (!round?.participants.includes(peer)) continue;
-      for (const [shard, owner] of round.owners.entries()) {
-        const live = round.participants.filter((p) => this.members.has(p));
-        if (owner !== peer || live.length === 0) continue;
-        const next = live[shard % live.length] as PeerId;
-        round.owners[shard] = next;
-        void this.member.broadcast(live, {
-          kind: 'reassign',
-          fragment: round.fragment,
-          round: round.round,
-          shard,
-          owner: next,
-          previous: peer,
-          deadlineMs: this.deadlineMs,
-        });
+      // a shard whose owner or checker is gone can no longer be checked: the host takes it over
+      for (const [shard, entry] of round.message.shards.entries()) {
+        if (entry.owner === peer || entry.checker === peer) this.referee(round, shard);
       }
       this.maybeFinish(round);
     }
@@ -312,50 +325,102 @@ export class Coordinator {
     const { diloco } = this.config;
     const fragment = this.options.fragments[p] as Fragment;
     const blockSize = diloco.codec === 'fp32' || diloco.codec === 'bf16' ? 1 : diloco.codecBlockSize;
+    this.roundsOpened++;
+    this.liftBenches();
     const participants = this.connected(workers);
-    const ranges = shardRanges(fragment.size, blockSize, participants.length);
-    const owners = ranges.map((_, k) => participants[k] as PeerId);
+    const n = participants.length;
+    // Owner k is participant k; its checker the next one (docs/hostile-volunteers.md). One
+    // participant alone has nobody to check it: its result is its own Δ, bounded like any other.
+    const shards = shardRanges(fragment.size, blockSize, n).map((range, k) => ({
+      ...range,
+      owner: participants[k] as PeerId,
+      ...(n >= 2 ? { checker: participants[(k + 1) % n] as PeerId } : {}),
+    }));
     const round = (this.lastRound[p] as number) + 1;
     this.lastRound[p] = round;
     this.nextOpenStep[p] = (this.nextOpenStep[p] as number) + diloco.innerSteps;
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));
-    const open: OpenRound = {
-      fragment: p,
-      round,
-      participants,
-      owners,
-      reports: new Map(),
-      cancelDeadline: this.member.clock.setTimer(2 * this.deadlineMs, () => this.finish(open, 'deadline')),
-    };
-    this.inFlight[p] = open;
-    this.options.onEvent?.({ event: 'round-opened', fragment: p, round, participants: participants.length });
-    void this.member.broadcast(this.everyone(), {
+    const message: RoundOpenMessage = {
       kind: 'round-open',
       fragment: p,
       round,
       codec: diloco.codec,
       participants,
-      shards: ranges.map((r, k) => ({ ...r, owner: owners[k] as PeerId })),
+      shards,
       fragmentSize: fragment.size,
       blockSize,
       deadlineMs: this.deadlineMs,
       roomTokens: this.roomTokens,
       baseHash: this.committedHash[p] ?? this.options.replica.fragment(p).hash,
       maxWeight,
-    });
+    };
+    const { clock } = this.member;
+    const open: OpenRound = {
+      fragment: p,
+      round,
+      participants,
+      message,
+      openedAt: clock.now(),
+      refereed: new Set(),
+      reports: new Map(),
+      cancelDeadline: clock.setTimer(2 * this.deadlineMs, () => this.finish(open, 'deadline')),
+      // Owners send what they have at their deadline; a shard still unverified a little later has
+      // a silent owner or checker: the host takes it over while the round can still commit.
+      cancelReferee: clock.setTimer(Math.round(1.25 * this.deadlineMs), () => this.refereeUnverified(open)),
+      cancelGrace: null,
+    };
+    this.inFlight[p] = open;
+    this.options.onEvent?.({ event: 'round-opened', fragment: p, round, participants: n });
+    void this.member.broadcast(this.everyone(), message);
+  }
+
+  /** Members whose bench is served go back to rounds (their replica followed meanwhile). */
+  private liftBenches(): void {
+    let changed = false;
+    for (const info of this.members.values()) {
+      if (info.status !== 'excluded' || info.benchedUntil > this.roundsOpened) continue;
+      info.status = 'synced';
+      info.reason = '';
+      info.benchedUntil = 0;
+      changed = true;
+    }
+    if (changed) this.broadcastRoster();
+  }
+
+  /**
+   * A participant failed its round (no contribution, no result, no hash, a wrong aggregate): it
+   * sits out the next 2^(misses−1)·P rounds (about one sync of every fragment, doubling), and the
+   * roster says why. It stays a member and a replica.
+   */
+  private bench(peer: PeerId, why: string): void {
+    const info = this.members.get(peer);
+    if (info?.role !== 'worker') return;
+    info.misses++;
+    const rounds = 2 ** Math.min(info.misses - 1, 10) * this.inFlight.length;
+    info.benchedUntil = this.roundsOpened + rounds;
+    info.status = 'excluded';
+    info.reason = `${why}; out of the next ${rounds} rounds`;
+    this.broadcastRoster();
   }
 
   /**
    * The participants of a round: synced workers that can all reach each other (ARCHITECTURE.md,
-   * "Rounds…"), greedily in peer-id order from their heartbeats' channel lists. A worker that has
-   * not reported yet counts as reachable. The others train on and follow as replicas.
+   * "Rounds…"), greedily from their heartbeats' channel lists, best connected first (ties by peer
+   * id), so a member that claims to reach nobody leaves itself out, not the others. A worker that
+   * has not reported yet counts as reachable. The others train on and follow as replicas.
    */
   private connected(workers: MemberInfo[]): PeerId[] {
     const chosen: MemberInfo[] = [];
     const sees = (a: MemberInfo, b: MemberInfo) => a.reachable === null || a.reachable.has(b.peer);
+    const degree = (w: MemberInfo) => workers.filter((o) => o !== w && sees(w, o) && sees(o, w)).length;
+    const degrees = new Map(workers.map((w) => [w, degree(w)]));
+    const order = [...workers].sort(
+      (a, b) =>
+        (degrees.get(b) as number) - (degrees.get(a) as number) || (a.peer < b.peer ? -1 : a.peer > b.peer ? 1 : 0),
+    );
     let changed = false;
-    for (const worker of [...workers].sort((a, b) => (a.peer < b.peer ? -1 : a.peer > b.peer ? 1 : 0))) {
+    for (const worker of order) {
       const blocked = chosen.filter((c) => !(sees(c, worker) && sees(worker, c)));
       const reason =
         blocked.length === 0
@@ -368,63 +433,152 @@ export class Coordinator {
       }
     }
     if (changed) this.broadcastRoster();
-    return chosen.map((w) => w.peer);
+    // round order is peer-id order, whatever order they were chosen in
+    return chosen.map((w) => w.peer).sort();
+  }
+
+  /** The host's replica found shard k's owner and checker in disagreement. */
+  onDispute(p: number, round: number, shard: number): void {
+    const open = this.inFlight[p];
+    if (open?.round === round) this.referee(open, shard);
+  }
+
+  /**
+   * The host aggregates shard k itself (it is trusted): participants resend their kept Δ shard to
+   * it (reassign), and its result replaces the owner's and the checker's at every replica.
+   */
+  private referee(open: OpenRound, shard: number): void {
+    const duties = this.options.duties;
+    const entry = open.message.shards[shard];
+    if (!duties || !entry || open.refereed.has(shard) || this.inFlight[open.fragment] !== open) return;
+    open.refereed.add(shard);
+    const live = open.participants.filter((p) => this.members.has(p));
+    duties.take(open.message, shard, 'referee', this.deadlineMs, live);
+    void this.member.broadcast(live, {
+      kind: 'reassign',
+      fragment: open.fragment,
+      round: open.round,
+      shard,
+      owner: this.member.self,
+      previous: entry.owner,
+      deadlineMs: this.deadlineMs,
+    });
+  }
+
+  /** Shards still unverified at the host after the owners' deadline: their aggregator was silent. */
+  private refereeUnverified(open: OpenRound): void {
+    if (this.inFlight[open.fragment] !== open) return;
+    const replica = this.options.replica;
+    for (const shard of replica.unverifiedShards(open.fragment, open.round)) {
+      const entry = open.message.shards[shard];
+      const heard = replica.shardClaims(open.fragment, open.round, shard);
+      if (entry && heard.owner === null) this.bench(entry.owner, `sent no result for ${open.fragment}:${open.round}`);
+      if (entry?.checker && heard.checker === null) {
+        this.bench(entry.checker, `sent no check for ${open.fragment}:${open.round}`);
+      }
+      this.referee(open, shard);
+    }
+  }
+
+  /**
+   * The referee's result for shard k is in. An owner or checker that aggregated exactly the
+   * referee's contributors and still got another result computed a wrong aggregate: it is benched.
+   * One that aggregated other contributors (a crash, a late or equivocating contributor) is not
+   * blamed: without signatures nobody can tell who was at fault, and the referee's result stands.
+   */
+  private judgeShard(p: number, round: number, shard: number, referee: ShardClaim): void {
+    const open = this.inFlight[p];
+    const entry = open?.round === round ? open.message.shards[shard] : undefined;
+    if (!entry) return;
+    const heard = this.options.replica.shardClaims(p, round, shard);
+    const sameInputs = (claim: ShardClaim) => claim.accepted.join('\n') === referee.accepted.join('\n');
+    const wrong = (claim: ShardClaim | null) => claim !== null && sameInputs(claim) && claim.hash !== referee.hash;
+    if (wrong(heard.owner)) this.bench(entry.owner, `wrong aggregate in ${p}:${round}`);
+    if (entry.checker && wrong(heard.checker)) this.bench(entry.checker, `wrong check in ${p}:${round}`);
   }
 
   private onHashReport(from: PeerId, p: number, round: number, hash: string): void {
     const open = this.inFlight[p];
-    if (from === this.member.self) return; // the host's own replica: checked at commit
+    if (from === this.member.self) {
+      // the host's own replica has its tentative state: the round may commit now
+      if (open?.round === round) this.maybeFinish(open);
+      return;
+    }
     if (!open || open.round !== round) {
       // A follower's report that arrives after its round committed still says whether it agrees.
       if (round === this.lastRound[p] && hash === this.committedHash[p]) this.setStatus(from, 'synced');
       else this.member.refuse(from, 'hash-report', 'stale-round', `round ${round} of fragment ${p} is not open`);
       return;
     }
-    if (!open.participants.includes(from)) {
-      // A replica that follows the round: its hash tells at the commit whether it holds θ_global
-      // (a late joiner whose state arrived while a commit overtook its hello becomes synced here).
-      if (this.members.has(from)) open.reports.set(from, hash);
+    if (!this.members.has(from)) {
+      this.member.refuse(from, 'hash-report', 'not-member', `${from} is not in this room`);
       return;
     }
+    if (open.reports.has(from)) {
+      this.member.refuse(from, 'hash-report', 'duplicate', `${from} already reported ${p}:${round}`);
+      return;
+    }
+    // A follower's report (not a participant) tells at the commit whether it holds θ_global (a
+    // late joiner whose state arrived while a commit overtook its hello becomes synced here).
     open.reports.set(from, hash);
-    this.maybeFinish(open);
+    if (open.participants.includes(from)) this.maybeFinish(open);
   }
 
-  /** A member's status from its hash reports; the roster goes out when it changes. */
+  /** A member's status from its hash reports; the roster goes out when it changes. A bench stands. */
   private setStatus(peer: PeerId, status: 'synced' | 'diverged'): void {
     const info = this.members.get(peer);
-    if (!info || info.role === 'spectator' || info.status === status) return;
+    if (!info || info.role === 'spectator' || info.status === status || info.status === 'excluded') return;
     info.status = status;
     this.broadcastRoster();
   }
 
-  /** Commits once every live participant has reported, if a quorum agrees. */
-  private maybeFinish(open: OpenRound): void {
+  /** The live participants, and those of them whose hash is the host's. */
+  private tally(open: OpenRound, hostHash: string | null) {
     const live = open.participants.filter((p) => this.members.has(p));
-    if (live.some((p) => !open.reports.has(p))) return;
-    this.finish(open, 'complete');
+    const agreeing = live.filter((p) => hostHash !== null && open.reports.get(p) === hostHash);
+    // a strict majority of live participants and the host together, the host among them
+    const majority = hostHash !== null && 2 * (agreeing.length + 1) > live.length + 1;
+    const quorum = agreeing.length >= this.config.diloco.quorum * open.participants.length;
+    return { live, agreeing, commits: majority && quorum };
   }
 
-  private finish(open: OpenRound, why: 'complete' | 'deadline'): void {
+  /**
+   * Commits once the host has its tentative hash and every live participant has reported; once a
+   * strict majority agrees with the host, stragglers get a grace period (as long again as the
+   * round took so far, at least a second) rather than the whole deadline.
+   */
+  private maybeFinish(open: OpenRound): void {
+    const hostHash = this.options.replica.tentativeHash(open.fragment, open.round);
+    const { live, commits } = this.tally(open, hostHash);
+    if (hostHash !== null && live.every((p) => open.reports.has(p))) {
+      this.finish(open, 'complete');
+      return;
+    }
+    if (!commits || open.cancelGrace) return;
+    const { clock } = this.member;
+    const graceMs = Math.max(1_000, clock.now() - open.openedAt);
+    open.cancelGrace = clock.setTimer(graceMs, () => this.finish(open, 'grace'));
+  }
+
+  private finish(open: OpenRound, why: 'complete' | 'grace' | 'deadline'): void {
     if (this.inFlight[open.fragment] !== open) return;
     this.inFlight[open.fragment] = null;
     open.cancelDeadline();
-    const tally = new Map<string, PeerId[]>();
-    for (const peer of open.participants) {
-      const hash = open.reports.get(peer);
-      if (hash) tally.set(hash, [...(tally.get(hash) ?? []), peer]);
-    }
-    const [hash, agreeing] = [...tally.entries()].sort((a, b) => b[1].length - a[1].length)[0] ?? ['', []];
+    open.cancelReferee();
+    open.cancelGrace?.();
     const { fragment, round } = open;
-    if (agreeing.length > 0 && agreeing.length >= this.config.diloco.quorum * open.participants.length) {
-      for (const [peer, reported] of open.reports) this.setStatus(peer, reported === hash ? 'synced' : 'diverged');
+    const hostHash = this.options.replica.tentativeHash(fragment, round);
+    const { live, agreeing, commits } = this.tally(open, hostHash);
+    if (commits && hostHash !== null) {
+      this.benchMisses(open, live);
+      for (const [peer, reported] of open.reports) this.setStatus(peer, reported === hostHash ? 'synced' : 'diverged');
       this.committedRounds++;
-      this.committedHash[fragment] = hash;
+      this.committedHash[fragment] = hostHash;
       void this.member.broadcast(this.everyone(), {
         kind: 'commit',
         fragment,
         round,
-        hash,
+        hash: hostHash,
         contributors: agreeing,
         roomTokens: this.roomTokens,
       });
@@ -433,21 +587,38 @@ export class Coordinator {
         fragment,
         round,
         participants: agreeing.length,
-        hash,
+        hash: hostHash,
         contributors: agreeing,
       });
     } else {
-      const reason = why === 'deadline' ? 'deadline' : tally.size > 1 ? 'hash-disagreement' : 'quorum';
+      const hashes = new Set(open.reports.values());
+      const reason =
+        why === 'deadline' && hostHash === null ? 'deadline' : hashes.size > 1 ? 'hash-disagreement' : 'quorum';
       this.abortedRounds++;
       void this.member.broadcast(this.everyone(), {
         kind: 'abort',
         fragment,
         round,
         reason,
-        message: `${agreeing.length} of ${open.participants.length} participants agreed`,
+        message: `${agreeing.length} of ${open.participants.length} participants agreed with the host`,
       });
       this.options.onEvent?.({ event: 'round-aborted', fragment, round, reason });
     }
+    this.options.duties?.endRound(fragment, round);
     this.maybeOpenRounds();
+  }
+
+  /**
+   * At a commit: a live participant with no hash report, or whose Δ is in no verified shard of the
+   * round (it sent nothing, or only refused bytes), missed it.
+   */
+  private benchMisses(open: OpenRound, live: PeerId[]): void {
+    const contributed = new Set(
+      this.options.replica.verifiedContributors(open.fragment, open.round).flatMap((peers) => peers ?? []),
+    );
+    for (const peer of live) {
+      if (!open.reports.has(peer)) this.bench(peer, `reported no hash for ${open.fragment}:${open.round}`);
+      else if (!contributed.has(peer)) this.bench(peer, `contributed nothing to ${open.fragment}:${open.round}`);
+    }
   }
 }

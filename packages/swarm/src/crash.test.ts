@@ -3,7 +3,7 @@ import { createRoom, must, replicaStates } from './test-room.ts';
 import { contributionOf } from './test-wire.ts';
 
 describe('a worker that crashes at a fixed protocol point', () => {
-  it('after sending exactly one shard of its contribution: the round commits with the others, its shard is reassigned, later rounds commit with the survivors', async () => {
+  it('after sending exactly one shard of its contribution: the round commits with the others, the host takes over the shards it cannot check, later rounds commit with the survivors', async () => {
     const deadlineMs = 5_000;
     const room = await createRoom({ workers: 4, deadlineMs, detectionMs: 1_000 });
     const { network, host, workers, clock } = room;
@@ -19,7 +19,7 @@ describe('a worker that crashes at a fixed protocol point', () => {
       crashes.push({ at: clock.now(), to, shard: c.shard });
       return true;
     });
-    const results = room.spy(room.hostMember, 'shard-result');
+    const results = room.spyResults(room.hostMember);
     const commits = room.spy(room.hostMember, 'commit');
     const opens = room.spy(room.hostMember, 'round-open');
     const reassigns = survivors.map((w) => room.spy(w.member, 'reassign'));
@@ -32,28 +32,34 @@ describe('a worker that crashes at a fixed protocol point', () => {
     expect(network.livePeers()).not.toContain(victim.peer);
     expect(room.events).toContainEqual({ event: 'peer-left', peer: victim.peer, reason: 'crashed' });
 
-    // Round (0, 2) was opened with all four; w3's one shard that left was aggregated, the others are missing.
+    // Round (0, 2) was opened with all four; w3's one shard that left reached its owner w0 only.
     const open02 = must(opens.find((o) => o.message.fragment === 0 && o.message.round === 2)).message;
     expect(open02.participants).toEqual(['w0', 'w1', 'w2', 'w3']);
-    const verdictOfVictim = (shard: number) =>
-      results
-        .find((r) => r.message.fragment === 0 && r.message.round === 2 && r.message.shard === shard)
-        ?.message.verdicts.find((v) => v.peer === victim.peer);
-    expect(verdictOfVictim(0)).toMatchObject({ reason: '' });
-    expect(verdictOfVictim(0)?.weight).toBeGreaterThan(0);
-    for (const shard of [1, 2, 3]) expect(verdictOfVictim(shard)).toMatchObject({ weight: 0, reason: 'missing' });
-
-    // w3's own shard (3) went to a survivor, which rebuilt it from the kept payloads.
-    for (const log of reassigns) {
-      const moved = log.find((r) => r.message.fragment === 0 && r.message.round === 2);
-      expect(moved?.message).toMatchObject({ shard: 3, previous: victim.peer });
-      expect(survivorPeers).toContain(moved?.message.owner);
+    const resultOf = (shard: number, from: string) =>
+      results.find(
+        (r) => r.message.fragment === 0 && r.message.round === 2 && r.message.shard === shard && r.from === from,
+      );
+    expect(resultOf(0, 'w0')?.message.verdicts.find((v) => v.peer === victim.peer)).toMatchObject({ reason: '' });
+    for (const shard of [1, 2]) {
+      const owner = open02.shards[shard]?.owner as string;
+      expect(resultOf(shard, owner)?.message.verdicts.find((v) => v.peer === victim.peer)).toMatchObject({
+        weight: 0,
+        reason: 'missing',
+      });
     }
-    const newOwner = must(must(reassigns[0]).find((r) => r.message.fragment === 0 && r.message.round === 2)).message
-      .owner;
-    const rebuilt = results.find((r) => r.message.fragment === 0 && r.message.round === 2 && r.message.shard === 3);
-    expect(rebuilt?.from).toBe(newOwner);
-    expect(rebuilt?.message.verdicts.filter((v) => v.reason === '').map((v) => v.peer)).toEqual(survivorPeers);
+
+    // So shard 0's owner (w0, with w3's Δ) and checker (w1, without) disagree, and w3 owned shard 3
+    // and checked shard 2: the host took those three over and rebuilt them from the survivors' kept
+    // payloads (reassign to the host), and every replica applied the host's result.
+    for (const log of reassigns) {
+      const moved = log.filter((r) => r.message.fragment === 0 && r.message.round === 2);
+      expect(moved.map((r) => r.message.shard).sort()).toEqual([0, 2, 3]);
+      for (const r of moved) expect(r.message.owner).toBe('host');
+    }
+    for (const shard of [0, 2, 3]) {
+      const rebuilt = resultOf(shard, 'host');
+      expect(rebuilt?.message.verdicts.filter((v) => v.reason === '').map((v) => v.peer)).toEqual(survivorPeers);
+    }
 
     // The round commits with the three, soon after the crash is detected, not at the owners' deadline.
     const commit02 = commits.find((c) => c.message.fragment === 0 && c.message.round === 2);

@@ -7,10 +7,12 @@
 import { buildFragments, createFragmentHasher, type Fragment } from '@shoal/diloco';
 import { buildLayout, initParameters } from '@shoal/model';
 import type { RoomRunState, RunConfig } from '@shoal/protocol';
+import { contributionBound } from './config.ts';
 import { Coordinator, type CoordinatorEvent } from './coordinator.ts';
 import type { Member } from './member.ts';
 import { ReplicaState } from './replica.ts';
 import { ReplicaNode } from './replica-node.ts';
+import { ShardDuties } from './shard-duty.ts';
 
 export interface HostOptions {
   member: Member;
@@ -50,7 +52,17 @@ export class Host {
       hasher,
       { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
       options.momentum,
+      contributionBound(config),
     );
+    // The host referees shards whose owner and checker disagree or fail (docs/hostile-volunteers.md).
+    const duties = new ShardDuties({
+      member,
+      hasher,
+      config,
+      replicas: () => member.transport.peers(),
+      departed: () => new Set(),
+    });
+    member.on('contribution', (from, message) => duties.onContribution(from, message));
     const { resume } = options;
     if (resume) {
       if (resume.fragments.length !== state.fragments.length)
@@ -75,14 +87,15 @@ export class Host {
       onEvent: options.onEvent,
       unreachableHint: options.unreachableHint,
       resume,
+      duties,
     });
-    const replica = new ReplicaNode(
-      member,
-      state,
-      () => member.self,
-      {},
-      (commit) => commit?.contributors[0] ?? member.self,
-    );
+    // The host's θ_global is the room's: it never fetches it from a peer, and it serves joiners.
+    const replica = new ReplicaNode(member, state, {
+      coordinator: () => member.self,
+      stateSource: () => null,
+      servesState: true,
+      events: { disputed: (p, round, shard) => coordinator.onDispute(p, round, shard) },
+    });
     return new Host(member, config, fragments, replica, coordinator);
   }
 

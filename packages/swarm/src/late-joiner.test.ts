@@ -9,7 +9,7 @@ import { createRoom, must, replicaStates } from './test-room.ts';
 async function lateJoin(joinAt: number) {
   const room = await createRoom({ workers: 3 });
   const { host, clock } = room;
-  const results = room.spy(room.hostMember, 'shard-result');
+  const results = room.spyResults(room.hostMember);
   const commits = room.spy(room.hostMember, 'commit');
   const opens = room.spy(room.hostMember, 'round-open');
   const hellos = room.spy(room.hostMember, 'hello');
@@ -66,7 +66,7 @@ async function lateJoin(joinAt: number) {
   // In the end all four replicas are the host's, bit for bit.
   const hostStates = host.fragmentStates();
   for (const w of room.workers) expect(replicaStates(w.worker)).toEqual(hostStates);
-  expect(joiner.member.counters.total()).toBe(0);
+  expect(joiner.member.counters.recent()).toEqual([]);
   return { room, joiner, requests, transfers, hellos: hellos.filter((h) => h.from === joiner.peer) };
 }
 

@@ -22,6 +22,11 @@ export interface ShardJob {
   rule: AggregationRule;
   /** Weights above this are capped (4× the median in the design). */
   maxWeight: number;
+  /**
+   * The largest |value| an honest Δ can hold (contributionBound): beyond it a contribution is
+   * refused as 'magnitude', before any aggregation rule sees it. Infinity: no bound.
+   */
+  maxMagnitude?: number;
 }
 
 export type AddOutcome = { accepted: true } | { accepted: false; reason: string; message: string };
@@ -32,6 +37,8 @@ export interface ShardResult {
   verdicts: ContributionVerdict[];
   /** Sum of the accepted weights (tokens). */
   tokens: number;
+  /** The peers whose Δ is in the aggregate, in round order (part of the result's hash). */
+  accepted: string[];
 }
 
 export class ShardCollector {
@@ -61,8 +68,11 @@ export class ShardCollector {
       if (error instanceof CodecError || error instanceof RangeError) return refuse('codec', error.message);
       throw error;
     }
+    const bound = this.job.maxMagnitude ?? Number.POSITIVE_INFINITY;
     for (let i = 0; i < values.length; i++) {
-      if (!Number.isFinite(values[i] as number)) return refuse('non-finite', `value ${values[i]} at index ${i}`);
+      const value = values[i] as number;
+      if (!Number.isFinite(value)) return refuse('non-finite', `value ${value} at index ${i}`);
+      if (Math.abs(value) > bound) return refuse('magnitude', `|${value}| at index ${i} is over the bound ${bound}`);
     }
     this.received.set(from, { values, weight: Math.min(weight, this.job.maxWeight) });
     return { accepted: true };
@@ -85,6 +95,7 @@ export class ShardCollector {
     const verdicts: ContributionVerdict[] = [];
     let payload: Uint8Array = new Uint8Array(0);
     let tokens = 0;
+    const accepted: string[] = [];
     const result =
       contributions.length > 0 ? aggregate(contributions, this.job.rule, { length: this.job.length }) : null;
     if (result?.ok) {
@@ -92,6 +103,7 @@ export class ShardCollector {
       for (const index of result.accepted) {
         const weight = (contributions[index] as Contribution).weight;
         tokens += weight;
+        accepted.push(order[index] as string);
         verdicts.push({ peer: order[index] as string, weight, reason: '', message: '' });
       }
     }
@@ -114,6 +126,6 @@ export class ShardCollector {
         });
       }
     }
-    return { payload, verdicts, tokens };
+    return { payload, verdicts, tokens, accepted };
   }
 }

@@ -1,24 +1,41 @@
 /**
  * The replica's side of the protocol, shared by workers and the host: follows round-open,
  * shard-result, commit and abort into ReplicaState; reports tentative hashes; serves and fetches
- * fragment state (late joiners, diverged replicas). Messages that arrive before the round they
- * belong to (links differ in latency) wait in a small buffer.
+ * fragment state (late joiners, diverged replicas).
+ *
+ * A peer's message is a claim (docs/hostile-volunteers.md): round-open, commit and abort count
+ * only from the coordinator; a shard result only from the owner, checker or referee the round
+ * named for that shard; a state transfer only from the peer asked, and only for a hash the
+ * coordinator named. Results that arrive before their round-open (links differ in latency) wait
+ * in a small buffer, for the round after the last one opened only, a few per peer.
  */
 import type { Fragment } from '@shoal/diloco';
-import type {
-  CommitMessage,
-  PeerId,
-  RoundOpenMessage,
-  ShardResultMessage,
-  StateTransferMessage,
+import {
+  type CommitMessage,
+  type PeerId,
+  type RoundOpenMessage,
+  type ShardResultMessage,
+  STATE_PART_VALUES,
+  type StateTransferMessage,
 } from '@shoal/protocol';
 import type { Member } from './member.ts';
-import type { ReplicaState } from './replica.ts';
+import type { ReplicaState, ShardSource } from './replica.ts';
+import { resultHashOf } from './shard-duty.ts';
 
-/** Values per state-transfer part: 8 bytes each (θ and m), 8 MiB per message. */
-export const STATE_PART_VALUES = 1 << 20;
-/** Early messages kept per replica before their round-open arrives. */
-const MAX_EARLY = 256;
+export { STATE_PART_VALUES } from '@shoal/protocol';
+
+/** Early shard results kept per sender: its shards of the next round of two fragments. */
+const EARLY_PER_PEER = 4;
+/** Hashes the coordinator named per fragment that a state transfer may match (the newest ones). */
+const TRUSTED_HASHES = 8;
+/**
+ * State a peer may ask the host for: each fragment at most twice per committed round of it (a
+ * joiner or a diverged replica needs it once, a retry once more). That is no more than the round's
+ * results it receives anyway, so 71 bytes of request cannot buy megabytes without end.
+ */
+const STATE_COPIES_PER_ROUND = 2;
+/** After a refusal by quota, ask again this much later (the fragment will have moved on by then). */
+const STATE_RETRY_MS = 2_000;
 
 export interface ReplicaEvents {
   /** Round-open seen (after the replica state opened it). */
@@ -31,6 +48,18 @@ export interface ReplicaEvents {
   diverged?(fragment: number): void;
   /** A fetched fragment was installed (hash checked). */
   synced?(fragment: number): void;
+  /** Shard k's owner and checker sent results that differ (the host referees it). */
+  disputed?(fragment: number, round: number, shard: number): void;
+}
+
+export interface ReplicaNodeOptions {
+  /** Where hash reports go (the coordinator; the host sends its own to itself). */
+  coordinator: () => PeerId;
+  events?: ReplicaEvents;
+  /** Where a diverged fragment is fetched from: the coordinator; null: nowhere (the host). */
+  stateSource?: () => PeerId | null;
+  /** The host serves state to joiners; nobody has reason to ask a worker. */
+  servesState?: boolean;
 }
 
 /**
@@ -47,37 +76,88 @@ interface Transfer {
   received: number;
 }
 
+const roundKey = (fragment: number, round: number) => `${fragment}:${round}`;
+
 export class ReplicaNode {
   private readonly early: { from: PeerId; message: ShardResultMessage }[] = [];
   private readonly transfers = new Map<number, Transfer>();
   /** Fragments whose state is being fetched: their rounds are not followed meanwhile. */
   readonly fetching = new Set<number>();
+  /** Who each fetch asked: a transfer from anyone else is refused. */
+  private readonly requestedFrom = new Map<number, PeerId>();
+  /** Hashes the coordinator named per fragment (welcome, round bases, commits), newest last. */
+  private readonly trusted = new Map<number, string[]>();
   /** The latest round-open and commit of each fragment being fetched, replayed once it arrives. */
   private readonly held = new Map<number, { open?: RoundOpenMessage; commit?: CommitMessage }>();
+  /** Round-opens of the rounds open here: who may send which shard's result. */
+  private readonly opens = new Map<string, RoundOpenMessage>();
+  /** Commits that arrived while their round's verified results were still on the way. */
+  private readonly waitingCommits = new Map<string, CommitMessage>();
+  /** Verified shards per open round, as last told to the result-shard listeners. */
+  private readonly verifiedShards = new Map<string, number>();
+  /** The newest round opened here, per fragment. */
+  private readonly latestOpened = new Map<number, number>();
+  /** Values of each fragment served to each peer at its current round ("peer:p" → round, values). */
+  private readonly served = new Map<string, { round: number; values: number }>();
   private readonly resultShardListeners = new Set<ResultShardListener>();
+  private readonly coordinator: () => PeerId;
+  private readonly events: ReplicaEvents;
 
   constructor(
     private readonly member: Member,
     readonly state: ReplicaState,
-    /** Where hash reports go; null on the coordinator itself (it reads its own hashes). */
-    private readonly coordinator: () => PeerId,
-    private readonly events: ReplicaEvents = {},
-    /** Where a diverged fragment is fetched from: the coordinator (the host), or for the host a contributor. */
-    private readonly stateSource: (commit: CommitMessage | null) => PeerId = () => coordinator(),
+    private readonly options: ReplicaNodeOptions,
   ) {
+    this.coordinator = options.coordinator;
+    this.events = options.events ?? {};
+    for (const [p, f] of state.fragments.entries()) this.trust(p, f.hash);
     member.on('round-open', (from, message) => this.onOpen(from, message));
     member.on('shard-result', (from, message) => this.onShardResult(from, message));
-    member.on('commit', (_from, message) => this.onCommit(message));
-    member.on('abort', (_from, message) => {
+    member.on('commit', (from, message) => {
+      if (this.fromCoordinator(from, 'commit')) this.onCommit(message);
+    });
+    member.on('abort', (from, message) => {
+      if (!this.fromCoordinator(from, 'abort')) return;
+      const key = roundKey(message.fragment, message.round);
+      this.opens.delete(key);
+      this.waitingCommits.delete(key);
+      this.verifiedShards.delete(key);
       this.state.abort(message.fragment, message.round);
       this.events.aborted?.(message.fragment, message.round);
     });
     member.on('state-request', (from, message) => this.serveState(from, message.fragment, message.start, message.end));
+    // Over its quota at the state source: ask again once the quota has room.
+    member.on('rejected', (from, message) => {
+      const p = message.fragment;
+      if (message.about !== 'state-request' || p === undefined || this.requestedFrom.get(p) !== from) return;
+      this.fetching.delete(p);
+      this.requestedFrom.delete(p);
+      member.clock.setTimer(STATE_RETRY_MS, () => {
+        if (!this.fetching.has(p)) this.fetch(from, [p]);
+      });
+    });
     member.on('state-transfer', (from, message) => this.onTransfer(from, message));
   }
 
   get fragments(): Fragment[] {
     return this.state.fragments.map((f) => f.fragment);
+  }
+
+  /**
+   * A hash the coordinator named for fragment p (a welcome's) at `round`: state matching it may be
+   * installed, and results of the round after it may arrive before that round's open.
+   */
+  trust(p: number, hash: string, round = 0): void {
+    if (round > (this.latestOpened.get(p) ?? 0)) this.latestOpened.set(p, round);
+    const list = this.trusted.get(p) ?? [];
+    if (!list.includes(hash)) list.push(hash);
+    if (list.length > TRUSTED_HASHES) list.shift();
+    this.trusted.set(p, list);
+  }
+
+  /** The round-open of a round open here (the host's referee reads its shard table). */
+  openOf(p: number, round: number): RoundOpenMessage | undefined {
+    return this.opens.get(roundKey(p, round));
   }
 
   /** Calls `listener` for every result shard this replica adopts; returns the unsubscribe. */
@@ -91,6 +171,7 @@ export class ReplicaNode {
     for (const p of fragments) {
       if (this.fetching.has(p)) continue;
       this.fetching.add(p);
+      this.requestedFrom.set(p, from);
       this.transfers.delete(p);
       const size = this.state.fragment(p).fragment.size;
       for (let start = 0; start < size; start += STATE_PART_VALUES) {
@@ -104,12 +185,28 @@ export class ReplicaNode {
     }
   }
 
+  private fromCoordinator(from: PeerId, kind: 'round-open' | 'commit' | 'abort'): boolean {
+    if (from === this.coordinator()) return true;
+    this.member.refuse(from, kind, 'not-coordinator', `${from} does not coordinate this room`);
+    return false;
+  }
+
+  /** Fragment p's state is stale or wrong: fetch it from the state source, if there is one. */
+  private resync(p: number): void {
+    this.events.diverged?.(p);
+    const source = this.options.stateSource ? this.options.stateSource() : this.coordinator();
+    if (source !== null && source !== this.member.self) this.fetch(source, [p]);
+  }
+
   private onOpen(from: PeerId, message: RoundOpenMessage): void {
-    if (from !== this.coordinator()) {
-      this.member.refuse(from, 'round-open', 'not-coordinator', `${from} does not coordinate this room`);
+    if (!this.fromCoordinator(from, 'round-open')) return;
+    const p = message.fragment;
+    if (p >= this.state.fragments.length) {
+      this.member.refuse(from, 'round-open', 'no-such-fragment', `fragment ${p}`);
       return;
     }
-    const p = message.fragment;
+    this.trust(p, message.baseHash);
+    if (message.round > (this.latestOpened.get(p) ?? 0)) this.latestOpened.set(p, message.round);
     if (this.fetching.has(p)) {
       this.held.set(p, { ...this.held.get(p), open: message });
       return;
@@ -117,12 +214,12 @@ export class ReplicaNode {
     const current = this.state.fragment(p);
     if (message.baseHash !== current.hash) {
       // This replica missed a commit: its θ_global[p] is stale.
-      this.events.diverged?.(p);
-      this.fetch(this.stateSource(null), [p]);
+      this.resync(p);
       return;
     }
     if (message.round <= current.round) return;
     this.state.openRound(p, message.round, message.codec, message.blockSize, message.shards);
+    this.opens.set(roundKey(p, message.round), message);
     this.events.opened?.(message);
     const waiting = this.early.filter((e) => e.message.fragment === p && e.message.round === message.round);
     for (const entry of waiting) {
@@ -131,33 +228,84 @@ export class ReplicaNode {
     }
   }
 
+  /** Which aggregator of its shard a result comes from, or null when the sender was not named for it. */
+  private sourceOf(from: PeerId, open: RoundOpenMessage, message: ShardResultMessage): ShardSource | null {
+    const shard = open.shards[message.shard];
+    if (!shard) return null;
+    if (message.check) return from === shard.checker ? 'checker' : null;
+    if (from === this.coordinator()) return 'referee';
+    return from === shard.owner ? 'owner' : null;
+  }
+
   private onShardResult(from: PeerId, message: ShardResultMessage): void {
     const { fragment: p, round, shard } = message;
     if (p >= this.state.fragments.length) {
       this.member.refuse(from, 'shard-result', 'no-such-fragment', `fragment ${p}`);
       return;
     }
-    if (!this.state.isOpen(p, round)) {
-      if (round > this.state.fragment(p).round && this.early.length < MAX_EARLY) this.early.push({ from, message });
-      else this.member.refuse(from, 'shard-result', 'stale-round', `round ${round} of fragment ${p} is not open`);
+    const open = this.opens.get(roundKey(p, round));
+    if (!open || !this.state.isOpen(p, round)) {
+      // the current round (opened while this replica was fetching) or the next one may wait
+      const next = (this.latestOpened.get(p) ?? 0) + 1;
+      const queued = this.early.filter((e) => e.from === from).length;
+      if (round >= next - 1 && round <= next && queued < EARLY_PER_PEER) this.early.push({ from, message });
+      else {
+        const reason = round > next ? 'future-round' : 'stale-round';
+        this.member.refuse(from, 'shard-result', reason, `round ${round} of fragment ${p} is not open`);
+      }
       return;
     }
-    if (message.payload.byteLength === 0) return; // nothing accepted: the round will abort
+    const source = this.sourceOf(from, open, message);
+    if (!source) {
+      this.member.refuse(
+        from,
+        'shard-result',
+        'not-owner',
+        `${from} was not named for shard ${shard} of ${p}:${round}`,
+      );
+      return;
+    }
+    if (source !== 'checker' && message.payload.byteLength === 0) return; // nothing accepted: the round will abort
+    const accepted = message.verdicts.filter((v) => v.reason === '').map((v) => v.peer);
+    const resultHash =
+      source === 'checker' ? (message.resultHash ?? '') : resultHashOf(this.state.hasher, message.payload, accepted);
+    if (message.resultHash !== undefined && message.resultHash !== resultHash) {
+      this.member.refuse(
+        from,
+        'shard-result',
+        'result-hash',
+        `shard ${shard} of ${p}:${round} does not hash to its claim`,
+      );
+      return;
+    }
     let outcome: ReturnType<ReplicaState['addShardResult']>;
     try {
-      outcome = this.state.addShardResult(p, round, shard, message.payload);
+      outcome = this.state.addShardResult(p, round, shard, source, { payload: message.payload, resultHash, accepted });
     } catch (error) {
       this.member.refuse(from, 'shard-result', 'codec', (error as Error).message);
       return;
     }
-    if (outcome.status === 'ignored') {
-      this.member.refuse(from, 'shard-result', outcome.reason, `shard ${shard} of round ${round}`);
-      return;
+    switch (outcome.status) {
+      case 'ignored':
+        this.member.refuse(from, 'shard-result', outcome.reason, `shard ${shard} of round ${round}`);
+        return;
+      case 'disputed':
+        this.events.disputed?.(p, round, shard);
+        return;
+      case 'refused':
+        this.member.refuse(from, 'shard-result', outcome.reason, outcome.message);
+        return;
     }
     if (outcome.status === 'complete') {
       void this.member.send(this.coordinator(), { kind: 'hash-report', fragment: p, round, hash: outcome.hash });
+      const commit = this.waitingCommits.get(roundKey(p, round));
+      if (commit) this.onCommit(commit);
     }
     const received = outcome.shards - (outcome.status === 'waiting' ? outcome.missing : 0);
+    // an owner's result that waits for its checker verifies nothing yet
+    const key = roundKey(p, round);
+    if (received <= (this.verifiedShards.get(key) ?? 0)) return;
+    this.verifiedShards.set(key, received);
     for (const listener of this.resultShardListeners) {
       try {
         listener(p, round, received, outcome.shards);
@@ -170,17 +318,24 @@ export class ReplicaNode {
 
   private onCommit(message: CommitMessage): void {
     const { fragment: p, round } = message;
+    if (p >= this.state.fragments.length) return;
+    this.trust(p, message.hash);
     if (this.fetching.has(p)) {
       this.held.set(p, { ...this.held.get(p), commit: message });
       return;
     }
+    const key = roundKey(p, round);
     const outcome = this.state.commit(p, round, message.hash);
+    if (outcome === 'waiting') {
+      this.waitingCommits.set(key, message); // applied when the last verified result is in
+      return;
+    }
+    this.waitingCommits.delete(key);
+    this.opens.delete(key);
+    this.verifiedShards.delete(key);
     this.dropEarly(p);
     if (outcome === 'adopted') this.events.committed?.(p, round, message);
-    else if (outcome === 'diverged') {
-      this.events.diverged?.(p);
-      this.fetch(this.stateSource(message), [p]);
-    }
+    else if (outcome === 'diverged') this.resync(p);
   }
 
   /**
@@ -195,10 +350,31 @@ export class ReplicaNode {
     }
   }
 
+  /** Counts `values` of fragment p served to `peer`; false when that is over its quota for p's round. */
+  private withinQuota(peer: PeerId, p: number, values: number): boolean {
+    const { round, fragment } = this.state.fragment(p);
+    const key = `${peer}:${p}`;
+    const entry = this.served.get(key);
+    const served = entry?.round === round ? entry.values : 0;
+    if (served + values > STATE_COPIES_PER_ROUND * fragment.size) return false;
+    this.served.set(key, { round, values: served + values });
+    return true;
+  }
+
   private serveState(from: PeerId, p: number, start: number, end: number): void {
     const fragment = this.state.fragments[p];
+    if (!this.options.servesState) {
+      this.member.rejectBack(from, 'state-request', 'not-served', 'only the host serves state', { fragment: p });
+      return;
+    }
     if (!fragment || end > fragment.fragment.size || this.fetching.has(p)) {
       this.member.refuse(from, 'state-request', 'unavailable', `fragment ${p} [${start}, ${end}) is not served here`);
+      return;
+    }
+    if (!this.withinQuota(from, p, end - start)) {
+      this.member.rejectBack(from, 'state-request', 'quota', `${from} asked for more state than a replica needs`, {
+        fragment: p,
+      });
       return;
     }
     void this.member.send(from, {
@@ -216,8 +392,12 @@ export class ReplicaNode {
 
   private onTransfer(from: PeerId, message: StateTransferMessage): void {
     const { fragment: p, start, end, round, hash } = message;
-    if (!this.fetching.has(p) || p >= this.state.fragments.length) {
-      this.member.refuse(from, 'state-transfer', 'unrequested', `fragment ${p}`);
+    if (!this.fetching.has(p) || p >= this.state.fragments.length || this.requestedFrom.get(p) !== from) {
+      this.member.refuse(from, 'state-transfer', 'unrequested', `fragment ${p} was not asked of ${from}`);
+      return;
+    }
+    if (!this.trusted.get(p)?.includes(hash)) {
+      this.member.refuse(from, 'state-transfer', 'untrusted-hash', `the coordinator never named ${hash} for ${p}`);
       return;
     }
     const size = this.state.fragment(p).fragment.size;
@@ -249,9 +429,11 @@ export class ReplicaNode {
     if (transfer.received < size) return;
     this.transfers.delete(p);
     this.fetching.delete(p);
+    this.requestedFrom.delete(p);
     const held = this.held.get(p);
     this.held.delete(p);
     if (this.state.importState(p, round, transfer.theta, transfer.momentum, hash)) {
+      for (const key of [...this.opens.keys()]) if (key.startsWith(`${p}:`)) this.opens.delete(key);
       this.dropEarly(p);
       this.events.synced?.(p);
       // Catch up with the round that opened during the transfer: its base is, most likely, the

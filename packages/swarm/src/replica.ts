@@ -31,25 +31,64 @@ export interface FragmentState {
   hash: string;
 }
 
+/**
+ * One shard's results as they arrive: the owner's payload (decoded) and result hash, the
+ * checker's hash, and the host's (referee's) result, which replaces both.
+ */
+interface ShardSlot {
+  /** Who may check it: without a checker (one participant, an older host) the owner's result stands. */
+  checked: boolean;
+  owner: { values: Float32Array; hash: string; accepted: string[] } | null;
+  checkHash: string | null;
+  /** The peers the checker says it aggregated (its verdicts; bound by its hash). */
+  checkAccepted: string[];
+  referee: { values: Float32Array; accepted: string[] } | null;
+}
+
 interface PendingRound {
   fragment: number;
   round: number;
   codec: Codec;
   shards: ShardRange[];
-  /** Decoded aggregate per shard, null until its result arrives. */
-  results: (Float32Array | null)[];
+  slots: ShardSlot[];
   tentative: { theta: Float32Array; momentum: Float32Array; hash: string } | null;
+  /** The aggregate was out of bounds or not finite: no hash is reported, the round cannot commit here. */
+  refused: string | null;
 }
+
+/** An aggregator's claim about a shard: the hash of its result and the peers it aggregated. */
+export interface ShardClaim {
+  hash: string;
+  accepted: string[];
+}
+
+/** Which of a shard's aggregators a result comes from (the replica node tells by the sender). */
+export type ShardSource = 'owner' | 'checker' | 'referee';
 
 /** `shards`: the round's shard count, so callers can tell how far the all-gather is. */
 export type ShardResultOutcome =
   | { status: 'waiting'; missing: number; shards: number }
   | { status: 'complete'; hash: string; shards: number }
+  /** The owner's and the checker's hashes differ: the shard waits for the referee. */
+  | { status: 'disputed'; ownerHash: string; checkHash: string }
+  /** Every shard is in, but the aggregate fails the bounds: no hash for this round. */
+  | { status: 'refused'; reason: 'non-finite' | 'magnitude'; message: string }
   | { status: 'ignored'; reason: string };
 
-export type CommitOutcome = 'adopted' | 'diverged' | 'not-ready';
+/** 'waiting': the round's results are still arriving; the caller applies the commit once they are in. */
+export type CommitOutcome = 'adopted' | 'diverged' | 'not-ready' | 'waiting';
 
 const key = (fragment: number, round: number) => `${fragment}:${round}`;
+
+/** The values a shard's replicas apply: the referee's, or the owner's once its checker agrees. */
+function verifiedResult(slot: ShardSlot): { values: Float32Array; accepted: string[] } | null {
+  if (slot.referee) return slot.referee;
+  if (!slot.owner) return null;
+  if (!slot.checked) return slot.owner;
+  return slot.checkHash === slot.owner.hash ? slot.owner : null;
+}
+
+const verifiedValues = (slot: ShardSlot) => verifiedResult(slot)?.values ?? null;
 
 export class ReplicaState {
   readonly fragments: FragmentState[];
@@ -59,10 +98,12 @@ export class ReplicaState {
     fragments: readonly Fragment[],
     /** θ_global in the logical layout (the seeded init, or a checkpoint). */
     params: Float32Array,
-    private readonly hasher: FragmentHasher,
+    readonly hasher: FragmentHasher,
     private readonly outer: OuterOptimizerOptions,
     /** Outer momentum in the logical layout; zeros when omitted. */
     momentum?: Float32Array,
+    /** The largest |Δ̄| coordinate an outer step accepts (contributionBound); Infinity: none. */
+    private readonly maxMagnitude = Number.POSITIVE_INFINITY,
   ) {
     this.fragments = fragments.map((fragment) => {
       const theta = gatherFragment(params, fragment);
@@ -89,7 +130,13 @@ export class ReplicaState {
   }
 
   /** Starts collecting shard results for round `round` of fragment p (from round-open). */
-  openRound(p: number, round: number, codecName: string, blockSize: number, shards: ShardRange[]): void {
+  openRound(
+    p: number,
+    round: number,
+    codecName: string,
+    blockSize: number,
+    shards: (ShardRange & { checker?: string })[],
+  ): void {
     const state = this.fragment(p);
     if (round <= state.round) throw new RangeError(`round ${round} of fragment ${p} is not after ${state.round}`);
     this.pending.set(key(p, round), {
@@ -97,8 +144,15 @@ export class ReplicaState {
       round,
       codec: createCodec(codecName, { blockSize }),
       shards,
-      results: shards.map(() => null),
+      slots: shards.map((shard) => ({
+        checked: shard.checker !== undefined,
+        owner: null,
+        checkHash: null,
+        checkAccepted: [],
+        referee: null,
+      })),
       tentative: null,
+      refused: null,
     });
   }
 
@@ -107,30 +161,100 @@ export class ReplicaState {
   }
 
   /**
-   * One shard's aggregate (encoded). Throws CodecError on bytes that do not decode (the caller
-   * counts it); returns 'complete' with the tentative hash when it was the last one.
+   * One shard's result from one of its aggregators. `resultHash` is the hash of what arrived (the
+   * node computes it for an owner's payload; a checker sends only its hash). Throws CodecError on
+   * bytes that do not decode (the caller counts it); returns 'complete' with the tentative hash
+   * when the last shard became verified.
    */
-  addShardResult(p: number, round: number, shard: number, payload: Uint8Array): ShardResultOutcome {
+  addShardResult(
+    p: number,
+    round: number,
+    shard: number,
+    source: ShardSource,
+    result: { payload: Uint8Array; resultHash: string; accepted: string[] },
+  ): ShardResultOutcome {
+    const { payload, resultHash, accepted } = result;
     const pending = this.pending.get(key(p, round));
     if (!pending) return { status: 'ignored', reason: 'round-not-open' };
     const range = pending.shards[shard];
-    if (!range) return { status: 'ignored', reason: 'no-such-shard' };
-    if (pending.results[shard]) return { status: 'ignored', reason: 'duplicate' };
-    const decoded = pending.codec.decode(payload, range.end - range.start);
-    for (let i = 0; i < decoded.length; i++) {
-      if (!Number.isFinite(decoded[i] as number)) return { status: 'ignored', reason: 'non-finite' };
+    const slot = pending.slots[shard];
+    if (!range || !slot) return { status: 'ignored', reason: 'no-such-shard' };
+    if (pending.tentative || pending.refused) return { status: 'ignored', reason: 'duplicate' };
+    if (source === 'checker') {
+      if (slot.checkHash !== null) return { status: 'ignored', reason: 'duplicate' };
+      slot.checkHash = resultHash;
+      slot.checkAccepted = accepted;
+    } else {
+      if (source === 'owner' && slot.owner) return { status: 'ignored', reason: 'duplicate' };
+      if (source === 'referee' && slot.referee) return { status: 'ignored', reason: 'duplicate' };
+      const decoded = pending.codec.decode(payload, range.end - range.start);
+      for (let i = 0; i < decoded.length; i++) {
+        if (!Number.isFinite(decoded[i] as number)) return { status: 'ignored', reason: 'non-finite' };
+      }
+      if (source === 'owner') slot.owner = { values: decoded, hash: resultHash, accepted };
+      else slot.referee = { values: decoded, accepted };
     }
-    pending.results[shard] = decoded;
-    const missing = pending.results.filter((r) => r === null).length;
+    if (!slot.referee && slot.owner && slot.checkHash !== null && slot.owner.hash !== slot.checkHash) {
+      return { status: 'disputed', ownerHash: slot.owner.hash, checkHash: slot.checkHash };
+    }
     const shards = pending.shards.length;
+    const missing = pending.slots.filter((s) => verifiedValues(s) === null).length;
     if (missing > 0) return { status: 'waiting', missing, shards };
     const state = this.fragment(p);
     const delta = new Float32Array(state.fragment.size);
-    for (const [k, s] of pending.shards.entries()) delta.set(pending.results[k] as Float32Array, s.start);
+    for (const [k, s] of pending.shards.entries())
+      delta.set(verifiedValues(pending.slots[k] as ShardSlot) as Float32Array, s.start);
+    const problem = this.outOfBounds(delta);
+    if (problem) {
+      pending.refused = problem.message;
+      return { status: 'refused', ...problem };
+    }
     const next = tentativeOuterStep(state.theta, state.momentum, delta, this.outer);
+    for (let i = 0; i < next.theta.length; i++) {
+      if (!Number.isFinite(next.theta[i] as number) || !Number.isFinite(next.momentum[i] as number)) {
+        pending.refused = `θ' is not finite at index ${i}`;
+        return { status: 'refused', reason: 'non-finite', message: pending.refused };
+      }
+    }
     const hash = this.hasher.hash(next.theta, next.momentum);
     pending.tentative = { ...next, hash };
     return { status: 'complete', hash, shards };
+  }
+
+  /** Why an aggregate Δ̄ must not be applied, or null: every value finite and within the bound. */
+  private outOfBounds(delta: Float32Array): { reason: 'non-finite' | 'magnitude'; message: string } | null {
+    for (let i = 0; i < delta.length; i++) {
+      const value = delta[i] as number;
+      if (!Number.isFinite(value)) return { reason: 'non-finite', message: `Δ̄ is ${value} at index ${i}` };
+      if (Math.abs(value) > this.maxMagnitude) {
+        return { reason: 'magnitude', message: `|Δ̄| is ${Math.abs(value)} at index ${i}, over ${this.maxMagnitude}` };
+      }
+    }
+    return null;
+  }
+
+  /** Shards of an open round whose verified result is not in yet (the host referees them). */
+  unverifiedShards(p: number, round: number): number[] {
+    const pending = this.pending.get(key(p, round));
+    if (!pending) return [];
+    return pending.slots.flatMap((slot, k) => (verifiedValues(slot) === null ? [k] : []));
+  }
+
+  /**
+   * The peers whose Δ is in each verified shard of an open round (null for a shard not verified
+   * yet): the coordinator reads a participant's missed contribution from them.
+   */
+  verifiedContributors(p: number, round: number): (string[] | null)[] {
+    return this.pending.get(key(p, round))?.slots.map((slot) => verifiedResult(slot)?.accepted ?? null) ?? [];
+  }
+
+  /** What an open round's shard k has received from its owner and checker: result hash and contributors. */
+  shardClaims(p: number, round: number, shard: number): Record<'owner' | 'checker', ShardClaim | null> {
+    const slot = this.pending.get(key(p, round))?.slots[shard];
+    return {
+      owner: slot?.owner ? { hash: slot.owner.hash, accepted: slot.owner.accepted } : null,
+      checker: slot && slot.checkHash !== null ? { hash: slot.checkHash, accepted: slot.checkAccepted } : null,
+    };
   }
 
   /** The tentative hash of a round whose shard results are all in, else null. */
@@ -138,9 +262,13 @@ export class ReplicaState {
     return this.pending.get(key(p, round))?.tentative?.hash ?? null;
   }
 
-  /** Adopts the committed round if this replica reached the same state; otherwise it is diverged. */
+  /**
+   * Adopts the committed round if this replica reached the same state; otherwise it is diverged.
+   * 'waiting' (state untouched, the round kept) while its verified results are still arriving.
+   */
   commit(p: number, round: number, hash: string): CommitOutcome {
     const pending = this.pending.get(key(p, round));
+    if (pending && !pending.tentative && !pending.refused) return 'waiting';
     this.pending.delete(key(p, round));
     const state = this.fragment(p);
     if (!pending?.tentative) {

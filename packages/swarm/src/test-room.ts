@@ -147,6 +147,14 @@ export async function createRoom(options: RoomOptions) {
       member.on(kind, (from, message) => log.push({ at: clock.now(), from, message }));
       return log;
     },
+    /** The aggregates a member receives: shard results with a payload (owners' and the host's), not checks. */
+    spyResults(member: Member): Received<'shard-result'>[] {
+      const log: Received<'shard-result'>[] = [];
+      member.on('shard-result', (from, message) => {
+        if (!message.check) log.push({ at: clock.now(), from, message });
+      });
+      return log;
+    },
     /** θ_local of a worker (its engine's read is tracked work: the clock must hand it back). */
     async localParams(w: RoomWorker): Promise<Float32Array> {
       const params = w.worker.params();

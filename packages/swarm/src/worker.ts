@@ -26,15 +26,17 @@ import { learningRate } from '@shoal/gpu';
 import { type Batch, buildLayout, initParameters, type Trainer } from '@shoal/model';
 import {
   type Capabilities,
+  type FragmentState,
   MAX_REJECTION_REASONS,
   type PeerId,
   type RoundOpenMessage,
   type RunConfig,
 } from '@shoal/protocol';
+import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
-import { ShardCollector } from './owner.ts';
 import { ReplicaState } from './replica.ts';
-import { ReplicaNode } from './replica-node.ts';
+import { type ReplicaEvents, ReplicaNode } from './replica-node.ts';
+import { ShardDuties } from './shard-duty.ts';
 
 export interface WorkerOptions {
   member: Member;
@@ -70,6 +72,10 @@ export interface WorkerMetrics {
   stalledMs: number;
   contributions: number;
   merges: number;
+  /** Contributions scaled down into the owners' bound (contributionBound). */
+  clampedContributions: number;
+  /** Times θ_local went non-finite and was replaced by θ_global. */
+  recoveries: number;
 }
 
 export class Worker {
@@ -82,6 +88,8 @@ export class Worker {
     stalledMs: 0,
     contributions: 0,
     merges: 0,
+    clampedContributions: 0,
+    recoveries: 0,
   };
   config: RunConfig | null = null;
   replica: ReplicaNode | null = null;
@@ -97,15 +105,8 @@ export class Worker {
   /** A late joiner's offset into the room's learning-rate schedule (set at its first round-open). */
   private scheduleOffset = 0;
   private lateJoiner = false;
-  private readonly collectors = new Map<string, { collector: ShardCollector; cancel: () => void }>();
-  private readonly early: {
-    from: PeerId;
-    fragment: number;
-    round: number;
-    shard: number;
-    weight: number;
-    payload: Uint8Array;
-  }[] = [];
+  /** The shards this worker aggregates as owner or checker (created with the run's config). */
+  private duties: ShardDuties | null = null;
   private feedback: ErrorFeedback[] = [];
   /** Fragments whose θ_global is being fetched (joining late, diverged, a host that came back). */
   private readonly pendingSync = new Set<number>();
@@ -133,13 +134,19 @@ export class Worker {
     });
     member.on('welcome', (from, message) => {
       if (from !== options.coordinator) return;
-      if (this.config) return this.onWelcomeBack(message.config, message.stateFrom);
-      void this.start(message.config, message.stateFrom, message.fragments.length).then(resolveWelcome);
+      if (this.config) return this.onWelcomeBack(message.config, message.stateFrom, message.fragments);
+      void this.start(message.config, message.stateFrom, message.fragments).then(resolveWelcome);
     });
     member.on('round-open', (from, message) => this.onOpen(from, message));
-    member.on('contribution', (from, message) => this.onContribution(from, message));
+    member.on('contribution', (from, message) => {
+      if (this.duties) this.duties.onContribution(from, message);
+      else member.refuse(from, 'contribution', 'not-owner', 'this worker has not joined the run yet');
+    });
     member.on('reassign', (from, message) => {
-      if (from !== options.coordinator) return;
+      if (from !== options.coordinator) {
+        member.refuse(from, 'reassign', 'not-coordinator', `${from} does not coordinate this room`);
+        return;
+      }
       // the round may still be pending here (opened mid-step, taken up at the next boundary): its
       // contribution must then go to the new owner, and a new owner that is this worker must collect
       const round = [this.rounds.get(message.fragment), this.pendingOpens.get(message.fragment)].find(
@@ -150,8 +157,8 @@ export class Worker {
         ...(round.open.shards[message.shard] as RoundOpenMessage['shards'][number]),
         owner: message.owner,
       };
-      if (message.owner === member.self) this.own(round.open, message.shard, message.deadlineMs);
-      if (round.payloads) this.sendShard(round, message.shard);
+      if (message.owner === member.self) this.duties?.take(round.open, message.shard, 'owner', message.deadlineMs);
+      if (round.payloads) this.sendShard(round, message.shard, [message.owner]);
     });
     member.onPeerDown((peer) => {
       if (peer === options.coordinator) return this.onCoordinatorLost();
@@ -216,18 +223,13 @@ export class Worker {
       if (round.committedAt === null) this.dropRound(p);
     }
     this.pendingOpens.clear();
-    for (const { cancel } of this.collectors.values()) cancel();
-    this.collectors.clear();
-    this.early.length = 0;
+    this.duties?.clear();
     this.replica?.state.abortAll();
   }
 
   /** A participant that is gone (down or left): the shards this worker collects stop waiting for it. */
   private dropParticipant(peer: PeerId): void {
-    for (const { collector } of this.collectors.values()) {
-      collector.drop(peer);
-      this.maybeFinishShard(collector);
-    }
+    this.duties?.drop(peer);
   }
 
   /** Forgets fragment p's round in flight, which will not commit: its error feedback is discarded. */
@@ -237,9 +239,10 @@ export class Worker {
   }
 
   /** The welcome of a host that came back: the same run, and θ_global to fetch if it moved. */
-  private onWelcomeBack(config: RunConfig, stateFrom: PeerId | null): void {
+  private onWelcomeBack(config: RunConfig, stateFrom: PeerId | null, fragments: FragmentState[]): void {
     if (!this.coordinatorLost) return; // a repeated welcome
     this.coordinatorLost = false;
+    for (const f of fragments) this.replica?.trust(f.fragment, f.hash, f.round);
     if (JSON.stringify(config) !== JSON.stringify(this.config)) {
       this.stopReason = "the host came back with another run's config";
       this.stop();
@@ -368,7 +371,7 @@ export class Worker {
 
   destroy(): void {
     this.trainer?.destroy();
-    for (const { cancel } of this.collectors.values()) cancel();
+    this.duties?.clear();
   }
 
   private heartbeat(): void {
@@ -393,18 +396,29 @@ export class Worker {
     return this.metrics.innerStep + this.scheduleOffset;
   }
 
-  private async start(config: RunConfig, stateFrom: PeerId | null, fragmentCount: number): Promise<void> {
+  private async start(config: RunConfig, stateFrom: PeerId | null, welcomed: FragmentState[]): Promise<void> {
     const { member } = this.options;
     this.config = config;
     const layout = buildLayout(config.model);
     this.fragments = buildFragments(layout, config.diloco.fragments, config.diloco.fragmentMode);
-    if (this.fragments.length !== fragmentCount) throw new Error('the welcome disagrees with the fragment count');
+    if (this.fragments.length !== welcomed.length) throw new Error('the welcome disagrees with the fragment count');
     this.tokensSince = this.fragments.map(() => 0);
     const init = initParameters(layout, config.train.seed);
     const hasher = await member.clock.track(createFragmentHasher(config.diloco.hashAlgorithm));
-    const state = new ReplicaState(this.fragments, init, hasher, {
-      lr: config.diloco.outerLr,
-      momentum: config.diloco.outerMomentum,
+    const state = new ReplicaState(
+      this.fragments,
+      init,
+      hasher,
+      { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
+      undefined,
+      contributionBound(config),
+    );
+    this.duties = new ShardDuties({
+      member,
+      hasher,
+      config,
+      replicas: () => [this.options.coordinator, ...member.transport.peers()],
+      departed: () => this.departed,
     });
     this.codec = createCodec(config.diloco.codec, { blockSize: config.diloco.codecBlockSize });
     if (config.diloco.errorFeedback) {
@@ -422,8 +436,25 @@ export class Worker {
       this.synced = true;
       await this.hello();
     };
-    this.replica = new ReplicaNode(member, state, () => this.options.coordinator, {
+    this.replica = new ReplicaNode(member, state, {
+      coordinator: () => this.options.coordinator,
+      events: this.replicaEvents(pendingSync, synced),
+    });
+    for (const f of welcomed) this.replica.trust(f.fragment, f.hash, f.round);
+    if (stateFrom) {
+      this.lateJoiner = true;
+      this.replica.fetch(stateFrom, [...pendingSync]);
+    } else {
+      await synced();
+    }
+  }
+
+  /** How the worker follows its replica: merges, aborts, resyncs. */
+  private replicaEvents(pendingSync: Set<number>, synced: () => Promise<void>): ReplicaEvents {
+    return {
+      opened: (open) => this.duties?.noteOpened(open.fragment, open.round),
       committed: (p, round) => {
+        this.duties?.endRound(p, round);
         const inFlight = this.rounds.get(p);
         if (inFlight && inFlight.open.round === round) {
           inFlight.committedAt = this.metrics.innerStep;
@@ -431,6 +462,7 @@ export class Worker {
         }
       },
       aborted: (p, round) => {
+        this.duties?.endRound(p, round);
         if (this.pendingOpens.get(p)?.open.round === round) this.pendingOpens.delete(p);
         if (this.rounds.get(p)?.open.round === round) this.dropRound(p);
       },
@@ -444,13 +476,7 @@ export class Worker {
         pendingSync.delete(p);
         if (pendingSync.size === 0) void synced();
       },
-    });
-    if (stateFrom) {
-      this.lateJoiner = true;
-      this.replica.fetch(stateFrom, [...pendingSync]);
-    } else {
-      await synced();
-    }
+    };
   }
 
   private onOpen(from: PeerId, open: RoundOpenMessage): void {
@@ -459,8 +485,10 @@ export class Worker {
     if (!participant) return;
     // A shard it owns is aggregated whatever this replica holds (aggregation needs no θ_global):
     // a named owner that stayed away would leave every replica without that shard's result.
+    const self = this.options.member.self;
     for (const [k, shard] of open.shards.entries()) {
-      if (shard.owner === this.options.member.self) this.own(open, k, open.deadlineMs);
+      if (shard.owner === self) this.duties?.take(open, k, 'owner', open.deadlineMs);
+      else if (shard.checker === self) this.duties?.take(open, k, 'checker', open.deadlineMs);
     }
     if (!this.synced) return; // fetching θ_global: it contributes from its next round
     if (this.lateJoiner && this.config) {
@@ -513,8 +541,12 @@ export class Worker {
       }
       this.pendingOpens.delete(p);
       params ??= await this.options.member.clock.track(trainer.getParams());
-      this.contribute(params, round);
-      this.rounds.set(p, round);
+      if (this.contribute(params, round)) {
+        this.rounds.set(p, round);
+        continue;
+      }
+      await this.recover(trainer);
+      return;
     }
     if (params && merged) await this.options.member.clock.track(trainer.setParams(params));
   }
@@ -530,12 +562,30 @@ export class Worker {
     this.metrics.merges++;
   }
 
-  private contribute(params: Float32Array, round: RoundInFlight): void {
+  /**
+   * Sends Δ = θ_global[p] − θ_local[p] to the round's owners and checkers. False, sending nothing,
+   * when θ_local is not finite: the caller puts θ_global back in its place.
+   */
+  private contribute(params: Float32Array, round: RoundInFlight): boolean {
     const p = round.open.fragment;
     const fragment = this.fragments[p] as Fragment;
     const global = this.replica?.state.fragment(p).theta as Float32Array;
     const delta = gatherFragment(params, fragment);
-    for (let i = 0; i < delta.length; i++) delta[i] = (global[i] as number) - (delta[i] as number);
+    let largest = 0;
+    for (let i = 0; i < delta.length; i++) {
+      const value = (global[i] as number) - (delta[i] as number);
+      delta[i] = value;
+      if (!(Math.abs(value) <= largest)) largest = Math.abs(value); // NaN lands here too
+    }
+    if (!Number.isFinite(largest)) return false;
+    // Owners refuse a Δ beyond the bound; one this large means θ_local trained alone for long
+    // (a lost coordinator, α near 1): scale it into range rather than be refused every round.
+    const limit = contributionBound(this.config as RunConfig) / 2;
+    if (largest > limit) {
+      const scale = limit / largest;
+      for (let i = 0; i < delta.length; i++) delta[i] = (delta[i] as number) * scale;
+      this.metrics.clampedContributions++;
+    }
     const codec = createCodec(round.open.codec, { blockSize: round.open.blockSize });
     const feedback = this.feedback[p];
     const encoded =
@@ -549,14 +599,28 @@ export class Worker {
     round.contributionStep = this.metrics.innerStep;
     this.tokensSince[p] = 0;
     this.metrics.contributions++;
-    for (let k = 0; k < round.open.shards.length; k++) this.sendShard(round, k);
+    for (const [k, shard] of round.open.shards.entries()) {
+      this.sendShard(round, k, shard.checker === undefined ? [shard.owner] : [shard.owner, shard.checker]);
+    }
+    return true;
   }
 
-  private sendShard(round: RoundInFlight, k: number): void {
+  /** θ_local went non-finite: θ_global in its place and fresh AdamW moments, instead of a crash. */
+  private async recover(trainer: Trainer): Promise<void> {
+    const replica = this.replica as ReplicaNode;
+    const params = replica.state.params(new Float32Array(trainer.layout.size));
+    const clock = this.options.member.clock;
+    await clock.track(trainer.setParams(params));
+    const size = trainer.layout.size;
+    await clock.track(trainer.setOptimizerState({ m: new Float32Array(size), v: new Float32Array(size), step: 0 }));
+    this.metrics.recoveries++;
+  }
+
+  private sendShard(round: RoundInFlight, k: number, to: PeerId[]): void {
     const shard = round.open.shards[k];
     const payload = round.payloads?.[k];
     if (!shard || !payload) return;
-    void this.options.member.send(shard.owner, {
+    void this.options.member.broadcast(to, {
       kind: 'contribution',
       fragment: round.open.fragment,
       round: round.open.round,
@@ -564,82 +628,6 @@ export class Worker {
       codec: round.open.codec,
       weight: round.weight,
       payload,
-    });
-  }
-
-  /** Takes on shard k of a round: collect, aggregate at completion or deadline, send the result. */
-  private own(open: RoundOpenMessage, k: number, deadlineMs: number): void {
-    const key = `${open.fragment}:${open.round}:${k}`;
-    if (this.collectors.has(key) || !this.config) return;
-    const shard = open.shards[k] as RoundOpenMessage['shards'][number];
-    const collector = new ShardCollector({
-      fragment: open.fragment,
-      round: open.round,
-      shard: k,
-      length: shard.end - shard.start,
-      codec: createCodec(open.codec, { blockSize: open.blockSize }),
-      participants: open.participants,
-      rule: this.config.diloco.aggregation,
-      maxWeight: open.maxWeight,
-    });
-    // A participant already down (a shard reassigned after its owner crashed) is not waited for:
-    // the peer-down that drops it from collectors came before this one existed.
-    const up = new Set(this.options.member.transport.peers());
-    for (const peer of open.participants) {
-      if (peer !== this.options.member.self && (!up.has(peer) || this.departed.has(peer))) collector.drop(peer);
-    }
-    const cancel = this.options.member.clock.setTimer(deadlineMs, () => this.finishShard(collector));
-    this.collectors.set(key, { collector, cancel });
-    for (const entry of this.early.filter(
-      (e) => e.fragment === open.fragment && e.round === open.round && e.shard === k,
-    )) {
-      this.early.splice(this.early.indexOf(entry), 1);
-      collector.add(entry.from, entry.weight, entry.payload);
-    }
-    this.maybeFinishShard(collector);
-  }
-
-  private onContribution(
-    from: PeerId,
-    message: { fragment: number; round: number; shard: number; weight: number; payload: Uint8Array },
-  ): void {
-    const key = `${message.fragment}:${message.round}:${message.shard}`;
-    const entry = this.collectors.get(key);
-    if (!entry) {
-      if (this.early.length < 1024) this.early.push({ from, ...message });
-      else this.options.member.refuse(from, 'contribution', 'unknown-round', key);
-      return;
-    }
-    const outcome = entry.collector.add(from, message.weight, message.payload);
-    if (!outcome.accepted) {
-      const { fragment, round, shard } = message;
-      this.options.member.rejectBack(from, 'contribution', outcome.reason, outcome.message, { fragment, round, shard });
-    }
-    this.maybeFinishShard(entry.collector);
-  }
-
-  private maybeFinishShard(collector: ShardCollector): void {
-    if (collector.isComplete()) this.finishShard(collector);
-  }
-
-  private finishShard(collector: ShardCollector): void {
-    const { fragment, round, shard } = collector.job;
-    const key = `${fragment}:${round}:${shard}`;
-    const entry = this.collectors.get(key);
-    if (!entry || entry.collector !== collector) return;
-    this.collectors.delete(key);
-    entry.cancel();
-    const result = collector.finish();
-
-    const replicas = [this.options.coordinator, ...this.options.member.transport.peers()];
-    void this.options.member.broadcast([...replicas, this.options.member.self], {
-      kind: 'shard-result',
-      fragment,
-      round,
-      shard,
-      codec: collector.job.codec.name,
-      verdicts: result.verdicts,
-      payload: result.payload,
     });
   }
 }

@@ -1,0 +1,207 @@
+/**
+ * A member's shard duties (docs/hostile-volunteers.md, "Checked shard owners"): for each shard of
+ * a round it was named for, collect the participants' contributions, aggregate them when all are
+ * in or at the deadline, and send the result to every replica.
+ *
+ * - owner: sends the encoded aggregate (the payload every replica applies) and its result hash;
+ * - checker: aggregates the same contributions the same way and sends only the result hash, so
+ *   replicas apply the owner's payload once the two agree;
+ * - referee: the host, when the two disagree or one of them is gone or silent: its result
+ *   replaces both (the host is trusted).
+ *
+ * The result hash is hash(payload ‖ accepted peers): two honest aggregators of the same
+ * contributions produce the same bits (owner.ts combines them in round order), and the accepted
+ * list binds the verdicts the coordinator reads misses from.
+ *
+ * Contributions that arrive before their round-open (links differ in latency) wait in a small
+ * buffer, but only for the round after the last one opened here, and at most a few per peer: a
+ * peer cannot park megabytes here for rounds that may never open.
+ */
+import { createCodec, type FragmentHasher } from '@shoal/diloco';
+import type { ContributionMessage, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
+import { contributionBound } from './config.ts';
+import type { Member } from './member.ts';
+import { ShardCollector, type ShardResult } from './owner.ts';
+
+export type ShardRole = 'owner' | 'checker' | 'referee';
+
+export interface ShardDutyOptions {
+  member: Member;
+  hasher: FragmentHasher;
+  config: RunConfig;
+  /** Every replica a result goes to (the coordinator and every peer up); self is added. */
+  replicas(): PeerId[];
+  /** Peers known to be gone (said leave): not waited for. */
+  departed(): ReadonlySet<PeerId>;
+}
+
+export interface FinishedDuty {
+  fragment: number;
+  round: number;
+  shard: number;
+  role: ShardRole;
+  resultHash: string;
+  /** The peers aggregated, in round order. */
+  accepted: string[];
+}
+
+interface Duty {
+  collector: ShardCollector;
+  role: ShardRole;
+  cancel: () => void;
+}
+
+type Early = Pick<ContributionMessage, 'fragment' | 'round' | 'shard' | 'weight' | 'payload'> & { from: PeerId };
+
+const dutyKey = (fragment: number, round: number, shard: number) => `${fragment}:${round}:${shard}`;
+
+/** Early contributions kept per sender: one per shard it may send here, for two fragments. */
+const EARLY_PER_PEER = 4;
+
+/** The result hash: hash(payload ‖ the accepted peers, newline-separated, in round order). */
+export function resultHashOf(hasher: FragmentHasher, payload: Uint8Array, accepted: readonly string[]): string {
+  return hasher.hashBytes([payload, new TextEncoder().encode(accepted.join('\n'))]);
+}
+
+export class ShardDuties {
+  private readonly duties = new Map<string, Duty>();
+  private readonly early: Early[] = [];
+  /** The newest round opened here, per fragment: early contributions are for the next one only. */
+  private readonly latestOpened = new Map<number, number>();
+  private readonly bound: number;
+  private readonly finishedListeners: ((duty: FinishedDuty) => void)[] = [];
+
+  constructor(private readonly options: ShardDutyOptions) {
+    this.bound = contributionBound(options.config);
+  }
+
+  /** Calls `listener` with every result this member sends (the host judges its referee results). */
+  onFinished(listener: (duty: FinishedDuty) => void): void {
+    this.finishedListeners.push(listener);
+  }
+
+  /** A round-open seen: contributions for rounds up to the one after it may wait here. */
+  noteOpened(fragment: number, round: number): void {
+    if (round > (this.latestOpened.get(fragment) ?? 0)) this.latestOpened.set(fragment, round);
+  }
+
+  /** Whether this member aggregates shard k of (fragment, round) in some role. */
+  has(fragment: number, round: number, shard: number): boolean {
+    return this.duties.has(dutyKey(fragment, round, shard));
+  }
+
+  /** Takes on shard k of a round in `role`; deadlineMs from now it sends what it has. */
+  take(open: RoundOpenMessage, k: number, role: ShardRole, deadlineMs: number, participants = open.participants): void {
+    const key = dutyKey(open.fragment, open.round, k);
+    if (this.duties.has(key)) return;
+    this.noteOpened(open.fragment, open.round);
+    const shard = open.shards[k] as RoundOpenMessage['shards'][number];
+    const collector = new ShardCollector({
+      fragment: open.fragment,
+      round: open.round,
+      shard: k,
+      length: shard.end - shard.start,
+      codec: createCodec(open.codec, { blockSize: open.blockSize }),
+      participants,
+      rule: this.options.config.diloco.aggregation,
+      maxWeight: open.maxWeight,
+      maxMagnitude: this.bound,
+    });
+    // A participant already down (a shard taken over after its owner crashed) is not waited for:
+    // the peer-down that drops it from collectors came before this one existed.
+    const { member } = this.options;
+    const up = new Set(member.transport.peers());
+    const departed = this.options.departed();
+    for (const peer of participants) {
+      if (peer !== member.self && (!up.has(peer) || departed.has(peer))) collector.drop(peer);
+    }
+    const cancel = member.clock.setTimer(deadlineMs, () => this.finish(key, collector));
+    this.duties.set(key, { collector, role, cancel });
+    for (const entry of this.early.filter(
+      (e) => e.fragment === open.fragment && e.round === open.round && e.shard === k,
+    )) {
+      this.early.splice(this.early.indexOf(entry), 1);
+      collector.add(entry.from, entry.weight, entry.payload);
+    }
+    this.maybeFinish(key, collector);
+  }
+
+  onContribution(from: PeerId, message: ContributionMessage): void {
+    const { member } = this.options;
+    const { fragment, round, shard } = message;
+    const key = dutyKey(fragment, round, shard);
+    const duty = this.duties.get(key);
+    if (!duty) {
+      const latest = this.latestOpened.get(fragment) ?? 0;
+      const mine = this.early.filter((e) => e.from === from).length;
+      if (round === latest + 1 && mine < EARLY_PER_PEER) this.early.push({ from, ...message });
+      else member.refuse(from, 'contribution', round > latest + 1 ? 'future-round' : 'not-owner', key);
+      return;
+    }
+    const outcome = duty.collector.add(from, message.weight, message.payload);
+    if (!outcome.accepted) {
+      member.rejectBack(from, 'contribution', outcome.reason, outcome.message, { fragment, round, shard });
+    }
+    this.maybeFinish(key, duty.collector);
+  }
+
+  /** A participant that is gone (down or left): no duty waits for it any more. */
+  drop(peer: PeerId): void {
+    for (let i = this.early.length - 1; i >= 0; i--) if (this.early[i]?.from === peer) this.early.splice(i, 1);
+    for (const [key, duty] of this.duties) {
+      duty.collector.drop(peer);
+      this.maybeFinish(key, duty.collector);
+    }
+  }
+
+  /** Stops every duty of fragment p's `round` (it ended) and early contributions that can no longer count. */
+  endRound(fragment: number, round: number): void {
+    for (const [key, duty] of this.duties) {
+      const job = duty.collector.job;
+      if (job.fragment === fragment && job.round <= round) {
+        duty.cancel();
+        this.duties.delete(key);
+      }
+    }
+    for (let i = this.early.length - 1; i >= 0; i--) {
+      const e = this.early[i] as Early;
+      if (e.fragment === fragment && e.round <= round) this.early.splice(i, 1);
+    }
+  }
+
+  /** Stops every duty (the coordinator is gone: no round in flight can commit). */
+  clear(): void {
+    for (const { cancel } of this.duties.values()) cancel();
+    this.duties.clear();
+    this.early.length = 0;
+  }
+
+  private maybeFinish(key: string, collector: ShardCollector): void {
+    if (collector.isComplete()) this.finish(key, collector);
+  }
+
+  private finish(key: string, collector: ShardCollector): void {
+    const duty = this.duties.get(key);
+    if (!duty || duty.collector !== collector) return;
+    this.duties.delete(key);
+    duty.cancel();
+    const result: ShardResult = collector.finish();
+    const { fragment, round, shard, codec } = collector.job;
+    const resultHash = resultHashOf(this.options.hasher, result.payload, result.accepted);
+    const check = duty.role === 'checker';
+    const { member } = this.options;
+    void member.broadcast([...this.options.replicas(), member.self], {
+      kind: 'shard-result',
+      fragment,
+      round,
+      shard,
+      codec: codec.name,
+      verdicts: result.verdicts,
+      resultHash,
+      ...(check ? { check: true } : {}),
+      payload: check ? new Uint8Array(0) : result.payload,
+    });
+    for (const listener of this.finishedListeners)
+      listener({ fragment, round, shard, role: duty.role, resultHash, accepted: result.accepted });
+  }
+}
