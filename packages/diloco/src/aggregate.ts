@@ -74,6 +74,18 @@ export type AggregationRule =
   | { kind: 'clipped-mean'; clipFactor?: number }
   | { kind: 'trimmed-mean'; trimFraction?: number };
 
+/** The rules by name, the robust default first (`--aggregation`, the host form). */
+export const AGGREGATION_KINDS = ['clipped-mean', 'trimmed-mean', 'mean'] as const;
+export type AggregationKind = (typeof AGGREGATION_KINDS)[number];
+
+/** The rule of that name with its default parameters; a RangeError names the choices. */
+export function aggregationRuleOf(kind: string): AggregationRule {
+  if (!(AGGREGATION_KINDS as readonly string[]).includes(kind)) {
+    throw new RangeError(`unknown aggregation "${kind}": choose ${AGGREGATION_KINDS.join(', ')}`);
+  }
+  return { kind: kind as AggregationKind };
+}
+
 export const DEFAULT_CLIP_FACTOR = 2;
 export const DEFAULT_TRIM_FRACTION = 0.1;
 

@@ -22,7 +22,7 @@ export const DEFAULT_DILOCO: DilocoSettings = {
   // Robust by default: each Δ is scaled down to at most 2× the median norm before the weighted
   // mean, so one volunteer cannot steer θ_global by sending a scaled Δ (docs/hostile-volunteers.md
   // has the measurement beside the plain mean and the trimmed mean).
-  aggregation: { kind: 'clipped-mean', clipFactor: 2 },
+  aggregation: { kind: 'clipped-mean' },
   hashAlgorithm: 'xxh128',
   weightCapFactor: 4,
   // Half the participants must report the committed hash: a round survives a crash or two. The

@@ -9,6 +9,7 @@ import { useShallow } from 'zustand/shallow';
 import { listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
 import type { CheckpointInfo } from '../runtime/messages.ts';
 import {
+  AGGREGATIONS,
   CODECS,
   checkField,
   checkUploadedText,
@@ -90,7 +91,7 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
 
   const update = (name: keyof HostFormValues, text: string) => {
     setRaw((r) => ({ ...r, [name]: text }));
-    if (name === 'preset' || name === 'codec') {
+    if (name === 'preset' || name === 'codec' || name === 'aggregation') {
       setValues((v) => ({ ...v, [name]: text }));
       setErrors((e) => ({ ...e, [name]: undefined }));
       return;
@@ -173,6 +174,15 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
             ))}
           </select>
           {errors.codec && <small className="field-error">{errors.codec}</small>}
+        </label>
+        <label title="how shard owners combine the volunteers' Δ: clipped-mean and trimmed-mean resist a hostile volunteer">
+          <span>Aggregation</span>
+          <select value={values.aggregation} onChange={(e) => update('aggregation', e.target.value)}>
+            {AGGREGATIONS.map((name) => (
+              <option key={name}>{name}</option>
+            ))}
+          </select>
+          {errors.aggregation && <small className="field-error">{errors.aggregation}</small>}
         </label>
         {HOST_FIELDS.map((field) => (
           <label key={field.name} title={field.hint}>

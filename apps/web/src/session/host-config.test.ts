@@ -25,8 +25,11 @@ describe('the room form and its URL query', () => {
   });
 
   it('reports bad values per field and keeps the defaults for them', () => {
-    const { values, errors } = parseHostQuery('?preset=huge&innerSteps=2.5&alpha=3&codec=zip&lr=abc');
-    expect(Object.keys(errors).sort()).toEqual(['alpha', 'codec', 'innerSteps', 'lr', 'preset']);
+    const { values, errors } = parseHostQuery(
+      '?preset=huge&innerSteps=2.5&alpha=3&codec=zip&lr=abc&aggregation=median',
+    );
+    expect(Object.keys(errors).sort()).toEqual(['aggregation', 'alpha', 'codec', 'innerSteps', 'lr', 'preset']);
+    expect(errors.aggregation).toMatch(/clipped-mean, trimmed-mean, mean/);
     expect(errors.innerSteps).toMatch(/whole number/);
     expect(errors.alpha).toMatch(/at most 1/);
     expect(values.preset).toBe('nano');
@@ -37,6 +40,13 @@ describe('the room form and its URL query', () => {
     expect(hostQueryOf(values)).toBe('?innerSteps=7&overlap=0');
     expect(parseHostQuery(hostQueryOf(values)).values).toEqual(values);
     expect(hostQueryOf(HOST_FORM_DEFAULTS)).toBe('');
+  });
+
+  it('chooses the aggregation rule: clipped-mean unless the query names another', () => {
+    expect(runConfigOf(HOST_FORM_DEFAULTS).diloco.aggregation).toEqual({ kind: 'clipped-mean' });
+    const { values } = parseHostQuery('?aggregation=trimmed-mean');
+    expect(runConfigOf(values).diloco.aggregation).toEqual({ kind: 'trimmed-mean' });
+    expect(hostQueryOf(values)).toBe('?aggregation=trimmed-mean');
   });
 
   it('builds the run config, and refuses what does not fit the model', () => {

@@ -4,11 +4,13 @@
  * the same as on the command line. Pure: parsed and checked without the DOM.
  */
 import { checkCorpusSize, corpusFingerprint, MOBY_DICK_FINGERPRINT } from '@shoal/data';
+import { AGGREGATION_KINDS, aggregationRuleOf } from '@shoal/diloco';
 import { type GptConfig, PRESETS, presetConfig } from '@shoal/model';
 import { codecNameSchema, MAX_CORPUS_BYTES, type RunConfig } from '@shoal/protocol';
 import { createRunConfig } from '@shoal/swarm/config';
 
 export const CODECS: readonly string[] = codecNameSchema.options;
+export const AGGREGATIONS: readonly string[] = AGGREGATION_KINDS;
 
 export interface HostFormValues {
   preset: string;
@@ -17,6 +19,8 @@ export interface HostFormValues {
   overlap: number;
   alpha: number;
   codec: string;
+  /** How shard owners combine the volunteers' Δ (docs/hostile-volunteers.md): clipped-mean resists a hostile one. */
+  aggregation: string;
   outerLr: number;
   outerMomentum: number;
   lr: number;
@@ -34,6 +38,7 @@ export const HOST_FORM_DEFAULTS: HostFormValues = {
   overlap: 2,
   alpha: 0.5,
   codec: 'fp4',
+  aggregation: AGGREGATION_KINDS[0],
   outerLr: 0.7,
   outerMomentum: 0.9,
   lr: 3e-3,
@@ -43,7 +48,7 @@ export const HOST_FORM_DEFAULTS: HostFormValues = {
   seed: 1,
 };
 
-type NumberField = Exclude<keyof HostFormValues, 'preset' | 'codec'>;
+type NumberField = Exclude<keyof HostFormValues, 'preset' | 'codec' | 'aggregation'>;
 
 export interface FieldSpec {
   name: keyof HostFormValues;
@@ -129,6 +134,11 @@ export function parseHostQuery(search: string): { values: HostFormValues; errors
   if (codec !== null) {
     if (CODECS.includes(codec)) values.codec = codec;
     else errors.codec = `unknown codec "${codec}": ${CODECS.join(', ')}`;
+  }
+  const aggregation = query.get('aggregation');
+  if (aggregation !== null) {
+    if (AGGREGATIONS.includes(aggregation)) values.aggregation = aggregation;
+    else errors.aggregation = `unknown aggregation "${aggregation}": ${AGGREGATIONS.join(', ')}`;
   }
   for (const spec of HOST_FIELDS) {
     const raw = query.get(spec.name);
@@ -227,6 +237,7 @@ export function runConfigOf(values: HostFormValues, model?: GptConfig, text?: Up
       outerLr: values.outerLr,
       outerMomentum: values.outerMomentum,
       codec: values.codec as RunConfig['diloco']['codec'],
+      aggregation: aggregationRuleOf(values.aggregation),
     },
     corpus: text ? textNameOf(text.name) : 'moby-dick',
   });
