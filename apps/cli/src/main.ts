@@ -137,6 +137,25 @@ program
   .action(guarded(simulateCommand));
 
 program
+  .command('attacks')
+  .description(
+    'hostile volunteers against the in-memory room on the real engine: each attack beside a clean run, stopped and detected or not',
+  )
+  .option('--workers <M>', 'workers in the room', parsePositiveInt, 5)
+  .option('--hostile <n>', 'how many of them are hostile', parsePositiveInt, 1)
+  .option('--preset <name>', 'nano | tiny | small | base', 'nano')
+  .option(
+    '--tokens <n>',
+    'training tokens per run, all workers together (about 11 rounds per fragment on nano)',
+    parsePositiveInt,
+    140_000,
+  )
+  .option('--seed <n>', 'initialisation and data seed', (v) => Number.parseInt(v, 10), 1)
+  .option('--only <list>', 'comma-separated attack names (default: all)')
+  .option('--json', 'end with one JSON line {"attacks": [...]}')
+  .action(guarded(async (options) => (await import('./attacks.ts')).attacksCommand(options)));
+
+program
   .command('host')
   .description('create a room on a Shoal server and run its host (coordinator + θ_global replica) headless')
   .requiredOption('--server <url>', 'the Shoal server, http(s)://host:port')

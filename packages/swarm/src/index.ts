@@ -2,6 +2,7 @@
  * @shoal/swarm: the coordinator and the worker as state machines over an injected Transport and
  * engine, and the in-process simulator they run in for tests and `shoal simulate`.
  */
+export * from './attacks/index.ts';
 export * from './config.ts';
 export * from './coordinator.ts';
 export * from './corpus-share.ts';

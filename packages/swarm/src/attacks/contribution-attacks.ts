@@ -1,0 +1,68 @@
+/**
+ * A participant whose contributions are poison (issue 13, "Contributions are bounded"): a
+ * scaled Δ, a finite but enormous one, a reversed one every round, and an inflated token weight.
+ * Each rewrites the hostile worker's real contribution on its way to the shard owners.
+ */
+import { transformPayload } from './forge.ts';
+import type { Attack, AttackContext, HostilePeer } from './types.ts';
+
+/** The largest magnitude of the 'huge' contribution: finite in fp32 (max ≈ 3.4e38), as in the issue. */
+const HUGE_VALUE = 3e38;
+
+/** Rewrites contributions of the rounds `applies` accepts, values through `change`. */
+function poisonContributions(
+  context: AttackContext,
+  hostile: HostilePeer,
+  change: (values: Float32Array) => Float32Array,
+  applies: (fragment: number, round: number) => boolean = () => true,
+): void {
+  context.rewrite(hostile.peer, 'contribution', (_to, message) => {
+    if (!applies(message.fragment, message.round)) return null;
+    const payload = transformPayload(context, message, change);
+    return payload ? { ...message, payload } : null;
+  });
+}
+
+/** Values scaled so that the largest magnitude is HUGE_VALUE (signs and proportions kept). */
+function huge(values: Float32Array): Float32Array {
+  let max = 0;
+  for (const v of values) max = Math.max(max, Math.abs(v));
+  const scale = max > 0 ? HUGE_VALUE / max : 0;
+  return values.map((v) => (max > 0 ? v * scale : HUGE_VALUE));
+}
+
+export const CONTRIBUTION_ATTACKS: Attack[] = [
+  {
+    name: 'contribution-100x',
+    family: 'contribution',
+    summary: 'a participant contributes 100·Δ every round',
+    install: (context, hostile) => poisonContributions(context, hostile, (values) => values.map((v) => 100 * v)),
+  },
+  {
+    name: 'contribution-huge',
+    family: 'contribution',
+    summary: 'a participant contributes finite values up to 3e38, in one round',
+    install(context, hostile) {
+      // the first round it contributes to once the attack is on, every shard of it
+      let target: string | null = null;
+      poisonContributions(context, hostile, huge, (fragment, round) => {
+        target ??= `${fragment}:${round}`;
+        return target === `${fragment}:${round}`;
+      });
+    },
+  },
+  {
+    name: 'contribution-minus-10x',
+    family: 'contribution',
+    summary: 'a participant contributes −10·Δ every round',
+    install: (context, hostile) => poisonContributions(context, hostile, (values) => values.map((v) => -10 * v)),
+  },
+  {
+    name: 'contribution-inflated-weight',
+    family: 'contribution',
+    summary: 'a participant claims 2⁴⁰ tokens behind each contribution (Δ itself honest)',
+    install(context, hostile) {
+      context.rewrite(hostile.peer, 'contribution', (_to, message) => ({ ...message, weight: 2 ** 40 }));
+    },
+  },
+];
