@@ -1,5 +1,9 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { UsageError } from './usage.ts';
+
+/** Owner read/write only: files that hold a room's credentials or its run. */
+export const PRIVATE_FILE_MODE = 0o600;
 
 /** Reads a file, or fails with one line naming what it is and why it could not be read. */
 export function readInput(path: string, what: string): Uint8Array {
@@ -15,4 +19,30 @@ export function writeAtomically(path: string, bytes: Uint8Array): void {
   const temporary = `${path}.partial-${process.pid}`;
   writeFileSync(temporary, bytes);
   renameSync(temporary, path);
+}
+
+/**
+ * Writes each file beside its target (`PATH.partial`, created with `mode` so it is never readable
+ * by others, flushed to the disk), then renames them all into place one right after another,
+ * without yielding: a process killed at any point leaves the old files or the new ones, never a
+ * torn one, and a pair (a room's weights and run state) goes out of step only if the kill lands
+ * between two renames (microseconds). The writes run off the event loop (libuv's pool), so rounds
+ * go on meanwhile. The temporary name is fixed, not per process: a write killed midway leaves one
+ * stale file, which the next write replaces.
+ */
+export async function writePrivateFiles(
+  files: { path: string; bytes: Uint8Array }[],
+  mode = PRIVATE_FILE_MODE,
+): Promise<void> {
+  for (const { path, bytes } of files) {
+    const file = await open(`${path}.partial`, 'w', mode);
+    try {
+      await file.chmod(mode); // a stale temporary keeps the mode it was created with
+      await file.writeFile(bytes);
+      await file.datasync();
+    } finally {
+      await file.close();
+    }
+  }
+  for (const { path } of files) renameSync(`${path}.partial`, path);
 }

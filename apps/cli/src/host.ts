@@ -6,9 +6,14 @@
  * read-only watch link, whose page gets the room view this host publishes to the server every
  * --publish-every-ms (RoomViewRecorder); with --json, one JSON line per event on stdout (see
  * HostEvent).
+ *
+ * With --checkpoint-dir it saves θ_global and the run state at every round its replica adopts
+ * (RoomCheckpointSaver), so a host killed at any moment resumes having lost only the rounds in
+ * flight; the room's credentials go to a file of their own beside them (CREDENTIALS_NAME), never
+ * into the checkpoint a host may share. Every file there is written 0600.
  */
-import { mkdirSync, statSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
@@ -21,11 +26,11 @@ import {
   encodeRoomCheckpoint,
   Host,
   type RoomCheckpoint,
+  RoomCheckpointSaver,
   RoomViewRecorder,
-  roomCheckpointOf,
   serveCorpus,
 } from '@shoal/swarm';
-import { readInput, writeAtomically } from './files.ts';
+import { readInput, writePrivateFiles } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
 import { codecOption, presetOption, UsageError } from './usage.ts';
 
@@ -78,7 +83,13 @@ export type HostEvent =
       bytesSent: number;
       bytesReceived: number;
     }
-  | { event: 'checkpoint'; path: string; state: string }
+  | {
+      event: 'checkpoint';
+      path: string;
+      state: string;
+      /** The rounds and hashes it holds: each fragment's last round this host had adopted. */
+      fragments: { round: number; hash: string }[];
+    }
   | {
       event: 'resumed';
       from: string;
@@ -90,6 +101,16 @@ export type HostEvent =
 
 export const CHECKPOINT_NAME = 'shoal-room.safetensors';
 export const STATE_NAME = 'shoal-room.state.safetensors';
+/** The signaling room's credentials, beside the checkpoint: what `--resume` takes the room back with. */
+export const CREDENTIALS_NAME = 'room-credentials.json';
+
+/** Whoever holds these can act as the room's host: they live only in CREDENTIALS_NAME (0600). */
+interface RoomCredentials {
+  roomId: string;
+  hostSecret: string;
+  joinToken: string;
+  watchKey: string | null;
+}
 
 /** `--resume DIR` or `--resume DIR/NAME.safetensors` → the weights and run-state paths. */
 export function resumePaths(resume: string): { weights: string; state: string } {
@@ -101,6 +122,26 @@ export function resumePaths(resume: string): { weights: string; state: string } 
   }
   if (isDirectory) return { weights: join(resume, CHECKPOINT_NAME), state: join(resume, STATE_NAME) };
   return { weights: resume, state: `${resume.replace(/\.safetensors$/, '')}.state.safetensors` };
+}
+
+/**
+ * The credentials saved beside a checkpoint, or null when there are none (a checkpoint copied
+ * without them, or written before they had a file: its run state carries them instead).
+ */
+function loadRoomCredentials(resume: string): RoomCredentials | null {
+  const path = join(dirname(resumePaths(resume).weights), CREDENTIALS_NAME);
+  if (!existsSync(path)) return null;
+  let parsed: Partial<RoomCredentials>;
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(readInput(path, 'room credentials')));
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`cannot read room credentials ${path}: ${(error as Error).message}`);
+  }
+  const { roomId, hostSecret, joinToken, watchKey } = parsed;
+  if (typeof roomId !== 'string' || typeof hostSecret !== 'string' || typeof joinToken !== 'string')
+    throw new UsageError(`cannot read room credentials ${path}: it needs roomId, hostSecret and joinToken`);
+  return { roomId, hostSecret, joinToken, watchKey: typeof watchKey === 'string' ? watchKey : null };
 }
 
 function loadRoomCheckpoint(resume: string): RoomCheckpoint {
@@ -165,9 +206,10 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   });
   const wrtc = await loadWrtc();
 
-  const print = (event: HostEvent, text: string) => {
+  /** One JSON line with --json, else `text` (null: nothing, an event only --json readers want). */
+  const print = (event: HostEvent, text: string | null) => {
     if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
-    else console.log(text);
+    else if (text !== null) console.log(text);
   };
   // The room view: created with the host below; the coordinator's events reach it from the start.
   let recorder: RoomViewRecorder | null = null;
@@ -213,7 +255,9 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   };
   let peers: string[] = [];
   let reclaimed = false;
-  const savedRoom = saved?.state.room;
+  // a checkpoint written before the credentials had a file of their own keeps them in its run
+  // state: read there, never written back (the next save drops them)
+  const savedRoom = options.resume ? (loadRoomCredentials(options.resume) ?? saved?.state.room ?? null) : null;
   try {
     if (!savedRoom) throw new Error('no room to take back');
     const back = await signal.reclaim(savedRoom.roomId, savedRoom.hostSecret);
@@ -222,6 +266,19 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     reclaimed = true;
   } catch {
     room = await signal.create();
+  }
+  const checkpointDir = options.checkpointDir;
+  if (checkpointDir) {
+    // owner-only when this host creates it (an existing directory keeps the mode its owner gave it)
+    mkdirSync(checkpointDir, { recursive: true, mode: 0o700 });
+    const credentials: RoomCredentials = {
+      roomId: room.roomId,
+      hostSecret: room.hostSecret,
+      joinToken: room.joinToken,
+      watchKey: room.watchKey ?? null,
+    };
+    const bytes = new TextEncoder().encode(`${JSON.stringify(credentials, null, 2)}\n`);
+    await writePrivateFiles([{ path: join(checkpointDir, CREDENTIALS_NAME), bytes }]);
   }
   const link = await joinMesh(signal, room, peers, wrtc);
   // workers without the text (no --data) fetch it from here
@@ -242,6 +299,54 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     await link.close();
     throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
   }
+  // The room line comes first (the --json contract), as soon as the room is known; then what was
+  // resumed; then checkpoints and rounds.
+  const joinUrl = `${base}/join/${room.roomId}?token=${room.joinToken}`;
+  const watchUrl = room.watchKey ? `${base}/watch/${room.roomId}?key=${room.watchKey}` : null;
+  print(
+    { event: 'room', roomId: room.roomId, joinToken: room.joinToken, joinUrl, watchUrl },
+    `room ${room.roomId}: join with\n  ${joinUrl}\n  shoal worker --server ${base} --room ${room.roomId} --token ${room.joinToken}` +
+      (watchUrl ? `\nwatch (read-only) at\n  ${watchUrl}` : ''),
+  );
+  if (saved && options.resume) {
+    const { fragments, roomTokens } = saved.state;
+    print(
+      { event: 'resumed', from: options.resume, fragments, roomTokens, reclaimed },
+      `resumed ${options.resume}: rounds ${fragments.map((f) => f.round).join(', ')}, ${roomTokens} tokens` +
+        (reclaimed ? `, room ${room.roomId} taken back` : savedRoom ? ', its room is gone: a new one' : ''),
+    );
+  }
+
+  // θ_global and the run state at every round the host's replica adopts, written beside and
+  // renamed (a reader never sees half a file); the fragment hashes in the state tell a resume
+  // whether the two are from the same save. Text mode names only the last one, on the way out.
+  const checkpointPaths = checkpointDir
+    ? { path: join(checkpointDir, CHECKPOINT_NAME), state: join(checkpointDir, STATE_NAME) }
+    : null;
+  let announceCheckpoint = false;
+  const saver =
+    checkpointPaths &&
+    new RoomCheckpointSaver(
+      host,
+      async (checkpoint) => {
+        const files = encodeRoomCheckpoint(checkpoint);
+        await writePrivateFiles([
+          { path: checkpointPaths.path, bytes: files.weights },
+          { path: checkpointPaths.state, bytes: files.state },
+        ]);
+        const { fragments } = checkpoint.state;
+        print(
+          { event: 'checkpoint', ...checkpointPaths, fragments },
+          announceCheckpoint
+            ? `checkpoint: ${checkpointPaths.path} (rounds ${fragments.map((f) => f.round).join(', ')})`
+            : null,
+        );
+      },
+      (error) => console.error('shoal: the checkpoint could not be written:', error),
+    );
+  // the run as it starts: a resume point before the first commit (and a resumed run's state
+  // rewritten without credentials)
+  saver?.request(true);
   // a room taken back goes on with the chart history the server kept for its watchers
   const key = reclaimed ? room.watchKey : undefined;
   const kept = key
@@ -256,41 +361,11 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     ...(kept && { startedAt: kept.startedAt, continueFrom: kept.points.at(-1) ?? null }),
   });
   recorder.setStatus('running');
-  const joinUrl = `${base}/join/${room.roomId}?token=${room.joinToken}`;
-  const watchUrl = room.watchKey ? `${base}/watch/${room.roomId}?key=${room.watchKey}` : null;
-  print(
-    { event: 'room', roomId: room.roomId, joinToken: room.joinToken, joinUrl, watchUrl },
-    `room ${room.roomId}: join with\n  ${joinUrl}\n  shoal worker --server ${base} --room ${room.roomId} --token ${room.joinToken}` +
-      (watchUrl ? `\nwatch (read-only) at\n  ${watchUrl}` : ''),
-  );
-
-  // The room line comes first (the --json contract); then what was resumed.
-  if (saved && options.resume) {
-    const { fragments, roomTokens } = saved.state;
-    print(
-      { event: 'resumed', from: options.resume, fragments, roomTokens, reclaimed },
-      `resumed ${options.resume}: rounds ${fragments.map((f) => f.round).join(', ')}, ${roomTokens} tokens` +
-        (reclaimed ? `, room ${room.roomId} taken back` : savedRoom ? ', its room is gone: a new one' : ''),
-    );
-  }
 
   // Evaluation of θ_global: one CPU engine, parameters swapped in for each evaluation.
   const evaluator = new CpuTrainer(config.model, config.train, host.params());
   let evalLoss: number | null = null;
   let lastEvaluatedHashes = '';
-  const roomCredentials = { roomId: room.roomId, hostSecret: room.hostSecret, joinToken: room.joinToken };
-  // θ_global and the run state, each written beside and renamed (a reader never sees half a file);
-  // the fragment hashes in the state tell a resume whether the two are from the same save.
-  const writeCheckpoint = () => {
-    if (!options.checkpointDir) return;
-    mkdirSync(options.checkpointDir, { recursive: true });
-    const files = encodeRoomCheckpoint(roomCheckpointOf(host, roomCredentials));
-    const path = join(options.checkpointDir, CHECKPOINT_NAME);
-    const state = join(options.checkpointDir, STATE_NAME);
-    writeAtomically(path, files.weights);
-    writeAtomically(state, files.state);
-    print({ event: 'checkpoint', path, state }, `checkpoint: ${path}`);
-  };
   const evaluate = async () => {
     const hashes = host
       .fragmentStates()
@@ -303,7 +378,6 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     const loss = await evaluator.evaluate(evalBatches);
     evalLoss = Number.isFinite(loss) ? loss : null;
     recorder?.setEvalLoss(evalLoss);
-    writeCheckpoint();
     return true;
   };
   const metrics = () => {
@@ -369,7 +443,12 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   publish();
   recorder.close();
   if (!options.json) console.error(`shoal: stopping (${closedBy})`);
-  writeCheckpoint();
+  if (saver) {
+    announceCheckpoint = true;
+    saver.request(true);
+    await saver.settled();
+    saver.close();
+  }
   evaluator.destroy();
   await link.close();
   if (!closedBy.startsWith('SIG')) throw new Error(closedBy);

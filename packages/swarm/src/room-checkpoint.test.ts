@@ -1,18 +1,26 @@
-import { CheckpointError } from '@shoal/model';
+import { buildLayout, CheckpointError, encodeState } from '@shoal/model';
 import { describe, expect, it } from 'vitest';
+import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
-import { decodeRoomCheckpoint, encodeRoomCheckpoint, roomCheckpointOf } from './room-checkpoint.ts';
+import {
+  decodeRoomCheckpoint,
+  encodeRoomCheckpoint,
+  type RoomCheckpoint,
+  RoomCheckpointSaver,
+  roomCheckpointOf,
+} from './room-checkpoint.ts';
 import { createRoom, evaluate, must, RUN, replicaStates } from './test-room.ts';
 
-const ROOM = { roomId: 'r00m', hostSecret: 's3cret', joinToken: 't0ken' };
+const ROOM = { roomId: 'r00m', hostSecret: 's3cret-0123456789', joinToken: 't0ken-0123456789' };
+const contains = (bytes: Uint8Array, text: string) => Buffer.from(bytes).includes(Buffer.from(text, 'utf8'));
 
 describe('a room checkpoint', () => {
   it('round-trips, and a host resumed from it continues the same run with new workers', async () => {
     const first = await createRoom({ workers: 2 });
     first.startAll();
     await first.finish(3_000);
-    const saved = roomCheckpointOf(first.host, ROOM);
+    const saved = roomCheckpointOf(first.host);
     expect(saved.state.fragments.every((f) => f.round >= 2)).toBe(true);
     expect(saved.state.roomTokens).toBeGreaterThan(0);
     const files = encodeRoomCheckpoint(saved);
@@ -20,6 +28,7 @@ describe('a room checkpoint', () => {
     expect(loaded.params).toEqual(saved.params);
     expect(loaded.momentum).toEqual(saved.momentum);
     expect(loaded.state).toEqual(saved.state);
+    expect(loaded.state.room).toBeNull();
     const savedLoss = await evaluate(first.config, saved.params);
 
     // A new host process: same θ_global, m, rounds and hashes; two fresh workers fetch the state.
@@ -50,7 +59,7 @@ describe('a room checkpoint', () => {
     const room = await createRoom({ workers: 2 });
     room.startAll();
     await room.finish(1_500);
-    const saved = roomCheckpointOf(room.host, null);
+    const saved = roomCheckpointOf(room.host);
     const momentum = saved.momentum.slice();
     momentum[3] = (momentum[3] as number) + 1e-3;
     await expect(
@@ -78,7 +87,7 @@ describe('a room checkpoint', () => {
     const { clock, network, codec, config, workers } = room;
     room.startAll();
     await clock.runAsync({ until: 1_500 });
-    const saved = roomCheckpointOf(room.host, null);
+    const saved = roomCheckpointOf(room.host);
     await clock.runAsync({ until: 2_000 });
     // The workers moved past the checkpoint: their replicas hold later rounds than it does.
     const ahead = replicaStates(must(workers[0]).worker);
@@ -120,4 +129,110 @@ describe('a room checkpoint', () => {
     expect(host.coordinator.roomTokens).toBeGreaterThan(saved.state.roomTokens);
     expect(host.coordinator.roomTokens).toBeLessThanOrEqual(saved.state.roomTokens + since * perStep);
   }, 60_000);
+
+  it('keeps no credentials: a run state from before carries its secret in, and goes out without it', async () => {
+    const room = await createRoom({ workers: 1 });
+    const saved = roomCheckpointOf(room.host);
+    // an older host wrote the signaling room's credentials into the run state
+    const legacy = encodeState(
+      buildLayout(room.config.model),
+      { 'outer.m': saved.momentum },
+      { ...saved.state, room: ROOM },
+    );
+    const files = encodeRoomCheckpoint(saved);
+    expect(contains(legacy, ROOM.hostSecret)).toBe(true);
+    const loaded = decodeRoomCheckpoint(files.weights, legacy);
+    expect(loaded.state.room).toEqual(ROOM); // read, so that `shoal host --resume` can take its room back
+    const rewritten = encodeRoomCheckpoint(loaded);
+    for (const secret of [ROOM.hostSecret, ROOM.joinToken]) {
+      expect(contains(rewritten.state, secret)).toBe(false);
+      expect(contains(rewritten.weights, secret)).toBe(false);
+    }
+    expect(decodeRoomCheckpoint(rewritten.weights, rewritten.state).state).toEqual({ ...saved.state, room: null });
+  });
+
+  it('saves at every commit the host adopts, one write at a time; commits during a write coalesce into one more', async () => {
+    /** A room of 2 workers for 3 s (a commit every ~500 ms) whose saver's writes take `writeMs`. */
+    const run = async (writeMs: number) => {
+      const commits: { at: number; fragment: number; round: number }[] = [];
+      const writes: { startedAt: number; endedAt: number; rounds: number[] }[] = [];
+      let clockNow = () => 0;
+      const room = await createRoom({
+        workers: 2,
+        onEvent: (event: CoordinatorEvent) => {
+          if (event.event === 'round-committed') commits.push({ at: clockNow(), ...event });
+        },
+      });
+      const { clock } = room;
+      clockNow = () => clock.now();
+      let writing = 0;
+      const saver = new RoomCheckpointSaver(room.host, async (checkpoint: RoomCheckpoint) => {
+        writing++;
+        expect(writing, 'writes at once').toBe(1);
+        const startedAt = clock.now();
+        await clock.sleep(writeMs);
+        writes.push({ startedAt, endedAt: clock.now(), rounds: checkpoint.state.fragments.map((f) => f.round) });
+        writing--;
+      });
+      room.startAll();
+      await room.finish(3_000);
+      await clock.runAsync({ until: clock.now() + 2 * writeMs });
+      await saver.settled();
+      saver.close();
+      return { room, commits, writes };
+    };
+
+    const fast = await run(20);
+    const slow = await run(1_500);
+    expect(fast.commits.length).toBeGreaterThanOrEqual(4);
+    // a write's duration never holds up a round: both rooms commit the same rounds at the same times
+    expect(slow.commits).toEqual(fast.commits);
+    // every commit is on disk within one write of it, or two when it landed during one
+    for (const { commits, writes } of [fast, slow]) {
+      const writeMs = must(writes[0]).endedAt - must(writes[0]).startedAt;
+      for (const commit of commits) {
+        const saved = writes.find((w) => (w.rounds[commit.fragment] as number) >= commit.round);
+        expect(saved, `fragment ${commit.fragment} round ${commit.round}`).toBeDefined();
+        expect(must(saved).endedAt - commit.at).toBeLessThanOrEqual(2 * writeMs);
+      }
+      const last = must(writes.at(-1)).rounds;
+      expect(last).toEqual(fast.room.host.fragmentStates().map((f) => f.round));
+    }
+    // fast writes: one per commit; slow ones: the commits that landed during a write share the next
+    expect(fast.writes.length).toBe(fast.commits.length);
+    expect(slow.writes.length).toBeLessThan(slow.commits.length);
+  }, 60_000);
+
+  it('writes again after a failed write, and on request whether or not θ_global moved', async () => {
+    const room = await createRoom({ workers: 1 });
+    const written: number[][] = [];
+    const errors: unknown[] = [];
+    let failNext = true;
+    const saver = new RoomCheckpointSaver(
+      room.host,
+      async (checkpoint) => {
+        if (failNext) {
+          failNext = false;
+          throw new Error('disk full');
+        }
+        written.push(checkpoint.state.fragments.map((f) => f.round));
+      },
+      (error) => errors.push(error),
+    );
+    saver.request(); // the first save fails
+    await saver.settled();
+    expect(errors).toEqual([new Error('disk full')]);
+    expect(written).toEqual([]);
+    saver.request(); // nothing moved, but nothing is on disk either
+    await saver.settled();
+    expect(written).toEqual([[0, 0]]);
+    saver.request(); // on disk, and θ_global has not moved
+    await saver.settled();
+    expect(written).toHaveLength(1);
+    saver.request(true);
+    saver.request(true); // lands during the write above: once more after it
+    saver.request(true); // coalesces with the one before
+    await saver.settled();
+    expect(written).toHaveLength(3);
+  });
 });

@@ -1,10 +1,12 @@
 /**
  * The dashboard's checkpoints in IndexedDB (idb-keyval; works on the main thread and in the room
- * worker). Per room, two records:
+ * worker). Per room, three records:
  * - `room-link:<id>`: the signaling credentials, written by the main thread when the room is
- *   created (small: read on every load of /host/<id>);
+ *   created (small: read on every load of /host/<id>). The only place the host secret is kept;
  * - `room-files:<id>`: the checkpoint pair (room-checkpoint.ts: θ_global safetensors + run state),
- *   written by the host worker after committed rounds;
+ *   written by the host worker at every round it adopts. The same files as the dashboard's
+ *   download, so they carry no credentials (a record written by an older version may: the host
+ *   rewrites it when the room resumes);
  * - `room-corpus:<id>`: the text the host uploaded for the room (none for Moby Dick rooms), so a
  *   reload serves the volunteers the same text.
  */

@@ -1,8 +1,11 @@
 /**
  * The dashboard's host, inside the room worker (ARCHITECTURE.md, "The host is a replica"): the
  * coordinator and a replica of θ_global on the mesh, validation loss of θ_global on a CPU engine,
- * the room view for the charts and the watch link, and checkpoints in IndexedDB after committed
- * rounds. None of it runs on the main thread, so the dashboard stays responsive during rounds.
+ * the room view for the charts and the watch link, and checkpoints in IndexedDB at every round
+ * the host's replica adopts (RoomCheckpointSaver: a closed or crashed tab loses at most the rounds
+ * in flight). None of it runs on the main thread, so the dashboard stays responsive during rounds.
+ * The checkpoint, in IndexedDB and downloaded, carries no credentials: the host secret stays in
+ * the room's own record (checkpoint-store.ts), which the main thread keeps.
  */
 import { type Batch, type Corpus, corpusFromBytes, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
@@ -14,6 +17,7 @@ import {
   Host,
   Member,
   type RoomCheckpoint,
+  RoomCheckpointSaver,
   RoomViewRecorder,
   roomCheckpointOf,
   runIdFor,
@@ -29,6 +33,8 @@ type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
 
 export interface HostRuntime {
   handle(message: RuntimeControl): void;
+  /** Stops the timers and the checkpoints (a write in progress finishes); the room worker just ends. */
+  close(): Promise<void>;
 }
 
 /** The room's schedule position in inner steps: its tokens ÷ tokens per step (resume-stable). */
@@ -132,8 +138,6 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
       .map((f) => f.hash)
       .join();
   let evaluatedHashes = '';
-  let savedHashes = saved ? hashes() : '';
-  let savedStatus = status;
 
   const evaluate = async () => {
     const now = hashes();
@@ -143,39 +147,42 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     const loss = await evaluator.evaluate(evalBatches);
     recorder?.setEvalLoss(Number.isFinite(loss) ? loss : null);
   };
-  // After committed rounds (θ_global moved) and when the status changes (a paused room is saved
-  // as it stands); one write at a time.
-  const checkpoint = async () => {
-    const now = hashes();
-    if (now === savedHashes && status === savedStatus) return;
-    savedHashes = now;
-    savedStatus = status;
-    const snapshot = roomCheckpointOf(host, init.room);
-    const files = encodeRoomCheckpoint(snapshot);
-    const info = infoOf(snapshot);
-    await saveRoomFiles(init.room.roomId, { ...files, info });
-    post({ type: 'saved', checkpoint: info });
-  };
+  const reportError = (error: unknown) => post({ type: 'error', message: String(error), fatal: false });
+  // At every round the replica adopts, apart from evaluation (a long evaluation never delays a
+  // save); also at the start (a resumed room's record from an older version is rewritten without
+  // the secret it carried) and when the status changes (a paused room is saved as it stands).
+  const saver = new RoomCheckpointSaver(
+    host,
+    async (snapshot) => {
+      const files = encodeRoomCheckpoint(snapshot);
+      const info = infoOf(snapshot);
+      await saveRoomFiles(init.room.roomId, { ...files, info });
+      post({ type: 'saved', checkpoint: info });
+    },
+    reportError,
+  );
+  saver.request(true);
 
   let busy: Promise<void> = Promise.resolve();
   const chain = (work: () => Promise<void>) => {
-    busy = busy.then(work).catch((error: unknown) => post({ type: 'error', message: String(error), fatal: false }));
+    busy = busy.then(work).catch(reportError);
   };
   chain(evaluate);
-  setInterval(() => chain(evaluate), init.evalEveryMs);
-  setInterval(() => chain(checkpoint), 1_000);
-  setInterval(() => {
-    if (!recorder) return;
-    recorder.sample();
-    post({ type: 'view', update: recorder.update(), step: roomStep(host) });
-  }, init.viewEveryMs);
+  const timers = [
+    setInterval(() => chain(evaluate), init.evalEveryMs),
+    setInterval(() => {
+      if (!recorder) return;
+      recorder.sample();
+      post({ type: 'view', update: recorder.update(), step: roomStep(host) });
+    }, init.viewEveryMs),
+  ];
 
   return {
     handle(message) {
       switch (message.type) {
         case 'status':
           setStatus(message.status);
-          chain(checkpoint);
+          saver.request(true);
           return;
         case 'params': {
           const params = host.params();
@@ -184,7 +191,8 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
           return;
         }
         case 'files': {
-          const files = encodeRoomCheckpoint(roomCheckpointOf(host, init.room));
+          // the download: θ_global and the run state now, without the room's credentials
+          const files = encodeRoomCheckpoint(roomCheckpointOf(host));
           post({ type: 'files', id: message.id, ...files, roomId: init.room.roomId }, [
             files.weights.buffer,
             files.state.buffer,
@@ -194,6 +202,12 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
         default:
           return;
       }
+    },
+    async close() {
+      for (const timer of timers) clearInterval(timer);
+      saver.close();
+      await Promise.all([busy, saver.settled()]);
+      evaluator.destroy();
     },
   };
 }
