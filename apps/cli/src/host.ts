@@ -437,6 +437,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   clearInterval(evalTimer);
   clearInterval(metricsTimer);
   clearInterval(publishTimer);
+  host.close(); // no round deadline may keep the process alive
   await evaluating;
   // Best effort: watchers see the run stopped (the socket may already be gone).
   recorder.setStatus('stopped');

@@ -304,6 +304,21 @@ export class Coordinator {
     return true;
   }
 
+  /**
+   * Stops the coordinator: no new rounds, and the timers of rounds in flight are cancelled (a
+   * stopping `shoal host` must not wait out a round's deadline). Rounds in flight stay uncommitted.
+   */
+  close(): void {
+    this.paused = true;
+    for (const open of this.inFlight) {
+      if (!open) continue;
+      open.cancelDeadline();
+      open.cancelReferee();
+      open.cancelGrace?.();
+    }
+    this.options.duties?.clear();
+  }
+
   /** Whether fragment p has a round in flight. */
   isInFlight(p: number): boolean {
     return this.inFlight[p] !== null;
@@ -544,8 +559,8 @@ export class Coordinator {
 
   /**
    * Commits once the host has its tentative hash and every live participant has reported; once a
-   * strict majority agrees with the host, stragglers get a grace period (as long again as the
-   * round took so far, at least a second) rather than the whole deadline.
+   * strict majority agrees with the host, stragglers get a grace period (twice as long as the
+   * round took so far, at least 2 s, at most the deadline) rather than the whole deadline.
    */
   private maybeFinish(open: OpenRound): void {
     const hostHash = this.options.replica.tentativeHash(open.fragment, open.round);
@@ -556,7 +571,9 @@ export class Coordinator {
     }
     if (!commits || open.cancelGrace) return;
     const { clock } = this.member;
-    const graceMs = Math.max(1_000, clock.now() - open.openedAt);
+    // Generous: a silent member costs only this one round (it is benched after it), while an
+    // honest one on a busy machine must not be benched for answering a little late.
+    const graceMs = Math.min(this.deadlineMs, Math.max(2_000, 2 * (clock.now() - open.openedAt)));
     open.cancelGrace = clock.setTimer(graceMs, () => this.finish(open, 'grace'));
   }
 

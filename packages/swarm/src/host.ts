@@ -99,6 +99,11 @@ export class Host {
     return new Host(member, config, fragments, replica, coordinator);
   }
 
+  /** Stops coordinating (timers included); θ_global stays readable for a last checkpoint. */
+  close(): void {
+    this.coordinator.close();
+  }
+
   /** θ_global in the logical layout. */
   params(): Float32Array {
     return this.replica.state.params(new Float32Array(buildLayout(this.config.model).size));

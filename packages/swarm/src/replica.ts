@@ -179,7 +179,7 @@ export class ReplicaState {
     const range = pending.shards[shard];
     const slot = pending.slots[shard];
     if (!range || !slot) return { status: 'ignored', reason: 'no-such-shard' };
-    if (pending.tentative || pending.refused) return { status: 'ignored', reason: 'duplicate' };
+    if (pending.tentative || pending.refused) return { status: 'ignored', reason: 'late' };
     if (source === 'checker') {
       if (slot.checkHash !== null) return { status: 'ignored', reason: 'duplicate' };
       slot.checkHash = resultHash;

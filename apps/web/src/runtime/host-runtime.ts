@@ -205,6 +205,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     },
     async close() {
       for (const timer of timers) clearInterval(timer);
+      host.close();
       saver.close();
       await Promise.all([busy, saver.settled()]);
       evaluator.destroy();
