@@ -16,7 +16,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import type { RunConfig } from '@shoal/protocol';
+import { maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import { readKeptView } from '@shoal/server/signal-client';
 import type { IceServer } from '@shoal/server/signal-messages';
 import {
@@ -281,6 +281,8 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     await writePrivateFiles([{ path: join(checkpointDir, CREDENTIALS_NAME), bytes }]);
   }
   const link = await joinMesh(signal, room, peers, wrtc);
+  // no peer may make this host hold more than the run's largest legitimate message
+  link.mesh.setMessageLimit(maxMessageBytesFor(config));
   // workers without the text (no --data) fetch it from here
   serveCorpus(link.member, corpus.bytes);
   let host: Host;
