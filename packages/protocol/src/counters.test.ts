@@ -41,7 +41,7 @@ describe('MessageReceiver', () => {
     expect(counters.byPeer()).toEqual({ 'peer-b': bad.length });
     expect(seen.map((r) => r.reason)).toEqual(bad.map(([reason]) => reason));
     expect(seen[2]).toMatchObject({ from: 'peer-b', reason: 'version', at: 1002 });
-    expect(seen[2]?.detail).toMatch(/protocol 9\.2/);
+    expect(seen[2]?.detail).toMatch(/protocol 9\.3/);
     expect(seen.find((r) => r.reason === 'schema')?.kind).toBe('hello');
   });
 

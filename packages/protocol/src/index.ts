@@ -7,6 +7,7 @@
 export * from './chunks.ts';
 export * from './counters.ts';
 export * from './header.ts';
+export * from './identity.ts';
 export * from './json-depth.ts';
 export * from './limits.ts';
 export * from './messages.ts';

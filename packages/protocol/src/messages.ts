@@ -33,6 +33,7 @@
 
 import type { CodecName } from '@shoal/diloco';
 import { z } from 'zod';
+import { peerKeySchema, signatureSchema } from './identity.ts';
 import { MAX_CORPUS_PART_BYTES, MAX_FRAGMENTS, MAX_MEMBERS, MAX_PARTICIPANTS } from './limits.ts';
 import { roundOpenBody } from './round-open.ts';
 import {
@@ -55,7 +56,7 @@ import {
 } from './schemas.ts';
 
 /** Same major: compatible. Another major is rejected on decode. A new minor only adds optional fields. */
-export const PROTOCOL_VERSION = { major: 1, minor: 2 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 3 } as const;
 
 /** Join: role and what this member's machine can do. The header's run id is 0 while the run is not known. */
 const helloBody = z.object({
@@ -70,6 +71,11 @@ const helloBody = z.object({
    * counts its progress from here. Absent or 0 for a new member.
    */
   innerStep: countSchema.optional(),
+  /**
+   * The sender's public key (minor 3, identity.ts), as it announced it to the signaling server: a
+   * hello whose key differs from the server's binding is refused. Absent from older peers.
+   */
+  key: peerKeySchema.optional(),
 });
 
 /** Join accepted: the run's settings, where its fragments stand, and where to fetch them. */
@@ -146,8 +152,14 @@ const metricsBody = z.object({
   abortedRounds: countSchema,
 });
 
+/**
+ * The sender's signature over signedBytes (identity.ts; minor 3) of a contribution, shard result
+ * or hash report. Absent from older peers and from peers without a key.
+ */
+const signed = { signature: signatureSchema.optional() };
+
 /** Δ shard `shard` of the participant, weight = tokens (header), payload = codec bytes. */
-const contributionBody: z.ZodType<object> = z.object({}); // typed so, since z.object({}) infers Record<string, never>
+const contributionBody = z.object(signed);
 
 const verdictSchema = z.object({
   peer: peerIdSchema,
@@ -175,10 +187,11 @@ const shardResultBody = z.object({
    * computed; replicas apply the owner's payload only once the two agree.
    */
   check: z.boolean().optional(),
+  ...signed,
 });
 
 /** hash(θ_global'[p] ‖ m'[p]) after the tentative outer step of round (fragment, round). */
-const hashReportBody = z.object({ hash: hashHexSchema });
+const hashReportBody = z.object({ hash: hashHexSchema, ...signed });
 
 /** Adopt the tentative state of (fragment, round). A replica whose hash differs is diverged. */
 const commitBody = z.object({

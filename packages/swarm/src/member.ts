@@ -3,9 +3,34 @@
  * every incoming message, byte counters, and delivery to self (a worker that owns a shard sends
  * its own contribution to itself; the coordinator is also a replica). Handlers see decoded,
  * schema-checked messages only; a handler that throws is a bug, logged and counted, never fatal.
+ *
+ * Signatures (protocol identity.ts): a member with an identity signs the contributions, shard
+ * results and hash reports it sends to others, and puts its key in its hello. Of the peers whose
+ * keys it knows (the signaling server's bindings, `peerKeys`), it dispatches those kinds only when
+ * they verify; others are refused as 'signature', counted, and answered with a `rejected`. WebCrypto
+ * is asynchronous, so a peer's messages wait behind its message being verified (and its peer-down
+ * behind them), and sends wait behind a signature being made: both directions keep their order.
+ * In the simulator the WebCrypto work is tracked by the clock, so runs stay deterministic. Without
+ * an identity and keys a member sends, receives and dispatches exactly as before, synchronously.
  */
-import type { Message, MessageKind, MessageOf, PeerId, Transport, WireCodec } from '@shoal/protocol';
-import { MessageReceiver, RejectionCounters, TransportError } from '@shoal/protocol';
+import {
+  HEADER_OFFSETS,
+  type Identity,
+  isSignedMessage,
+  type KeyedTransport,
+  type Message,
+  type MessageKind,
+  type MessageOf,
+  MessageReceiver,
+  type PeerId,
+  PeerKeyRegistry,
+  RejectionCounters,
+  type SignatureCheck,
+  signedBytesOf,
+  type Transport,
+  TransportError,
+  type WireCodec,
+} from '@shoal/protocol';
 
 /** Time as the swarm sees it: virtual in the simulator, the wall clock on a real mesh. */
 export interface SwarmClock {
@@ -33,6 +58,29 @@ export const wallClock: SwarmClock = {
 
 export type Handler<K extends MessageKind> = (from: PeerId, message: MessageOf<K>) => void;
 
+export interface MemberOptions {
+  /**
+   * This member's key pair: what it signs with and announces in its hello. Default: the
+   * transport's (a room mesh carries the one its signaling client announced), else none.
+   */
+  identity?: Identity | null;
+  /** The peers' keys as the signaling server bound them. Default: the transport's, else empty. */
+  peerKeys?: PeerKeyRegistry;
+  /**
+   * Refuse a contribution, shard result or hash report from a peer without a key, for rooms where
+   * every client has one. Default false: older clients, which announce none, keep working.
+   */
+  requireSignatures?: boolean;
+}
+
+const SETTLED = Promise.resolve();
+
+/** A message that could not be signed (WebCrypto failed): counted like a send that failed. */
+interface Unsigned {
+  unsigned: Message;
+  error: Error;
+}
+
 export class Member {
   readonly counters = new RejectionCounters();
   readonly receiver: MessageReceiver;
@@ -40,24 +88,44 @@ export class Member {
   bytesReceived = 0;
   /** Messages whose send failed (the peer went down): the round logic copes with the loss. */
   sendFailures = 0;
+  /** Signed messages from peers whose key this runtime's WebCrypto cannot use, dispatched unverified. */
+  unverifiedMessages = 0;
   private readonly handlers = new Map<MessageKind, Handler<MessageKind>[]>();
   private readonly unsubscribe: (() => void)[] = [];
   private closed = false;
+  private readonly ownPeerKeys: PeerKeyRegistry;
+  /** Per peer, the settling of its latest message still being verified: later ones wait for it. */
+  private readonly inbound = new Map<PeerId, Promise<void>>();
+  /** The start of the latest send still waiting for its signature: later sends wait for it. */
+  private outgoing: Promise<void> | null = null;
 
   constructor(
     readonly transport: Transport,
     readonly codec: WireCodec,
     readonly clock: SwarmClock,
     public runId: number,
+    private readonly options: MemberOptions = {},
   ) {
     this.receiver = new MessageReceiver(codec, { counters: this.counters, runId: runId === 0 ? undefined : runId });
+    this.ownPeerKeys = options.peerKeys ?? (transport as KeyedTransport).peerKeys ?? new PeerKeyRegistry();
     this.unsubscribe.push(
       transport.on('message', (from, bytes) => {
         this.bytesReceived += bytes.byteLength;
         const message = this.receiver.receive(from, bytes);
-        if (message) this.dispatch(from, message);
+        if (message) this.admit(from, message, bytes);
       }),
     );
+  }
+
+  /** Read when used, so a transport that learns its identity after this member was made still lends it. */
+  get identity(): Identity | null {
+    return this.options.identity !== undefined
+      ? this.options.identity
+      : ((this.transport as KeyedTransport).identity ?? null);
+  }
+
+  get peerKeys(): PeerKeyRegistry {
+    return this.ownPeerKeys;
   }
 
   get self(): PeerId {
@@ -76,8 +144,15 @@ export class Member {
     };
   }
 
+  /** A peer went down: told after its messages still being verified have been dispatched or refused. */
   onPeerDown(listener: (peer: PeerId, reason: string) => void): void {
-    this.unsubscribe.push(this.transport.on('peer-down', (peer, reason) => listener(peer, reason.code)));
+    this.unsubscribe.push(
+      this.transport.on('peer-down', (peer, reason) => {
+        const behind = this.inbound.get(peer);
+        if (behind) void behind.then(() => listener(peer, reason.code));
+        else listener(peer, reason.code);
+      }),
+    );
   }
 
   onPeerUp(listener: (peer: PeerId) => void): void {
@@ -96,20 +171,84 @@ export class Member {
     });
   }
 
-  /** Sends one message; to self it is delivered on a later microtask, without the wire. */
+  /** Sends one message; to self it is delivered on a later microtask, without the wire (and unsigned). */
   async send(to: PeerId, message: Message): Promise<void> {
     if (this.closed) return;
     if (to === this.self) {
       queueMicrotask(() => this.dispatch(to, message));
       return;
     }
+    await this.inOrder(this.stamped(message), (ready) => this.transmit([to], ready));
+  }
+
+  /**
+   * Encodes `message` once and hands it to the transport for each of `peers` (none of them self);
+   * resolves when every send has settled.
+   */
+  private async transmit(peers: PeerId[], message: Message): Promise<void> {
+    let bytes: Uint8Array;
     try {
-      const bytes = this.codec.encode(message, this.runId);
-      await this.transport.send(to, bytes);
-      this.bytesSent += bytes.byteLength;
+      bytes = this.codec.encode(message, this.runId);
     } catch (error) {
       this.sendFailed(message, error);
+      return;
     }
+    await Promise.all(
+      peers.map((peer) =>
+        this.transport.send(peer, bytes).then(
+          () => {
+            this.bytesSent += bytes.byteLength;
+          },
+          (error) => this.sendFailed(message, error),
+        ),
+      ),
+    );
+  }
+
+  /**
+   * Runs `start` with `message` at once when nothing is being signed (the transport's own queue
+   * keeps the order); otherwise after the sends before it have started and `message` is ready.
+   */
+  private inOrder(
+    message: Message | Promise<Message | Unsigned>,
+    start: (message: Message) => Promise<void>,
+  ): Promise<void> {
+    if (!(message instanceof Promise) && this.outgoing === null) return start(message);
+    let sent: Promise<void> = SETTLED;
+    const started = (this.outgoing ?? SETTLED)
+      .then(() => message)
+      .then((ready) => {
+        if (this.closed) return;
+        if ('unsigned' in ready) this.sendFailed(ready.unsigned, ready.error);
+        else sent = start(ready);
+      });
+    this.outgoing = started;
+    void started.then(() => {
+      if (this.outgoing === started) this.outgoing = null;
+    });
+    return started.then(() => sent);
+  }
+
+  /**
+   * The message as it goes on the wire: a hello with this member's key; a contribution, shard
+   * result or hash report signed (a promise: WebCrypto is asynchronous, tracked by the clock).
+   */
+  private stamped(message: Message): Message | Promise<Message | Unsigned> {
+    const identity = this.identity;
+    if (!identity) return message;
+    if (message.kind === 'hello') return message.key ? message : { ...message, key: identity.key };
+    if (!isSignedMessage(message)) return message;
+    const signed = message;
+    const { runId, self } = this;
+    const signing = (async (): Promise<Message | Unsigned> => {
+      try {
+        const signature = await identity.sign(await signedBytesOf(runId, self, signed));
+        return { ...signed, signature };
+      } catch (error) {
+        return { unsigned: signed, error: new Error(`signing failed: ${String(error)}`) };
+      }
+    })();
+    return this.clock.track(signing);
   }
 
   /**
@@ -125,31 +264,16 @@ export class Member {
     }
   }
 
-  /** The same message to several peers (encoded once). */
+  /** The same message to several peers (signed and encoded once). */
   async broadcast(peers: Iterable<PeerId>, message: Message): Promise<void> {
-    let bytes: Uint8Array | null = null;
+    if (this.closed) return;
+    const others: PeerId[] = [];
     const sends: Promise<void>[] = [];
     for (const peer of new Set(peers)) {
-      if (peer === this.self) {
-        sends.push(this.send(peer, message));
-        continue;
-      }
-      try {
-        bytes ??= this.codec.encode(message, this.runId);
-      } catch (error) {
-        this.sendFailed(message, error);
-        return;
-      }
-      const encoded = bytes;
-      sends.push(
-        this.transport.send(peer, encoded).then(
-          () => {
-            this.bytesSent += encoded.byteLength;
-          },
-          (error) => this.sendFailed(message, error),
-        ),
-      );
+      if (peer === this.self) sends.push(this.send(peer, message));
+      else others.push(peer);
     }
+    if (others.length > 0) sends.push(this.inOrder(this.stamped(message), (ready) => this.transmit(others, ready)));
     await Promise.all(sends);
   }
 
@@ -179,6 +303,79 @@ export class Member {
     this.closed = true;
     for (const off of this.unsubscribe) off();
     await this.transport.close();
+  }
+
+  /**
+   * Dispatches `message` now when nothing about it needs WebCrypto and nothing from `from` is
+   * still being verified; otherwise once its check and every earlier message of `from` have settled.
+   */
+  private admit(from: PeerId, message: Message, bytes: Uint8Array): void {
+    const check = this.checkOf(from, message, bytes);
+    const behind = this.inbound.get(from);
+    if (!behind && !(check instanceof Promise)) {
+      this.settle(from, message, check);
+      return;
+    }
+    const verdict = check instanceof Promise ? this.clock.track(check) : check;
+    const settled = (behind ?? SETTLED).then(() => verdict).then((result) => this.settle(from, message, result));
+    this.inbound.set(from, settled);
+    void settled.then(() => {
+      if (this.inbound.get(from) === settled) this.inbound.delete(from);
+    });
+  }
+
+  /** What must hold of `message` before it is dispatched: null when nothing. */
+  private checkOf(from: PeerId, message: Message, bytes: Uint8Array): SignatureCheck | Promise<SignatureCheck> | null {
+    if (message.kind === 'hello') return this.checkHello(from, message);
+    if (!isSignedMessage(message)) return null;
+    const key = this.ownPeerKeys.get(from);
+    if (!key) {
+      return this.options.requireSignatures
+        ? { verdict: 'invalid', detail: `${from} has no key, and this room requires signatures` }
+        : null;
+    }
+    // signed over the run of the header (a member may accept any run before its welcome)
+    const runId = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(HEADER_OFFSETS.runId, true);
+    const signed = message;
+    const signature = signed.signature;
+    return signedBytesOf(runId, from, signed).then(
+      (claim) => this.ownPeerKeys.check(key, claim, signature),
+      (error: unknown): SignatureCheck => ({ verdict: 'invalid', detail: `cannot hash it: ${String(error)}` }),
+    );
+  }
+
+  /**
+   * A hello's key must be the one the server bound to its sender. Of a peer the server said
+   * nothing about (an older server, the simulator), the hello's key is taken as its binding.
+   */
+  private checkHello(from: PeerId, hello: MessageOf<'hello'>): SignatureCheck | null {
+    const announced = hello.key;
+    if (!announced) return null;
+    const bound = this.ownPeerKeys.get(from);
+    if (bound === undefined) {
+      this.ownPeerKeys.bind(from, announced);
+      return null;
+    }
+    if (bound === null || (bound.algorithm === announced.algorithm && bound.publicKey === announced.publicKey)) {
+      return null;
+    }
+    return { verdict: 'invalid', detail: `its hello announces another key than the one bound to ${from}` };
+  }
+
+  private settle(from: PeerId, message: Message, check: SignatureCheck | null): void {
+    if (this.closed) return;
+    if (check?.verdict === 'invalid') {
+      const { fragment, round, shard } = message as { fragment?: number; round?: number; shard?: number };
+      const about = {
+        ...(fragment !== undefined && { fragment }),
+        ...(round !== undefined && { round }),
+        ...(shard !== undefined && { shard }),
+      };
+      this.rejectBack(from, message.kind, message.kind === 'hello' ? 'key-mismatch' : 'signature', check.detail, about);
+      return;
+    }
+    if (check?.verdict === 'unverifiable') this.unverifiedMessages++;
+    this.dispatch(from, message);
   }
 
   private dispatch(from: PeerId, message: Message): void {

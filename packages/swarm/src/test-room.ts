@@ -5,7 +5,17 @@
  */
 import { BatchSampler, loadMobyDick, splitCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import { createWireCodec, type MessageKind, type MessageOf, type PeerId, type WireCodec } from '@shoal/protocol';
+import {
+  createIdentity,
+  createWireCodec,
+  type Identity,
+  type KeyAlgorithm,
+  type MessageKind,
+  type MessageOf,
+  type PeerId,
+  PeerKeyRegistry,
+  type WireCodec,
+} from '@shoal/protocol';
 import { createRunConfig } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
@@ -45,7 +55,18 @@ export interface RoomOptions {
   resumeFrom?: RoomCheckpoint;
   /** Also called with each of the coordinator's events (they are kept in `events` too). */
   onEvent?: (event: CoordinatorEvent) => void;
+  /**
+   * Every member gets a key pair of this algorithm, bound to its peer id in one registry all
+   * members read (the signaling server's part): they sign and verify. Key pairs are made up front
+   * for the host, the first workers and IDENTITY_SPARES late joiners. Default: none, no signing.
+   */
+  identities?: KeyAlgorithm;
+  /** With identities: refuse signed kinds from peers without a key (MemberOptions). */
+  requireSignatures?: boolean;
 }
+
+/** Late joiners a room with identities has key pairs for (key generation is asynchronous, addWorker is not). */
+export const IDENTITY_SPARES = 4;
 
 export interface RoomWorker {
   peer: PeerId;
@@ -74,7 +95,30 @@ export async function createRoom(options: RoomOptions) {
     heartbeatMs: 200,
   });
   const events: CoordinatorEvent[] = [];
-  const hostMember = new Member(network.join('host'), codec, clock, RUN);
+  // the server's bindings: each member's key, bound when it joins
+  const peerKeys = new PeerKeyRegistry();
+  const identities = new Map<PeerId, Identity>();
+  const algorithm = options.identities;
+  const spareIdentities = algorithm
+    ? await Promise.all(
+        Array.from({ length: 1 + options.workers + IDENTITY_SPARES }, () => createIdentity({ algorithm })),
+      )
+    : [];
+  /** The Member for `peer`: with its own key pair, bound, when the room has identities. */
+  const memberFor = (peer: PeerId): Member => {
+    const transport = network.join(peer);
+    if (!algorithm) return new Member(transport, codec, clock, RUN);
+    const identity = spareIdentities.shift();
+    if (!identity) throw new Error(`a room with identities has key pairs for ${IDENTITY_SPARES} late joiners`);
+    identities.set(peer, identity);
+    peerKeys.bind(peer, identity.key);
+    return new Member(transport, codec, clock, RUN, {
+      identity,
+      peerKeys,
+      requireSignatures: options.requireSignatures ?? false,
+    });
+  };
+  const hostMember = memberFor('host');
   const host = await Host.create({
     member: hostMember,
     config,
@@ -96,7 +140,7 @@ export async function createRoom(options: RoomOptions) {
   const addWorker = (spec: WorkerSpec = {}): RoomWorker => {
     const index = workers.length;
     const peer = `w${index}`;
-    const member = new Member(network.join(peer), codec, clock, RUN);
+    const member = memberFor(peer);
     const sampler = new BatchSampler(corpus.train, { ...BATCH, seed: 1, worker: spec.dataWorker ?? index });
     const worker = new Worker({
       member,
@@ -134,6 +178,9 @@ export async function createRoom(options: RoomOptions) {
     host,
     hostMember,
     events,
+    /** With identities: each member's key pair, and the bindings every member verifies against. */
+    identities,
+    peerKeys,
     workers,
     addWorker,
     start,
