@@ -79,7 +79,9 @@ export async function attacksCommand(options: AttacksCliOptions): Promise<void> 
 }
 
 const yesNo = (value: boolean) => (value ? 'yes' : 'no');
-const loss = (value: number | null) => (value === null ? '—' : value.toFixed(4));
+/** A loss in a column: 4 decimals, or 3 significant digits once it has blown up. */
+const loss = (value: number | null) =>
+  value === null ? '—' : Math.abs(value) >= 1e4 ? value.toExponential(2) : value.toFixed(4);
 
 function printTable(report: AttackReport): void {
   const { settings } = report;
@@ -109,7 +111,8 @@ function row(a: AttackResult): string {
   const rounds = a.roundsCommitted === null ? '—' : `${a.roundsCommitted} (${a.roundsAborted})`;
   const held = a.peakBytesHeld === null ? '—' : formatBytes(a.peakBytesHeld);
   const notes = [a.why.join('; '), a.signals.length > 0 ? `noticed: ${a.signals.join(', ')}` : 'not noticed'];
-  if (a.amplification !== null && a.amplification >= 100)
+  // (other attacks can make a hostile replica fetch state once, legitimately: not worth a note)
+  if (a.family === 'memory' && a.amplification !== null)
     notes.push(`${a.amplification.toFixed(0)}× state amplification`);
   if (a.scope !== 'room') notes.push(`scope: ${a.scope}`);
   if (a.attackErrors.length > 0) notes.push(`attack errors: ${a.attackErrors.join('; ')}`);

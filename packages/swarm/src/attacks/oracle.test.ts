@@ -110,10 +110,10 @@ describe('the referee of an attack run', () => {
   it('catches a poisoned contribution that an owner aggregated faithfully (−10·Δ under the mean)', async () => {
     const found = await play({ received: (v) => v.map((x) => -10 * x) });
     expect(found.madeUpShards).toBe(0); // the owner computed what it was given
-    expect(found.maxInfluence).toBeGreaterThan(10); // 11 honest contributions' worth
+    expect(found.maxInfluence).toBeGreaterThan(10); // 11 shares: 11‖Δ‖/2 over a share of ‖Δ‖/2
   });
 
-  it('lets a bounded one pass: a flipped Δ of honest size moves the step by 2 contributions’ worth', async () => {
+  it('lets a bounded one pass: a flipped Δ of honest size moves the step by 2 shares', async () => {
     const found = await play({ received: (v) => v.map((x) => -x) });
     expect(found.maxInfluence).toBeGreaterThan(1);
     expect(found.maxInfluence).toBeLessThanOrEqual(MAX_INFLUENCE);

@@ -13,9 +13,8 @@
  * - Integrity: each committed shard must be one that an aggregator's code emitted (to
  *   INTEGRITY_TOLERANCE); anything else was made up on the way (a scaled, flipped or forged result).
  * - Influence: the honest aggregate of a shard is the run's rule over the honest versions of the
- *   contributions its aggregator had. ‖committed − honest‖ in units of one contribution's share
- *   (median honest contribution norm / their count) says how many honest contributions' worth one
- *   attacker moved the step by; beyond MAX_INFLUENCE the aggregate counts as wrong (a scaled Δ
+ *   contributions its aggregator had. ‖committed − honest‖ in shares (MAX_INFLUENCE) says how far
+ *   one attacker moved the step; beyond MAX_INFLUENCE the aggregate counts as wrong (a scaled Δ
  *   under the plain mean).
  * - Each change of the host's fragment state must also be a hash the coordinator committed for
  *   its round ('uncommitted' otherwise: a forged commit, a poisoned state transfer), and finite.
@@ -32,11 +31,13 @@ import {
 } from '@shoal/protocol';
 
 /**
- * Honest contributions' worth by which one attacker may move a committed shard: a clipped mean
- * with factor c bounds it to about c + 1 (3 at the design's c = 2), dropping the attacker's Δ to
- * about 1; under the plain mean a −10·Δ moves it by about 11, a 100·Δ by about 99.
+ * Shares by which one attacker may move a committed shard: a share is a median honest
+ * contribution's norm times the largest weight share of any participant (what one honest peer
+ * can move the mean by). A clipped mean with factor c bounds an attacker to 2c shares (a Δ
+ * reversed at the clip: 4 at the design's c = 2); leaving its Δ out moves the step by about 1;
+ * under the plain mean a −10·Δ moves it by 11, a 100·Δ by 99.
  */
-export const MAX_INFLUENCE = 4;
+export const MAX_INFLUENCE = 5;
 
 /** Committed and emitted shards agree to this relative L2 error (the Δ̄ read back from m is exact to an ulp). */
 export const INTEGRITY_TOLERANCE = 1e-3;
@@ -58,7 +59,7 @@ interface Snapshot {
 }
 
 export interface OracleFindings {
-  /** The most honest contributions' worth one attacker moved a checked shard by (0: none checked). */
+  /** The most shares (MAX_INFLUENCE) one attacker moved a checked shard by (0: none checked). */
   maxInfluence: number;
   /** Committed shards that no aggregator's code emitted. */
   madeUpShards: number;
@@ -236,7 +237,7 @@ export class RoundOracle {
       const worst = Number.isNaN(influence) ? Number.POSITIVE_INFINITY : influence;
       if (worst > MAX_INFLUENCE && found.maxInfluence <= MAX_INFLUENCE) {
         this.note(
-          `fragment ${p} round ${after.round} shard ${k}: one peer moved the step by ${worst.toPrecision(3)} honest contributions' worth`,
+          `fragment ${p} round ${after.round} shard ${k}: one peer moved the step by ${worst.toPrecision(3)} shares`,
         );
       }
       found.maxInfluence = Math.max(found.maxInfluence, worst);
@@ -245,7 +246,7 @@ export class RoundOracle {
 
   /**
    * Shard k of the round as an honest aggregator would have computed it had nobody lied to it,
-   * and one contribution's share of it: the median honest contribution's norm over their count.
+   * and one share of it (MAX_INFLUENCE).
    */
   private honestShard(
     open: RoundOpenMessage,
@@ -274,8 +275,10 @@ export class RoundOracle {
     if (!result.ok) return null;
     const norms = contributions.map((c) => distance(c.values, new Float32Array(length))).sort((a, b) => a - b);
     const median = norms[Math.floor((norms.length - 1) / 2)] as number;
+    const weights = contributions.map((c) => c.weight);
+    const largestShare = Math.max(...weights) / weights.reduce((a, b) => a + b, 0);
     if (!(median > 0)) return null;
-    return { values: codec.decode(codec.encode(result.values), length), share: median / contributions.length };
+    return { values: codec.decode(codec.encode(result.values), length), share: median * largestShare };
   }
 }
 
