@@ -15,8 +15,13 @@
  * Replies from the server are validated with the same schemas the server uses. Requests
  * (create, reclaim, join, watch, rotate-token) resolve with their reply, or reject with a
  * SignalError carrying the server's reason code.
+ *
+ * Identity: a client made with an `identity` (@shoal/protocol createIdentity) announces its public
+ * key when it creates, reclaims or joins a room, and keeps in `peerKeys` the keys the server bound
+ * to the others (from joined, reclaimed, peer-joined, peer-left), each before the event that
+ * announces the peer is emitted; the room mesh lends both to the swarm Member that verifies.
  */
-import type { RoomViewUpdate } from '@shoal/protocol';
+import { type Identity, PeerKeyRegistry, type RoomViewUpdate } from '@shoal/protocol';
 import {
   type ServerMessage,
   type ServerMessageOf,
@@ -105,8 +110,14 @@ export class SignalClient {
   /** This client's peer id once it is in a room. */
   peerId: string | null = null;
   roomId: string | null = null;
+  /** The keys the server bound to the other peers of the room, as it told them. */
+  readonly peerKeys = new PeerKeyRegistry();
 
-  private constructor(private readonly socket: WebSocketLike) {
+  private constructor(
+    private readonly socket: WebSocketLike,
+    /** The key pair this client announces (and its member signs with); null: none, as older clients. */
+    readonly identity: Identity | null,
+  ) {
     socket.onmessage = (event) => this.receive(event.data);
     socket.onclose = (event) => {
       for (const request of this.pending.values()) request.reject(new SignalError('closed', `closed (${event.code})`));
@@ -116,14 +127,18 @@ export class SignalClient {
   }
 
   /** Opens the socket; rejects if it cannot connect. */
-  static connect(url: string, WebSocketImpl: WebSocketConstructor): Promise<SignalClient> {
+  static connect(
+    url: string,
+    WebSocketImpl: WebSocketConstructor,
+    options: { identity?: Identity | null } = {},
+  ): Promise<SignalClient> {
     return new Promise((resolve, reject) => {
       const socket = new WebSocketImpl(url);
       socket.onerror = () => reject(new SignalError('closed', `cannot connect to ${url}`));
       socket.onclose = (event) => reject(new SignalError('closed', `closed (${event.code}) before opening`));
       socket.onopen = () => {
         socket.onerror = null;
-        resolve(new SignalClient(socket));
+        resolve(new SignalClient(socket, options.identity ?? null));
       };
     });
   }
@@ -133,7 +148,11 @@ export class SignalClient {
   }
 
   async create(): Promise<ServerMessageOf<'created'>> {
-    const reply = await this.request('created', { kind: 'create', version: SIGNAL_PROTOCOL_VERSION.major });
+    const reply = await this.request('created', {
+      kind: 'create',
+      version: SIGNAL_PROTOCOL_VERSION.major,
+      ...this.announcedKey(),
+    });
     this.enter(reply.roomId, reply.peerId);
     return reply;
   }
@@ -141,13 +160,20 @@ export class SignalClient {
   /** Takes a room back as its host after a reconnect. */
   async reclaim(roomId: string, hostSecret: string): Promise<ServerMessageOf<'reclaimed'>> {
     const version = SIGNAL_PROTOCOL_VERSION.major;
-    const reply = await this.request('reclaimed', { kind: 'reclaim', version, roomId, hostSecret });
+    const reply = await this.request('reclaimed', {
+      kind: 'reclaim',
+      version,
+      roomId,
+      hostSecret,
+      ...this.announcedKey(),
+    });
     this.enter(reply.roomId, reply.peerId);
     return reply;
   }
 
   async join(roomId: string, token: string): Promise<ServerMessageOf<'joined'>> {
-    const reply = await this.request('joined', { kind: 'join', version: SIGNAL_PROTOCOL_VERSION.major, roomId, token });
+    const version = SIGNAL_PROTOCOL_VERSION.major;
+    const reply = await this.request('joined', { kind: 'join', version, roomId, token, ...this.announcedKey() });
     this.enter(reply.roomId, reply.peerId);
     return reply;
   }
@@ -204,6 +230,20 @@ export class SignalClient {
     this.peerId = peerId;
   }
 
+  private announcedKey(): { key?: Identity['key'] } {
+    return this.identity ? { key: this.identity.key } : {};
+  }
+
+  /**
+   * The bindings a joined or reclaimed reply tells: every peer listed, with its key or null (none
+   * announced). An older server tells no keys: nothing is bound, and members fall back on hellos.
+   */
+  private bindPeers(reply: ServerMessageOf<'joined'> | ServerMessageOf<'reclaimed'>): void {
+    if (!reply.keys) return;
+    const keys = new Map(reply.keys.map(({ peer, key }) => [peer, key]));
+    for (const peer of reply.peers) this.peerKeys.bind(peer, keys.get(peer) ?? null);
+  }
+
   private request<K extends Reply>(reply: K, message: object): Promise<ServerMessageOf<K>> {
     const kind = REQUEST_FOR[reply];
     if (this.pending.has(kind)) return Promise.reject(new SignalError('protocol', `a ${kind} is already pending`));
@@ -228,12 +268,25 @@ export class SignalClient {
     if (!result.success) return; // a newer server's kind, or garbage: nothing to act on
     const message = result.data;
     switch (message.kind) {
-      case 'created':
       case 'reclaimed':
       case 'joined':
+        this.bindPeers(message);
+        this.settle(REQUEST_FOR[message.kind], (request) => request.resolve(message));
+        return;
+      case 'created':
       case 'watching':
       case 'token':
         this.settle(REQUEST_FOR[message.kind], (request) => request.resolve(message));
+        return;
+      case 'peer-joined':
+        // a peer id the server gives again (the host coming back) may come with another key
+        if (message.key === undefined) this.peerKeys.unbind(message.peer);
+        else this.peerKeys.bind(message.peer, message.key);
+        this.emit('peer-joined', message);
+        return;
+      case 'peer-left':
+        this.peerKeys.unbind(message.peer);
+        this.emit('peer-left', message);
         return;
       case 'error': {
         const error = new SignalError(message.code, message.message);

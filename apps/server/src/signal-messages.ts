@@ -5,13 +5,13 @@
  *
  * | kind         | direction              | fields                                                        |
  * | ------------ | ---------------------- | ------------------------------------------------------------- |
- * | create       | client → server        | version                                                       |
+ * | create       | client → server        | version, key?                                                 |
  * | created      | server → host          | roomId, peerId, hostSecret, joinToken, watchKey, iceServers, limits |
- * | reclaim      | client → server        | version, roomId, hostSecret                                   |
- * | reclaimed    | server → host          | roomId, peerId, joinToken, watchKey, peers, iceServers, limits |
- * | join         | client → server        | version, roomId, token                                        |
- * | joined       | server → member        | roomId, peerId, hostId, hostPresent, peers, iceServers, limits |
- * | peer-joined  | server → room          | peer (the host's id when the host comes back)                 |
+ * | reclaim      | client → server        | version, roomId, hostSecret, key?                             |
+ * | reclaimed    | server → host          | roomId, peerId, joinToken, watchKey, peers, keys, iceServers, limits |
+ * | join         | client → server        | version, roomId, token, key?                                  |
+ * | joined       | server → member        | roomId, peerId, hostId, hostPresent, peers, keys, iceServers, limits |
+ * | peer-joined  | server → room          | peer (the host's id when the host comes back), key            |
  * | peer-left    | server → room          | peer, reason ('left', 'closed', 'kicked', 'timeout')          |
  * | signal       | client → server        | to, data (opaque SDP/ICE)                                     |
  * | signal       | server → peer          | from (set by the server), data                                |
@@ -47,14 +47,22 @@
  * room's watchers has a byte budget (a `watch` over it gets 'watch-budget'; a watcher that misses a
  * view gets its points with the next one).
  *
+ * Keys (minor 1): a client may announce its public key (`key`, @shoal/protocol identity.ts) when
+ * it creates, reclaims or joins a room; the server binds it to the peer id it hands out and tells
+ * the others with that id: `keys` in joined and reclaimed (the peers present that have one), `key`
+ * in peer-joined (null: the peer announced none). There is no message to change a key, so a peer's
+ * key is fixed while it is in the room; a host that reclaims the room announces its key again.
+ * The server binds, it does not vouch: a peer may announce someone else's public key, which only
+ * makes its own signatures fail, since what a peer signs names its peer id.
+ *
  * Versioning: create, reclaim, join and watch carry the client's major version; another major gets
  * `error` with code 'version'. Objects strip unknown keys, so a newer minor may add optional
  * fields without breaking older peers (as in @shoal/protocol).
  */
-import { roomViewUpdateSchema } from '@shoal/protocol';
+import { peerKeySchema, roomViewUpdateSchema } from '@shoal/protocol';
 import { z } from 'zod';
 
-export const SIGNAL_PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
+export const SIGNAL_PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
 
 /** WebSocket close codes the server uses. */
 export const CLOSE_CODES = {
@@ -136,10 +144,23 @@ export const clientLimitsSchema = z.object({
 });
 export type ClientLimits = z.infer<typeof clientLimitsSchema>;
 
+/** A peer's public key as the server bound it to the peer's id. */
+export const boundKeySchema = z.object({ peer: idSchema, key: peerKeySchema });
+export type BoundKey = z.infer<typeof boundKeySchema>;
+
+/** The public key a client announces for itself (minor 1); absent from older clients. */
+const announcedKey = peerKeySchema.optional();
+
 export const clientMessageSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('create'), version: versionSchema }),
-  z.object({ kind: z.literal('reclaim'), version: versionSchema, roomId: idSchema, hostSecret: idSchema }),
-  z.object({ kind: z.literal('join'), version: versionSchema, roomId: idSchema, token: idSchema }),
+  z.object({ kind: z.literal('create'), version: versionSchema, key: announcedKey }),
+  z.object({
+    kind: z.literal('reclaim'),
+    version: versionSchema,
+    roomId: idSchema,
+    hostSecret: idSchema,
+    key: announcedKey,
+  }),
+  z.object({ kind: z.literal('join'), version: versionSchema, roomId: idSchema, token: idSchema, key: announcedKey }),
   z.object({ kind: z.literal('signal'), to: idSchema, data: opaqueSchema }),
   z.object({ kind: z.literal('relay'), to: idSchema.optional(), data: opaqueSchema }),
   z.object({ kind: z.literal('rotate-token') }),
@@ -177,6 +198,8 @@ export const serverMessageSchema = z.discriminatedUnion('kind', [
     /** The same watch key as at create. Absent from older servers. */
     watchKey: idSchema.optional(),
     peers: z.array(idSchema),
+    /** The keys of those `peers` that announced one. Absent from older servers. */
+    keys: z.array(boundKeySchema).optional(),
     iceServers: z.array(iceServerSchema),
     limits: clientLimitsSchema,
   }),
@@ -189,10 +212,17 @@ export const serverMessageSchema = z.discriminatedUnion('kind', [
     hostPresent: z.boolean(),
     /** Everyone else in the room now, the host included when present. */
     peers: z.array(idSchema),
+    /** The keys of those `peers` that announced one. Absent from older servers. */
+    keys: z.array(boundKeySchema).optional(),
     iceServers: z.array(iceServerSchema),
     limits: clientLimitsSchema,
   }),
-  z.object({ kind: z.literal('peer-joined'), peer: idSchema }),
+  z.object({
+    kind: z.literal('peer-joined'),
+    peer: idSchema,
+    /** The key bound to `peer`; null when it announced none. Absent from older servers. */
+    key: peerKeySchema.nullable().optional(),
+  }),
   z.object({ kind: z.literal('peer-left'), peer: idSchema, reason: peerLeftReason }),
   z.object({ kind: z.literal('signal'), from: idSchema, data: opaqueSchema }),
   z.object({ kind: z.literal('relay'), from: idSchema, data: opaqueSchema }),

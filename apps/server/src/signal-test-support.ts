@@ -30,8 +30,9 @@ export function testClients(serverOf: () => RunningServer | undefined) {
     return server;
   };
   return {
-    async client(): Promise<SignalClient> {
-      const c = await SignalClient.connect(signalUrl(need().url), WebSocket);
+    /** A typed client; `options.identity`: the key pair it announces. */
+    async client(options?: Parameters<typeof SignalClient.connect>[2]): Promise<SignalClient> {
+      const c = await SignalClient.connect(signalUrl(need().url), WebSocket, options);
       open.push(c);
       return c;
     },

@@ -16,13 +16,14 @@
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { RejectionCounters } from '@shoal/protocol';
+import { type PeerKey, RejectionCounters } from '@shoal/protocol';
 import { type RawData, WebSocket, WebSocketServer } from 'ws';
 import { addressKey, clientAddress, IpLimits } from './ip-limits.ts';
 import { type Room, RoomRegistry } from './rooms.ts';
 import { type LogFields, makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { parseClientFrame } from './signal-frames.ts';
 import {
+  type BoundKey,
   CLOSE_CODES,
   type ClientLimits,
   type ClientMessage,
@@ -77,6 +78,8 @@ interface Connection {
   readonly bucket: TokenBucket;
   room: Room<Connection> | null;
   peerId: string | null;
+  /** The public key bound to peerId while in the room; null when the client announced none. */
+  key: PeerKey | null;
   relayBucket: TokenBucket | null;
   dropped: number;
   lastDropAt: number;
@@ -148,6 +151,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       bucket: new TokenBucket(limits.messagesPerSecond, limits.messageBurst, now),
       room: null,
       peerId: null,
+      key: null,
       relayBucket: null,
       dropped: 0,
       lastDropAt: 0,
@@ -255,11 +259,11 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
           return;
         }
         if (message.kind === 'create') {
-          create(conn);
+          create(conn, message.key ?? null);
           return;
         }
         if (message.kind === 'reclaim') {
-          reclaim(conn, message.roomId, message.hostSecret);
+          reclaim(conn, message.roomId, message.hostSecret, message.key ?? null);
           return;
         }
         if (message.kind === 'watch') {
@@ -270,7 +274,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
           }
           return;
         }
-        join(conn, message.roomId, message.token);
+        join(conn, message.roomId, message.token, message.key ?? null);
         return;
       }
       case 'leave':
@@ -360,13 +364,13 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     }
   }
 
-  function create(conn: Connection): void {
+  function create(conn: Connection, key: PeerKey | null): void {
     const room = rooms.create(conn.address);
     if ('code' in room) {
       reject(conn, room.code, room.message, 'create');
       return;
     }
-    enter(conn, room, room.hostId);
+    enter(conn, room, room.hostId, key);
     log('room-created', { room: room.id, conn: conn.id });
     send(conn, {
       kind: 'created',
@@ -380,13 +384,13 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     });
   }
 
-  function reclaim(conn: Connection, roomId: string, secret: string): void {
+  function reclaim(conn: Connection, roomId: string, secret: string, key: PeerKey | null): void {
     const room = rooms.forReclaim(roomId, secret);
     if ('code' in room) {
       reject(conn, room.code, room.message, 'reclaim');
       return;
     }
-    enter(conn, room, room.hostId);
+    enter(conn, room, room.hostId, key);
     log('host-reclaimed', { room: room.id, conn: conn.id });
     send(conn, {
       kind: 'reclaimed',
@@ -395,13 +399,14 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       joinToken: room.joinToken,
       watchKey: room.watchKey,
       peers: room.othersThan(room.hostId),
+      keys: keysOf(room, room.hostId),
       iceServers,
       limits: clientLimits,
     });
-    broadcast(room, { kind: 'peer-joined', peer: room.hostId }, conn);
+    broadcast(room, { kind: 'peer-joined', peer: room.hostId, key }, conn);
   }
 
-  function join(conn: Connection, roomId: string, token: string): void {
+  function join(conn: Connection, roomId: string, token: string, key: PeerKey | null): void {
     const room = rooms.forJoin(roomId, token);
     if ('code' in room) {
       reject(conn, room.code, room.message, 'join');
@@ -409,7 +414,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     }
     const peerId = room.newPeerId();
     room.hadMember = true;
-    enter(conn, room, peerId);
+    enter(conn, room, peerId, key);
     log('peer-joined', { room: room.id, peer: peerId, conn: conn.id });
     send(conn, {
       kind: 'joined',
@@ -418,16 +423,26 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       hostId: room.hostId,
       hostPresent: room.hostPresent,
       peers: room.othersThan(peerId),
+      keys: keysOf(room, peerId),
       iceServers,
       limits: clientLimits,
     });
-    broadcast(room, { kind: 'peer-joined', peer: peerId }, conn);
+    broadcast(room, { kind: 'peer-joined', peer: peerId, key }, conn);
   }
 
-  function enter(conn: Connection, room: Room<Connection>, peerId: string): void {
+  /** The keys bound to everyone in `room` but `self` who announced one. */
+  function keysOf(room: Room<Connection>, self: string): BoundKey[] {
+    const keys: BoundKey[] = [];
+    for (const [peer, member] of room.peers) if (peer !== self && member.key) keys.push({ peer, key: member.key });
+    return keys;
+  }
+
+  /** Seats `conn` in `room` as `peerId`, bound to `key` for as long as it stays. */
+  function enter(conn: Connection, room: Room<Connection>, peerId: string, key: PeerKey | null): void {
     rooms.occupied(room);
     conn.room = room;
     conn.peerId = peerId;
+    conn.key = key;
     const host = peerId === room.hostId;
     conn.relayBucket = host
       ? new TokenBucket(limits.hostRelayPerSecond, limits.hostRelayBurst, now)
@@ -443,6 +458,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     if (!room || !peerId) return;
     conn.room = null;
     conn.peerId = null;
+    conn.key = null;
     if (room.peers.get(peerId) !== conn) return;
     room.peers.delete(peerId);
     log('peer-left', { room: room.id, peer: peerId, reason });
