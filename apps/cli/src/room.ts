@@ -3,9 +3,13 @@
  * MeshTransport (Node WebRTC through @roamhq/wrtc) that connects to every member the server
  * announces, and the swarm Member on top of it, on the wall clock. Parameter traffic goes over
  * the mesh only; the server carries SDP/ICE.
+ *
+ * Identity: the signaling client is made with a fresh key pair (Ed25519) that it announces to the
+ * server; the mesh lends it, and the keys the server bound to the other peers, to the Member,
+ * which signs its contributions, shard results and hash reports and verifies the others'.
  */
 import { connectRoomMesh, type MeshTransport, type WrtcImplementation } from '@shoal/mesh';
-import { createWireCodec, type PeerId } from '@shoal/protocol';
+import { createIdentity, createWireCodec, type PeerId } from '@shoal/protocol';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
 import type { IceServer } from '@shoal/server/signal-messages';
 import { Member, runIdFor, wallClock } from '@shoal/swarm';
@@ -42,10 +46,12 @@ export function serverBase(server: string): string {
   return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}`;
 }
 
+/** A signaling client at `server`, with a key pair of its own to announce (one per process run). */
 export async function connectSignaling(server: string): Promise<SignalClient> {
   const url = signalUrl(serverBase(server));
+  const identity = await createIdentity();
   try {
-    return await SignalClient.connect(url, WebSocket as unknown as WebSocketConstructor);
+    return await SignalClient.connect(url, WebSocket as unknown as WebSocketConstructor, { identity });
   } catch (error) {
     throw new UsageError(`cannot reach the signaling server: ${(error as Error).message}`);
   }
@@ -71,7 +77,9 @@ export async function joinMesh(
 ): Promise<RoomLink> {
   const roomMesh = connectRoomMesh(signal, room, peers, { wrtc });
   const { mesh } = roomMesh;
-  const member = new Member(mesh, await createWireCodec(), wallClock, runIdFor(room.roomId));
+  // signs with the key pair its signaling client announced; verifies with the server's bindings
+  const keys = { identity: signal.identity, peerKeys: signal.peerKeys };
+  const member = new Member(mesh, await createWireCodec(), wallClock, runIdFor(room.roomId), keys);
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {

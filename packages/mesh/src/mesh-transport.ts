@@ -21,12 +21,17 @@
  *   messages refused and counted. Messages are at most `maxMessageBytes` both ways: 256 MiB until
  *   the run is known, then what `setMessageLimit(maxMessageBytesFor(config))` says, and the
  *   per-peer budget follows it (peerBudgetFor) unless `maxPeerBufferedBytes` fixes it.
+ * - Keys: the mesh only carries them. `identity` and `peerKeys` (the signaling server's bindings)
+ *   are lent to the swarm Member on top (protocol's KeyedTransport), which signs and verifies.
  */
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
+  type Identity,
   iterateChunks,
+  type KeyedTransport,
   type PeerDownReason,
   type PeerId,
+  PeerKeyRegistry,
   peerBudgetFor,
   RejectionCounters,
   type Transport,
@@ -73,6 +78,10 @@ export interface MeshTransportOptions {
   onConnectFailed?: (peer: PeerId, reason: PeerDownReason) => void;
   now?: () => number;
   rejections?: RejectionCounters;
+  /** This peer's key pair, as its signaling client announced it. Default: none. */
+  identity?: Identity | null;
+  /** The keys the signaling server bound to the peers. Default: an empty registry. */
+  peerKeys?: PeerKeyRegistry;
 }
 
 export interface MeshStats {
@@ -108,9 +117,11 @@ interface Link {
   markGone: () => void;
 }
 
-export class MeshTransport implements Transport {
+export class MeshTransport implements Transport, KeyedTransport {
   readonly self: PeerId;
   readonly rejections: RejectionCounters;
+  readonly identity: Identity | null;
+  readonly peerKeys: PeerKeyRegistry;
   readonly stats: MeshStats = {
     bytesSent: 0,
     bytesReceived: 0,
@@ -144,6 +155,8 @@ export class MeshTransport implements Transport {
 
   constructor(private readonly config: MeshTransportOptions) {
     this.self = config.self;
+    this.identity = config.identity ?? null;
+    this.peerKeys = config.peerKeys ?? new PeerKeyRegistry();
     this.now = config.now ?? (() => performance.now());
     this.rejections = config.rejections ?? new RejectionCounters({ now: () => Date.now() });
     this.options = {

@@ -2,9 +2,9 @@
  * A room's mesh: a MeshTransport connected to every member a signaling channel announces, in
  * Node (`shoal host`, `shoal worker`) and in the browser (the dashboard, the volunteer page).
  * The signaling channel is structural (the server's SignalClient fits), so this package does not
- * depend on the server's.
+ * depend on the server's. Its identity and key bindings go with the mesh to the swarm Member.
  */
-import type { PeerId } from '@shoal/protocol';
+import type { Identity, PeerId, PeerKeyRegistry } from '@shoal/protocol';
 import { MeshTransport, type MeshTransportOptions, type SignalData } from './mesh-transport.ts';
 
 /** What the mesh needs of a signaling client (SignalClient from @shoal/server/signal-client fits). */
@@ -13,10 +13,17 @@ export interface SignalChannel {
   on(event: 'signal', handler: (message: { from: string; data: unknown }) => void): () => void;
   on(event: 'peer-joined', handler: (message: { peer: string }) => void): () => void;
   on(event: 'peer-left', handler: (message: { peer: string }) => void): () => void;
+  /** The key pair the channel announced for this peer, if any. */
+  readonly identity?: Identity | null;
+  /** The keys the server bound to the other peers, kept up to date by the channel. */
+  readonly peerKeys?: PeerKeyRegistry;
 }
 
 export interface RoomMeshOptions
-  extends Omit<MeshTransportOptions, 'self' | 'sendSignal' | 'rtcConfig' | 'onConnectFailed'> {
+  extends Omit<
+    MeshTransportOptions,
+    'self' | 'sendSignal' | 'rtcConfig' | 'onConnectFailed' | 'identity' | 'peerKeys'
+  > {
   /** Pause before dialling a peer again after a failed or dropped connection. 1 s. */
   redialMs?: number;
 }
@@ -55,6 +62,8 @@ export function connectRoomMesh(
     sendSignal: (to, data) => signal.signal(to, data),
     rtcConfig: { iceServers: room.iceServers as RTCIceServer[] },
     onConnectFailed: (peer) => redial(peer),
+    identity: signal.identity ?? null,
+    ...(signal.peerKeys && { peerKeys: signal.peerKeys }),
   });
   mesh.on('peer-down', (peer, reason) => {
     if (reason.code !== 'left') redial(peer);

@@ -1,0 +1,63 @@
+/**
+ * Identity over real connections: the signaling server, and a host and a member wired as `shoal
+ * host` and `shoal worker` wire them (connectSignaling, joinMesh), on a @roamhq/wrtc mesh.
+ */
+import { createIdentity, type Message } from '@shoal/protocol';
+import { startServer } from '@shoal/server';
+import { Member, wallClock } from '@shoal/swarm';
+import { afterAll, describe, expect, it } from 'vitest';
+import { connectSignaling, joinMesh, loadWrtc, type RoomLink } from './room.ts';
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+  // Let wrtc's native threads finish tearing the peer connections down before the fork exits.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+});
+
+async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!condition()) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('keys in a room over real WebRTC', () => {
+  it('the host verifies what the member signs with the key the server bound, and refuses what another key signs', {
+    timeout: 60_000,
+  }, async () => {
+    const wrtc = await loadWrtc();
+    const server = await startServer({ port: 0, logger: null });
+    cleanups.push(() => server.close());
+
+    const hostSignal = await connectSignaling(server.url);
+    const room = await hostSignal.create();
+    const host: RoomLink = await joinMesh(hostSignal, room, [], wrtc);
+    cleanups.push(() => host.close());
+    const memberSignal = await connectSignaling(server.url);
+    const joined = await memberSignal.join(room.roomId, room.joinToken);
+    const member: RoomLink = await joinMesh(memberSignal, joined, [joined.hostId, ...joined.peers], wrtc);
+    cleanups.push(() => member.close());
+    await member.member.waitForPeer(joined.hostId);
+
+    // Both announced an Ed25519 key; each side's member signs with its own and knows the other's.
+    expect(host.member.identity?.key.algorithm).toBe('Ed25519');
+    expect(host.member.peerKeys.get(joined.peerId)).toEqual(member.member.identity?.key);
+    expect(member.member.peerKeys.get(room.peerId)).toEqual(host.member.identity?.key);
+
+    const reports: Message[] = [];
+    host.member.on('hash-report', (_from, message) => reports.push(message));
+    await member.member.send(room.peerId, { kind: 'hash-report', fragment: 0, round: 1, hash: 'ab'.repeat(16) });
+    // the same link, the same peer id, another key
+    const impostor = new Member(member.mesh, member.member.codec, wallClock, member.member.runId, {
+      identity: await createIdentity(),
+    });
+    await impostor.send(room.peerId, { kind: 'hash-report', fragment: 0, round: 2, hash: 'cd'.repeat(16) });
+    await until(() => host.member.counters.total('signature') === 1, 10_000, 'the forged report refused');
+    expect(reports).toEqual([expect.objectContaining({ round: 1, signature: expect.stringMatching(/^[\w-]{86}$/) })]);
+    expect(host.member.counters.recent()).toEqual([
+      expect.objectContaining({ from: joined.peerId, kind: 'hash-report', reason: 'signature' }),
+    ]);
+  });
+});
