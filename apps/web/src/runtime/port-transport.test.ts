@@ -1,5 +1,17 @@
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { type PeerId, type Transport, TransportEmitter, TransportError } from '@shoal/protocol';
+import {
+  createIdentity,
+  createWireCodec,
+  type PeerId,
+  PeerKeyRegistry,
+  signedBytesOf,
+  type Transport,
+  TransportEmitter,
+  TransportError,
+  verifySignature,
+} from '@shoal/protocol';
+import { SAMPLES } from '@shoal/protocol/test-fixtures';
+import { Member, wallClock } from '@shoal/swarm';
 import { describe, expect, it } from 'vitest';
 import { bridgeTransport, type NetIn, type NetOut, ownBuffer, type PortLike, PortTransport } from './port-transport.ts';
 
@@ -89,6 +101,65 @@ describe('PortTransport ⇄ bridgeTransport', () => {
     await transport.close();
     await expect(transport.send('a', new Uint8Array(1))).rejects.toMatchObject({ code: 'closed' });
     close();
+  });
+
+  it('carries the page’s key pair and the server’s bindings to the worker, in order with the mesh; a Member there signs and verifies with them', async () => {
+    const RUN = 11;
+    const codec = await createWireCodec();
+    const [page, peerA, peerB, impostor] = await Promise.all([
+      createIdentity({ algorithm: 'ECDSA-P256' }),
+      createIdentity(),
+      createIdentity(),
+      createIdentity(),
+    ]);
+    const peerKeys = new PeerKeyRegistry();
+    peerKeys.bind('a', peerA.key);
+    const { port1, port2 } = new MessageChannel();
+    const mesh = Object.assign(new FakeMesh('main'), { identity: page, peerKeys });
+    mesh.up.add('a');
+    bridgeTransport(mesh, asPort<NetOut, NetIn>(port1));
+    // b is bound before it comes up, as the signaling client does before its peer-joined event
+    peerKeys.bind('b', peerB.key);
+    mesh.up.add('b');
+    mesh.emitter.emit('peer-up', 'b');
+    const workerPort = asPort<NetIn, NetOut>(port2);
+    const transport = new PortTransport('main', workerPort);
+    workerPort.addEventListener('message', (event) => transport.receive(event.data));
+    await tick();
+    const member = new Member(transport, codec, wallClock, RUN);
+    transport.start();
+    expect(member.identity?.key).toEqual(page.key);
+    expect(transport.peerKeys.entries()).toEqual([
+      ['a', peerA.key],
+      ['b', peerB.key],
+    ]);
+
+    // signed with the page's key, as the others know it from the server
+    await member.send('a', SAMPLES['hash-report']);
+    await tick();
+    const decoded = codec.decode(mesh.sent[0]?.bytes ?? new Uint8Array());
+    if (!decoded.ok || decoded.message.kind !== 'hash-report') throw new Error('a hash report on the mesh');
+    const claim = await signedBytesOf(RUN, 'main', SAMPLES['hash-report']);
+    expect(await verifySignature(page.key, claim, decoded.message.signature ?? '')).toBe(true);
+
+    // verified with b's bound key: b's own report is taken, one signed by another key refused
+    const reports: PeerId[] = [];
+    member.on('hash-report', (from) => reports.push(from));
+    const fromB = await signedBytesOf(RUN, 'b', SAMPLES['hash-report']);
+    for (const signer of [peerB, impostor]) {
+      const bytes = codec.encode({ ...SAMPLES['hash-report'], signature: await signer.sign(fromB) }, RUN);
+      mesh.emitter.emit('message', 'b', bytes);
+    }
+    await tick();
+    expect(reports).toEqual(['b']);
+    expect(member.counters.byReason()).toEqual({ signature: 1 });
+
+    // b leaves: its binding goes with it
+    peerKeys.unbind('b');
+    await tick();
+    expect(transport.peerKeys.get('b')).toBeUndefined();
+    port1.close();
+    port2.close();
   });
 
   it('ownBuffer copies only views into larger buffers', () => {

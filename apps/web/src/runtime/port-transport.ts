@@ -8,10 +8,21 @@
  *   worker: new PortTransport(self, port) a Transport whose sends go to the main thread
  *
  * The bridge's wire is the `net` member of RuntimeIn/RuntimeOut (messages.ts).
+ *
+ * Keys: the signaling client on the main thread announced this peer's key pair and keeps the
+ * server's key bindings (protocol identity.ts). The bridge posts the key pair first (a CryptoKey
+ * is structured-cloneable, its private half stays non-extractable), then every binding and each
+ * change, in order with the mesh's events, so the worker's member knows a peer's key before it
+ * hears from that peer. The PortTransport lends both to the Member (KeyedTransport).
  */
 import {
+  type Identity,
+  identityFromKeys,
+  type KeyedTransport,
   type PeerDownReason,
   type PeerId,
+  type PeerKey,
+  PeerKeyRegistry,
   type Transport,
   TransportEmitter,
   TransportError,
@@ -25,7 +36,11 @@ export type NetIn =
   | { net: 'message'; from: PeerId; bytes: Uint8Array }
   | { net: 'peer-up'; peer: PeerId }
   | { net: 'peer-down'; peer: PeerId; reason: PeerDownReason }
-  | { net: 'sent'; id: number; error: { code: TransportErrorCode; message: string } | null };
+  | { net: 'sent'; id: number; error: { code: TransportErrorCode; message: string } | null }
+  /** This peer's key pair (once, before anything else). */
+  | { net: 'identity'; key: PeerKey; privateKey: CryptoKey }
+  /** The server bound `key` to `peer` (null: it announced none), or forgot it (undefined: it left). */
+  | { net: 'peer-key'; peer: PeerId; key: PeerKey | null | undefined };
 
 /** worker → main */
 export type NetOut = { net: 'send'; id: number; to: PeerId; bytes: Uint8Array };
@@ -44,7 +59,11 @@ export function ownBuffer(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
 }
 
 /** The worker's Transport: sends are posted to the main thread's mesh; its events come back. */
-export class PortTransport implements Transport {
+export class PortTransport implements Transport, KeyedTransport {
+  /** This peer's key pair, from the main thread's signaling client; null until it comes (or without one). */
+  identity: Identity | null = null;
+  /** The keys the server bound to the peers, as the main thread forwards them. */
+  readonly peerKeys = new PeerKeyRegistry();
   private readonly emitter = new TransportEmitter();
   private readonly up = new Set<PeerId>();
   private readonly pending = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
@@ -61,6 +80,11 @@ export class PortTransport implements Transport {
   /** Feeds one message from the main thread (the worker's router calls this for every `net`). */
   receive(message: NetIn): void {
     if (this.closed) return;
+    if (message.net === 'identity') {
+      // at once: the member reads it when it first sends
+      this.identity = identityFromKeys(message.key, message.privateKey);
+      return;
+    }
     if (this.queue && message.net !== 'sent') {
       this.queue.push(message);
       return;
@@ -77,6 +101,10 @@ export class PortTransport implements Transport {
       case 'peer-down':
         if (!this.up.delete(message.peer)) return;
         this.emitter.emit('peer-down', message.peer, message.reason);
+        return;
+      case 'peer-key':
+        if (message.key === undefined) this.peerKeys.unbind(message.peer);
+        else this.peerKeys.bind(message.peer, message.key);
         return;
       case 'sent': {
         const request = this.pending.get(message.id);
@@ -129,8 +157,14 @@ export class PortTransport implements Transport {
  * Main-thread half: forwards `mesh`'s events to the worker behind `port` and performs the sends
  * it asks for. Returns the function that detaches it.
  */
-export function bridgeTransport(mesh: Transport, port: PortLike<NetOut | object, NetIn>): () => void {
+export function bridgeTransport(mesh: Transport & KeyedTransport, port: PortLike<NetOut | object, NetIn>): () => void {
+  if (mesh.identity) {
+    port.postMessage({ net: 'identity', key: mesh.identity.key, privateKey: mesh.identity.privateKey }, []);
+  }
+  const { peerKeys } = mesh;
+  for (const [peer, key] of peerKeys?.entries() ?? []) port.postMessage({ net: 'peer-key', peer, key }, []);
   const off = [
+    peerKeys?.onChange((peer, key) => port.postMessage({ net: 'peer-key', peer, key }, [])) ?? (() => {}),
     mesh.on('message', (from, bytes) => {
       const own = ownBuffer(bytes);
       port.postMessage({ net: 'message', from, bytes: own }, [own.buffer]);

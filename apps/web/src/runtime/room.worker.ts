@@ -19,11 +19,14 @@ let transport: PortTransport | null = null;
 let runtime: { handle(message: RuntimeControl): void } | null = null;
 /** Controls that came while the runtime was starting. */
 const held: RuntimeControl[] = [];
+/** Mesh traffic that came before the host or volunteer message: the bridge posts the key pair and bindings at once. */
+const early: NetIn[] = [];
 
 self.addEventListener('message', (event: MessageEvent<RuntimeIn>) => {
   const message = event.data;
   if ('net' in message) {
-    transport?.receive(message);
+    if (transport) transport.receive(message);
+    else early.push(message);
     return;
   }
   switch (message.type) {
@@ -32,6 +35,7 @@ self.addEventListener('message', (event: MessageEvent<RuntimeIn>) => {
       if (transport) return fail('the room worker was started twice');
       // The transport exists at once, so no mesh event is lost while the runtime starts (it queues them).
       transport = new PortTransport(message.self, self as unknown as PortLike<NetIn, NetOut>);
+      for (const net of early.splice(0)) transport.receive(net);
       const started =
         message.type === 'host' ? startHost(message, transport, post) : startVolunteer(message, transport, post);
       started.then((ready) => {

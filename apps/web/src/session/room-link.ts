@@ -4,17 +4,35 @@
  * side only moves bytes and keeps the store up to date.
  */
 import { connectRoomMesh, type MeshTransport, type RoomMesh } from '@shoal/mesh';
-import type { RoomStatus } from '@shoal/protocol';
+import { createIdentity, type Identity, type RoomStatus } from '@shoal/protocol';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
 import { z } from 'zod';
 import type { RuntimeEvent, RuntimeIn } from '../runtime/messages.ts';
 import { bridgeTransport, type PortLike } from '../runtime/port-transport.ts';
 import type { RoomSummary } from '../store.ts';
 
+/**
+ * This page's key pair (Ed25519 where the browser has it, else ECDSA P-256), announced to the
+ * server and signed with in the room worker. None where WebCrypto is missing (a page served over
+ * plain http from another host than localhost is no secure context): the page then takes part
+ * as a client without a key does, unsigned.
+ */
+async function pageIdentity(): Promise<Identity | null> {
+  try {
+    return await createIdentity();
+  } catch (error) {
+    console.warn(`shoal: no key pair, so this page signs nothing: ${(error as Error).message}`);
+    return null;
+  }
+}
+
 /** The signaling server is the origin that served the page. */
 export async function connectSignaling(): Promise<SignalClient> {
+  const identity = await pageIdentity();
   try {
-    return await SignalClient.connect(signalUrl(location.origin), WebSocket as unknown as WebSocketConstructor);
+    return await SignalClient.connect(signalUrl(location.origin), WebSocket as unknown as WebSocketConstructor, {
+      identity,
+    });
   } catch (error) {
     throw new Error(`Cannot reach the Shoal server at ${location.origin}: ${(error as Error).message}`);
   }
@@ -68,7 +86,7 @@ export function startRoomWorker(): RoomWorker {
   };
 }
 
-/** The mesh for this member, bridged into the room worker. */
+/** The mesh for this member, bridged into the room worker (with the signaling client's keys). */
 export function meshIntoWorker(
   signal: SignalClient,
   room: { peerId: string; iceServers: readonly unknown[] },
