@@ -93,7 +93,8 @@ export class Member {
   private readonly handlers = new Map<MessageKind, Handler<MessageKind>[]>();
   private readonly unsubscribe: (() => void)[] = [];
   private closed = false;
-  private readonly ownPeerKeys: PeerKeyRegistry;
+  /** The peers' keys this member verifies with (MemberOptions.peerKeys). */
+  readonly peerKeys: PeerKeyRegistry;
   /** Per peer, the settling of its latest message still being verified: later ones wait for it. */
   private readonly inbound = new Map<PeerId, Promise<void>>();
   /** The start of the latest send still waiting for its signature: later sends wait for it. */
@@ -107,7 +108,7 @@ export class Member {
     private readonly options: MemberOptions = {},
   ) {
     this.receiver = new MessageReceiver(codec, { counters: this.counters, runId: runId === 0 ? undefined : runId });
-    this.ownPeerKeys = options.peerKeys ?? (transport as KeyedTransport).peerKeys ?? new PeerKeyRegistry();
+    this.peerKeys = options.peerKeys ?? (transport as KeyedTransport).peerKeys ?? new PeerKeyRegistry();
     this.unsubscribe.push(
       transport.on('message', (from, bytes) => {
         this.bytesReceived += bytes.byteLength;
@@ -122,10 +123,6 @@ export class Member {
     return this.options.identity !== undefined
       ? this.options.identity
       : ((this.transport as KeyedTransport).identity ?? null);
-  }
-
-  get peerKeys(): PeerKeyRegistry {
-    return this.ownPeerKeys;
   }
 
   get self(): PeerId {
@@ -328,7 +325,7 @@ export class Member {
   private checkOf(from: PeerId, message: Message, bytes: Uint8Array): SignatureCheck | Promise<SignatureCheck> | null {
     if (message.kind === 'hello') return this.checkHello(from, message);
     if (!isSignedMessage(message)) return null;
-    const key = this.ownPeerKeys.get(from);
+    const key = this.peerKeys.get(from);
     if (!key) {
       return this.options.requireSignatures
         ? { verdict: 'invalid', detail: `${from} has no key, and this room requires signatures` }
@@ -339,7 +336,7 @@ export class Member {
     const signed = message;
     const signature = signed.signature;
     return signedBytesOf(runId, from, signed).then(
-      (claim) => this.ownPeerKeys.check(key, claim, signature),
+      (claim) => this.peerKeys.check(key, claim, signature),
       (error: unknown): SignatureCheck => ({ verdict: 'invalid', detail: `cannot hash it: ${String(error)}` }),
     );
   }
@@ -351,9 +348,9 @@ export class Member {
   private checkHello(from: PeerId, hello: MessageOf<'hello'>): SignatureCheck | null {
     const announced = hello.key;
     if (!announced) return null;
-    const bound = this.ownPeerKeys.get(from);
+    const bound = this.peerKeys.get(from);
     if (bound === undefined) {
-      this.ownPeerKeys.bind(from, announced);
+      this.peerKeys.bind(from, announced);
       return null;
     }
     if (bound === null || (bound.algorithm === announced.algorithm && bound.publicKey === announced.publicKey)) {
