@@ -17,16 +17,14 @@ export const AUTHORITY_ATTACKS: Attack[] = [
       hostile.member.on('round-open', (from, open) => {
         if (from !== context.coordinator || !context.isActive()) return;
         forgedRound[open.fragment] = open.round;
-        for (const to of everyoneBut(hostile)) {
-          context.forge(hostile.peer, to, {
-            kind: 'commit',
-            fragment: open.fragment,
-            round: open.round,
-            hash: poison[open.fragment] as string,
-            contributors: [hostile.peer],
-            roomTokens: open.roomTokens,
-          });
-        }
+        context.forge(hostile.peer, everyoneBut(hostile), {
+          kind: 'commit',
+          fragment: open.fragment,
+          round: open.round,
+          hash: poison[open.fragment] as string,
+          contributors: [hostile.peer],
+          roomTokens: open.roomTokens,
+        });
       });
     },
   },
@@ -37,15 +35,13 @@ export const AUTHORITY_ATTACKS: Attack[] = [
     install(context, hostile) {
       hostile.member.on('round-open', (from, open) => {
         if (from !== context.coordinator || !context.isActive()) return;
-        for (const to of everyoneBut(hostile)) {
-          context.forge(hostile.peer, to, {
-            kind: 'abort',
-            fragment: open.fragment,
-            round: open.round,
-            reason: 'deadline',
-            message: 'forged by a worker',
-          });
-        }
+        context.forge(hostile.peer, everyoneBut(hostile), {
+          kind: 'abort',
+          fragment: open.fragment,
+          round: open.round,
+          reason: 'deadline',
+          message: 'forged by a worker',
+        });
       });
     },
   },
@@ -56,7 +52,7 @@ export const AUTHORITY_ATTACKS: Attack[] = [
     install(context, hostile) {
       hostile.member.on('round-open', (from, open) => {
         if (from !== context.coordinator || !context.isActive()) return;
-        for (const to of everyoneBut(hostile)) context.forge(hostile.peer, to, { ...open, round: open.round + 1 });
+        context.forge(hostile.peer, everyoneBut(hostile), { ...open, round: open.round + 1 });
       });
     },
   },

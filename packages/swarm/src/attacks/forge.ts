@@ -1,16 +1,21 @@
 /**
  * Forging on the wire, from outside the swarm: rewriting a hostile peer's outgoing messages
  * (decode, change, encode again) and sending messages it made up. Forged bytes are remembered so
- * that the hooks (the referee's, the attack's own) let them through untouched.
+ * that the hooks (the referee's, the attack's own) let them through untouched. A hostile peer
+ * holds its own key pair, as any volunteer does: what it forges of the signed kinds it signs
+ * (with its own id, so the lie is attributable, never with another's).
  */
 import { createCodec } from '@shoal/diloco';
 import {
   HEADER_OFFSETS,
+  type Identity,
+  isSignedMessage,
   MESSAGE_SPECS,
   type Message,
   type MessageKind,
   type MessageOf,
   type PeerId,
+  signedBytesOf,
   type WireCodec,
 } from '@shoal/protocol';
 import type { SimNetwork } from '../sim/index.ts';
@@ -26,21 +31,44 @@ export class Forger {
     private readonly codec: WireCodec,
     private readonly runId: number,
     private readonly isActive: () => boolean,
+    /** Each peer's key pair (none: the room does not sign). */
+    private readonly identities: ReadonlyMap<PeerId, Identity>,
+    /** Real work inside virtual time (WebCrypto): the clock's `track`, so runs stay deterministic. */
+    private readonly track: <T>(work: PromiseLike<T>) => Promise<T>,
   ) {}
 
-  /** Sends `message` from `from` as the attacker made it. A peer that is down just loses it. */
-  forge(from: PeerId, to: PeerId, message: Message): void {
+  /** Sends `message` from `from` to each of `to` as the attacker made it (signed once, if it signs). */
+  forge(from: PeerId, to: PeerId | readonly PeerId[], message: Message): void {
+    const receivers = typeof to === 'string' ? [to] : to;
+    const identity = this.identities.get(from);
+    if (!identity || !isSignedMessage(message)) {
+      this.send(from, receivers, message);
+      return;
+    }
+    const { signature: _stale, ...claim } = message as typeof message & { signature?: string };
+    const signing = signedBytesOf(this.runId, from, claim as typeof message).then((bytes) => identity.sign(bytes));
+    this.track(signing).then(
+      (signature) => this.send(from, receivers, { ...claim, signature } as Message),
+      (error: unknown) => this.fail(`signing ${message.kind}: ${String(error)}`),
+    );
+  }
+
+  private send(from: PeerId, receivers: readonly PeerId[], message: Message): void {
     const transport = this.network.transport(from);
-    if (!transport) return;
+    if (!transport) return; // a peer that is down just loses it
     let bytes: Uint8Array;
     try {
       bytes = this.codec.encode(message, this.runId);
     } catch (error) {
-      if (this.failures.length < 4) this.failures.push(`${message.kind}: ${(error as Error).message}`);
+      this.fail(`${message.kind}: ${(error as Error).message}`);
       return;
     }
     this.forged.add(bytes);
-    transport.send(to, bytes).catch(() => {});
+    for (const to of receivers) transport.send(to, bytes).catch(() => {});
+  }
+
+  private fail(reason: string): void {
+    if (this.failures.length < 4) this.failures.push(reason);
   }
 
   /** See AttackContext.rewrite. */
@@ -58,7 +86,7 @@ export class Forger {
       try {
         out = change(to, decoded.message as unknown as MessageOf<K>);
       } catch (error) {
-        if (this.failures.length < 4) this.failures.push(`rewriting ${kind}: ${(error as Error).message}`);
+        this.fail(`rewriting ${kind}: ${(error as Error).message}`);
         return 'deliver';
       }
       if (out === null) return 'deliver';

@@ -45,8 +45,7 @@ function flood(
   let sent = 0;
   context.every(100, () => {
     for (const end = Math.min(total, sent + FLOOD_BATCH); sent < end; sent++) {
-      const message = make(sent);
-      for (const to of victims) context.forge(hostile.peer, to, message);
+      context.forge(hostile.peer, victims, make(sent));
     }
   });
 }
@@ -103,14 +102,12 @@ export const MEMORY_ATTACKS: Attack[] = [
         if (next >= STATE_REQUESTS) return;
         const fragment = next++ % context.fragments.length;
         const size = context.fragments[fragment]?.size ?? 0;
-        for (const to of [context.coordinator, ...context.honest]) {
-          context.forge(hostile.peer, to, {
-            kind: 'state-request',
-            fragment,
-            start: 0,
-            end: Math.min(size, STATE_PART_VALUES),
-          });
-        }
+        context.forge(hostile.peer, [context.coordinator, ...context.honest], {
+          kind: 'state-request',
+          fragment,
+          start: 0,
+          end: Math.min(size, STATE_PART_VALUES),
+        });
       });
     },
   },

@@ -53,17 +53,15 @@ export const OWNER_ATTACKS: Attack[] = [
           if (range.owner === hostile.peer) continue;
           const values = new Float32Array(range.end - range.start).fill(FORGED_RESULT_VALUE);
           const payload = codec.encode(values);
-          for (const to of everyoneBut(hostile)) {
-            context.forge(hostile.peer, to, {
-              kind: 'shard-result',
-              fragment: open.fragment,
-              round: open.round,
-              shard,
-              codec: open.codec,
-              verdicts,
-              payload,
-            });
-          }
+          context.forge(hostile.peer, everyoneBut(hostile), {
+            kind: 'shard-result',
+            fragment: open.fragment,
+            round: open.round,
+            shard,
+            codec: open.codec,
+            verdicts,
+            payload,
+          });
         }
       });
     },

@@ -20,7 +20,7 @@ import {
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
-import { createWireCodec, type PeerId } from '@shoal/protocol';
+import { createIdentity, createWireCodec, type Identity, type PeerId, PeerKeyRegistry } from '@shoal/protocol';
 import { createRunConfig } from '../config.ts';
 import { Host } from '../host.ts';
 import { Member } from '../member.ts';
@@ -71,6 +71,8 @@ export interface RoomRun {
   findings: OracleFindings;
   /** Refusals that honest members counted, by the peer refused. */
   refusalsByPeer: Record<PeerId, number>;
+  /** Why honest members refused hostile peers, from their latest refusals (each keeps 32). */
+  refusalReasons: string[];
   /** Peers the coordinator marked at some point (a status, a reason, or dropped). */
   markedPeers: PeerId[];
   peakBytesHeld: number;
@@ -112,13 +114,35 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
   const hostileIds = new Set(
     settings.hostileAt === 'first' ? peers.slice(0, hostileCount) : peers.slice(settings.workers - hostileCount),
   );
-  const forger = new Forger(network, codec, RUN_ID, () => clock.now() >= settings.startMs);
+  // Every member has a key pair, bound to its id as the signaling server binds them, and the
+  // room refuses unsigned contributions, results and hash reports: a hostile peer signs its own.
+  const peerKeys = new PeerKeyRegistry();
+  const identities = new Map<PeerId, Identity>();
+  for (const peer of ['host', ...peers]) {
+    const identity = await createIdentity();
+    identities.set(peer, identity);
+    peerKeys.bind(peer, identity.key);
+  }
+  const memberOf = (peer: PeerId) =>
+    new Member(network.join(peer), codec, clock, RUN_ID, {
+      identity: identities.get(peer) ?? null,
+      peerKeys,
+      requireSignatures: true,
+    });
+  const forger = new Forger(
+    network,
+    codec,
+    RUN_ID,
+    () => clock.now() >= settings.startMs,
+    identities,
+    (work) => clock.track(work),
+  );
   const commits: RoomRun['commits'] = [];
   const aborts: RoomRun['aborts'] = [];
   let oracle: RoundOracle | null = null;
   const meter = new FutureRoundMeter(hostileIds, (p) => oracle?.latestRound(p) ?? 0);
 
-  const hostMember = new Member(network.join('host'), codec, clock, RUN_ID);
+  const hostMember = memberOf('host');
   meter.watch(hostMember);
   // the host may aggregate too (a referee of disputed shards): what it had, before its handlers
   hostMember.on('contribution', (from, message) => oracle?.arrival('host', from, message));
@@ -146,7 +170,7 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
 
   const perWorkerTokens = steps * tokensPerStep;
   const workers = peers.map((peer, i) => {
-    const member = new Member(network.join(peer), codec, clock, RUN_ID);
+    const member = memberOf(peer);
     network.onSend(peer, referee.sendHook(peer));
     // before the Worker's own handler: what the owner had when it aggregated
     member.on('contribution', (from, message) => referee.arrival(peer, from, message));
@@ -290,10 +314,12 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
     if (evalLoss === null) findings.nonFinite = true;
 
     const refusalsByPeer: Record<PeerId, number> = {};
+    const refusalReasons = new Set<string>();
     let handlerErrors = 0;
     for (const member of honestMembers) {
       for (const [peer, n] of Object.entries(member.counters.byPeer()))
         refusalsByPeer[peer] = (refusalsByPeer[peer] ?? 0) + n;
+      for (const r of member.counters.recent()) if (hostileIds.has(r.from)) refusalReasons.add(r.reason);
       handlerErrors += member.counters.total('handler-error');
     }
     return {
@@ -306,6 +332,7 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
       handlerErrors,
       findings,
       refusalsByPeer,
+      refusalReasons: [...refusalReasons].sort(),
       markedPeers: [...marked],
       peakBytesHeld,
       amplification: uplinks.amplification(),

@@ -263,7 +263,8 @@ function judge(attack: Attack, run: RoomRun, clean: RoomRun, settings: RoomSetti
   const signals: string[] = [];
   for (const peer of run.hostile) {
     const refused = (run.refusalsByPeer[peer] ?? 0) - (clean.refusalsByPeer[peer] ?? 0);
-    if (refused > 0) signals.push(`${refused} refusal(s) of ${peer}`);
+    const reasons = run.refusalReasons.length > 0 ? ` (${run.refusalReasons.join(', ')})` : '';
+    if (refused > 0) signals.push(`${refused} refusal(s) of ${peer}${reasons}`);
     if (run.markedPeers.includes(peer) && !clean.markedPeers.includes(peer)) signals.push(`coordinator marked ${peer}`);
   }
   if (run.aborts.length > clean.aborts.length) {

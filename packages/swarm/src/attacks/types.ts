@@ -41,8 +41,11 @@ export interface AttackContext {
   latestRound(fragment: number): number;
   /** Rewrites what `peer` sends of `kind` while the attack is on (forged messages pass untouched). */
   rewrite<K extends MessageKind>(peer: PeerId, kind: K, change: (to: PeerId, message: MessageOf<K>) => Rewritten): void;
-  /** Sends a message the attacker made up, from `from` (its own rewrites let it pass). */
-  forge(from: PeerId, to: PeerId, message: Message): void;
+  /**
+   * Sends a message the attacker made up, from `from` to each of `to` (its own rewrites let it
+   * pass); of the signed kinds, signed with `from`'s own key.
+   */
+  forge(from: PeerId, to: PeerId | readonly PeerId[], message: Message): void;
   /** Calls `tick` at the attack's start and every `ms` after it, while the run lasts. */
   every(ms: number, tick: () => void): void;
 }
