@@ -32,7 +32,7 @@ import {
 } from '@shoal/swarm';
 import { readInput, writePrivateFiles } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
-import { codecOption, presetOption, UsageError } from './usage.ts';
+import { aggregationOption, codecOption, presetOption, UsageError } from './usage.ts';
 
 export interface HostCliOptions {
   server: string;
@@ -42,6 +42,7 @@ export interface HostCliOptions {
   overlap: number;
   alpha: number;
   codec: string;
+  aggregation: string;
   lr: number;
   batch: number;
   steps: number;
@@ -170,6 +171,7 @@ function runConfigFrom(options: HostCliOptions): RunConfig {
         overlap: options.overlap,
         alpha: options.alpha,
         codec,
+        aggregation: aggregationOption(options.aggregation),
       },
       // moby-dick (every worker has it), or the file's name: workers pass the file with --data
       // or receive it from the host over the mesh, and check it against the fingerprint

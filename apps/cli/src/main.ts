@@ -1,3 +1,4 @@
+import { AGGREGATION_KINDS } from '@shoal/diloco';
 import { Command, InvalidArgumentError } from 'commander';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
@@ -117,6 +118,11 @@ program
   .option('--alpha <α>', 'merge weight of θ_local', parseNumber, 0.5)
   .option('--codec <codec>', 'streaming-fp4 codec: fp4 | int4 | int8 | bf16 | fp32', 'fp4')
   .option('--block-size <n>', 'values per codec scale', parsePositiveInt, 64)
+  .option(
+    '--aggregation <rule>',
+    `how shard owners combine the Δ: ${AGGREGATION_KINDS.join(' | ')} (docs/hostile-volunteers.md)`,
+    AGGREGATION_KINDS[0],
+  )
   .option('--outer-lr <η>', 'outer Nesterov learning rate', parseNumber, 0.7)
   .option('--outer-momentum <μ>', 'outer Nesterov momentum', parseNumber, 0.9)
   .option('--tokens <n>', 'training tokens per method, all workers together', parsePositiveInt, 1_000_000)
@@ -165,6 +171,11 @@ program
   .option('--overlap <τ>', 'inner steps between a contribution and its merge', parseCount, 2)
   .option('--alpha <α>', 'merge weight of θ_local', parseNumber, 0.5)
   .option('--codec <codec>', 'contribution codec: fp4 | int4 | int8 | bf16 | fp32', 'fp4')
+  .option(
+    '--aggregation <rule>',
+    `how shard owners combine the Δ: ${AGGREGATION_KINDS.join(' | ')} (docs/hostile-volunteers.md)`,
+    AGGREGATION_KINDS[0],
+  )
   .option('--lr <rate>', 'inner AdamW peak learning rate', parseNumber, 3e-3)
   .option('--batch <b>', 'sequences per worker per inner step', parsePositiveInt, 16)
   .option('--steps <n>', 'inner steps of the learning-rate schedule (warmup, cosine decay)', parsePositiveInt, 400)
@@ -172,7 +183,7 @@ program
   .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); workers need the same file')
   .option(
     '--checkpoint-dir <dir>',
-    'write θ_global and the run state to DIR/shoal-room{,.state}.safetensors at each evaluation and on exit',
+    'write θ_global and the run state to DIR/shoal-room{,.state}.safetensors at every commit and on exit (0600; the room credentials in DIR/room-credentials.json)',
   )
   .option(
     '--resume <checkpoint>',

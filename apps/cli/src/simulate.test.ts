@@ -77,6 +77,10 @@ describe('shoal simulate', () => {
     [['--methods', 'dp,gossip'], /unknown method gossip/],
     [['--fragments', '3'], /--fragments 3 exceeds nano's 2 blocks/],
     [['--codec', 'fp8'], /unknown codec fp8/],
+    [
+      ['--aggregation', 'median'],
+      /--aggregation: unknown aggregation "median": choose clipped-mean, trimmed-mean, mean/,
+    ],
     [['--alpha', '2'], /--alpha must lie in \[0, 1\]/],
     [['--preset', 'huge'], /huge/],
   ])('refuses %j with one line and exit 1', (args, message) => {

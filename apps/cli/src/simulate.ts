@@ -11,7 +11,7 @@ import { CpuTrainer, createGptKernels, type GptKernels, GpuTrainer } from '@shoa
 import { METHODS, type MethodName, type MethodResult, type SimulateOptions, simulateMethod } from '@shoal/swarm';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
-import { codecOption, presetOption, UsageError } from './usage.ts';
+import { aggregationOption, codecOption, presetOption, UsageError } from './usage.ts';
 
 export interface SimulateCliOptions {
   preset: string;
@@ -24,6 +24,7 @@ export interface SimulateCliOptions {
   overlap: number;
   alpha: number;
   codec: string;
+  aggregation: string;
   blockSize: number;
   outerLr: number;
   outerMomentum: number;
@@ -65,6 +66,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   const methods = parseMethods(options.methods);
   const model = presetOption(options.preset);
   const codec = codecOption(options.codec);
+  const aggregation = aggregationOption(options.aggregation);
   if (options.fragments > model.nLayer) {
     throw new UsageError(`--fragments ${options.fragments} exceeds ${options.preset}'s ${model.nLayer} blocks`);
   }
@@ -126,6 +128,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         alpha: options.alpha,
         codec,
         codecBlockSize: options.blockSize,
+        aggregation,
         outerLr: options.outerLr,
         outerMomentum: options.outerMomentum,
         tokens: options.tokens,

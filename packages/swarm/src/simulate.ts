@@ -14,7 +14,7 @@
  * Evaluation: θ_global after a final round of every fragment, on the same validation batches.
  */
 import { BatchSampler } from '@shoal/data';
-import type { CodecName } from '@shoal/diloco';
+import type { AggregationRule, CodecName } from '@shoal/diloco';
 import { learningRate } from '@shoal/gpu';
 import {
   type Batch,
@@ -55,6 +55,8 @@ export interface SimulateOptions {
   outerMomentum?: number;
   /** Values per codec scale (64 by default). */
   codecBlockSize?: number;
+  /** How shard owners combine the Δ (the run config's default when omitted). */
+  aggregation?: AggregationRule;
   /** Total training tokens per method, across all workers. */
   tokens: number;
   seed: number;
@@ -252,6 +254,7 @@ function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions,
       codecBlockSize: options.codecBlockSize ?? 64,
       outerLr: options.outerLr ?? 0.7,
       outerMomentum: options.outerMomentum ?? 0.9,
+      ...(options.aggregation ? { aggregation: options.aggregation } : {}),
     },
     heartbeatMs: 1000,
   });
