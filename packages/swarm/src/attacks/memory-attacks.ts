@@ -5,12 +5,15 @@
  * reassembler directly, since the in-memory network carries whole messages.
  */
 import {
+  ByteBudget,
   CHUNK_HEADER_BYTES,
   chunkSpan,
   DEFAULT_MAX_MESSAGE_BYTES,
-  DEFAULT_MAX_PENDING_MESSAGES,
+  maxMessageBytesFor,
   type PeerId,
+  peerBudgetFor,
   Reassembler,
+  type RunConfig,
   writeChunkHeader,
 } from '@shoal/protocol';
 import { STATE_PART_VALUES } from '../replica-node.ts';
@@ -120,25 +123,27 @@ export const MEMORY_ATTACKS: Attack[] = [
 ];
 
 /**
- * A peer's first chunks, each announcing as large a message as the reassembler might take:
- * 256 MiB, then half of that, and so on, until as many are pending as it keeps. The reassembler
- * is built as packages/mesh/src/mesh-transport.ts builds one per peer.
+ * A peer's first chunks, each announcing as large a message as the receiver might take: 256 MiB,
+ * then half of that, and so on, 16 messages. The receiver is built as the mesh builds one per
+ * peer once the run is known (packages/mesh/src/peer-buffers.ts): the run's message limit and
+ * a byte budget per peer.
  */
-function probeChunkAnnouncements(): ProbeOutcome {
-  const reassembler = new Reassembler({ now: () => 0, maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES });
+function probeChunkAnnouncements(config: RunConfig): ProbeOutcome {
+  const maxMessageBytes = maxMessageBytesFor(config);
+  const budget = new ByteBudget(peerBudgetFor(maxMessageBytes));
+  const reassembler = new Reassembler({ now: () => 0, maxMessageBytes, budget });
   let refusals = 0;
   let bytesHeld = 0;
   let messageId = 1;
-  for (let total = DEFAULT_MAX_MESSAGE_BYTES; total >= CHUNK_DATA_BYTES; total = Math.floor(total / 2)) {
+  for (let total = DEFAULT_MAX_MESSAGE_BYTES; messageId <= 16; total = Math.floor(total / 2)) {
     const count = Math.ceil(total / CHUNK_DATA_BYTES);
     const [start, end] = chunkSpan(0, count, total);
     const chunk = new Uint8Array(CHUNK_HEADER_BYTES + end - start);
-    // index 0: any first chunk makes the receiver reserve the whole message
+    // index 0: a first chunk is what made a receiver reserve the whole message
     writeChunkHeader(chunk, { messageId: messageId++, index: 0, count, totalBytes: total });
     if (reassembler.push(chunk).status === 'rejected') refusals++;
-    bytesHeld = Math.max(bytesHeld, reassembler.pendingBytes);
-    if (messageId > 2 * DEFAULT_MAX_PENDING_MESSAGES) break;
+    bytesHeld = Math.max(bytesHeld, reassembler.pendingBytes, budget.held);
   }
   reassembler.clear();
-  return { bytesHeld, refusals, scope: 'the mesh reassembler of one peer (not the in-memory room)' };
+  return { bytesHeld, refusals, scope: "one peer's chunk reassembler, as the mesh builds it (not the in-memory room)" };
 }

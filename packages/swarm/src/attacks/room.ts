@@ -20,7 +20,14 @@ import {
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
-import { createIdentity, createWireCodec, type Identity, type PeerId, PeerKeyRegistry } from '@shoal/protocol';
+import {
+  createIdentity,
+  createWireCodec,
+  type Identity,
+  type PeerId,
+  PeerKeyRegistry,
+  type RunConfig,
+} from '@shoal/protocol';
 import { createRunConfig } from '../config.ts';
 import { Host } from '../host.ts';
 import { Member } from '../member.ts';
@@ -86,13 +93,11 @@ export interface RoomRun {
 
 const RUN_ID = 13;
 
-export async function runRoom(settings: RoomSettings, attack: Attack | null): Promise<RoomRun> {
-  const wallStart = performance.now();
-  const model = presetConfig(settings.preset);
-  const tokensPerStep = settings.batch * settings.seqLen;
-  const steps = Math.max(1, Math.ceil(settings.tokens / (settings.workers * tokensPerStep)));
-  const config = createRunConfig({
-    model,
+/** The room's run: `settings.tokens` across its workers, H and P as set, the design's other defaults. */
+export function roomConfig(settings: Omit<RoomSettings, 'trainTokens' | 'evalBatches' | 'createTrainer'>): RunConfig {
+  const steps = roomSteps(settings);
+  return createRunConfig({
+    model: presetConfig(settings.preset),
     train: defaultTrainConfig({
       batchSize: settings.batch,
       seqLen: settings.seqLen,
@@ -104,6 +109,19 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
     diloco: { innerSteps: settings.innerSteps, fragments: settings.fragments },
     heartbeatMs: 200,
   });
+}
+
+/** Inner steps each worker trains. */
+function roomSteps(settings: Pick<RoomSettings, 'tokens' | 'workers' | 'batch' | 'seqLen'>): number {
+  return Math.max(1, Math.ceil(settings.tokens / (settings.workers * settings.batch * settings.seqLen)));
+}
+
+export async function runRoom(settings: RoomSettings, attack: Attack | null): Promise<RoomRun> {
+  const wallStart = performance.now();
+  const config = roomConfig(settings);
+  const model = config.model;
+  const tokensPerStep = settings.batch * settings.seqLen;
+  const steps = roomSteps(settings);
   const clock = new VirtualClock();
   const network = new SimNetwork(clock, { latencyMs: 20, upMbps: 50, downMbps: 50 });
   const codec = await createWireCodec();

@@ -23,12 +23,12 @@ import {
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
-import type { PeerId } from '@shoal/protocol';
+import type { PeerId, RunConfig } from '@shoal/protocol';
 import { DEFAULT_DILOCO } from '../config.ts';
 import { STATE_PART_VALUES } from '../replica-node.ts';
 import { ATTACKS_ELSEWHERE, type AttackElsewhere, selectAttacks } from './catalogue.ts';
 import { MAX_INFLUENCE } from './oracle.ts';
-import { type RoomRun, type RoomSettings, runRoom } from './room.ts';
+import { type RoomRun, type RoomSettings, roomConfig, runRoom } from './room.ts';
 import type { Attack, AttackFamily } from './types.ts';
 
 export interface AttackRunOptions {
@@ -160,7 +160,12 @@ export async function runAttacks(options: AttackRunOptions): Promise<AttackRepor
   for (const attack of attacks) {
     options.onProgress?.({ run: attack.name, index: index++, total });
     const result = attack.probe
-      ? judgeProbe(attack, budgetBytes, clean.find((c) => c.workers === options.workers)?.evalLoss ?? null)
+      ? judgeProbe(
+          attack,
+          roomConfig(settingsFor(options.workers)),
+          budgetBytes,
+          clean.find((c) => c.workers === options.workers)?.evalLoss ?? null,
+        )
       : await runAttack(attack);
     results.push(result);
     options.onProgress?.({ run: attack.name, index: index - 1, total, finished: result });
@@ -297,9 +302,9 @@ function judge(attack: Attack, run: RoomRun, clean: RoomRun, settings: RoomSetti
   };
 }
 
-function judgeProbe(attack: Attack, budget: number, cleanEvalLoss: number | null): AttackResult {
+function judgeProbe(attack: Attack, config: RunConfig, budget: number, cleanEvalLoss: number | null): AttackResult {
   const started = performance.now();
-  const outcome = (attack.probe as NonNullable<Attack['probe']>)();
+  const outcome = (attack.probe as NonNullable<Attack['probe']>)(config);
   const why =
     outcome.bytesHeld > budget ? [`held ${formatBytes(outcome.bytesHeld)} > budget ${formatBytes(budget)}`] : [];
   return {

@@ -64,9 +64,9 @@ export interface Attack {
   install?(context: AttackContext, hostile: HostilePeer): void;
   /**
    * An attack on a component the in-memory room does not contain (the mesh's chunk
-   * reassembler): run on that component alone, beside no training.
+   * reassembler): run on that component alone, set up for the room's run, beside no training.
    */
-  probe?(): ProbeOutcome;
+  probe?(config: RunConfig): ProbeOutcome;
 }
 
 export interface ProbeOutcome {
