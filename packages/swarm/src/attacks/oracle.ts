@@ -14,8 +14,8 @@
  *   INTEGRITY_TOLERANCE); anything else was made up on the way (a scaled, flipped or forged result).
  * - Influence: the honest aggregate of a shard is the run's rule over the honest versions of the
  *   contributions its aggregator had. ‖committed − honest‖ in shares (MAX_INFLUENCE) says how far
- *   one attacker moved the step; beyond MAX_INFLUENCE the aggregate counts as wrong (a scaled Δ
- *   under the plain mean).
+ *   the attackers moved the step; beyond MAX_INFLUENCE per attacker the aggregate counts as wrong
+ *   (a scaled Δ under the plain mean).
  * - Each change of the host's fragment state must also be a hash the coordinator committed for
  *   its round ('uncommitted' otherwise: a forged commit, a poisoned state transfer), and finite.
  */
@@ -59,7 +59,7 @@ interface Snapshot {
 }
 
 export interface OracleFindings {
-  /** The most shares (MAX_INFLUENCE) one attacker moved a checked shard by (0: none checked). */
+  /** The most shares (MAX_INFLUENCE) a checked shard moved off the honest one by (0: none checked). */
   maxInfluence: number;
   /** Committed shards that no aggregator's code emitted. */
   madeUpShards: number;
@@ -237,7 +237,7 @@ export class RoundOracle {
       const worst = Number.isNaN(influence) ? Number.POSITIVE_INFINITY : influence;
       if (worst > MAX_INFLUENCE && found.maxInfluence <= MAX_INFLUENCE) {
         this.note(
-          `fragment ${p} round ${after.round} shard ${k}: one peer moved the step by ${worst.toPrecision(3)} shares`,
+          `fragment ${p} round ${after.round} shard ${k}: the step moved off the honest one by ${worst.toPrecision(3)} shares`,
         );
       }
       found.maxInfluence = Math.max(found.maxInfluence, worst);

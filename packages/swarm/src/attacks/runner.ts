@@ -3,7 +3,7 @@
  * clean run of the same room and seed (one per room size, shared by the attacks), and a verdict.
  *
  * - stopped: no wrong aggregate committed (oracle.ts: a shard no aggregator computed, or one that
- *   a single peer moved by more than MAX_INFLUENCE shares), no state the coordinator never committed
+ *   the attackers moved by more than MAX_INFLUENCE shares each), no state the coordinator never committed
  *   at the host, no crash, no NaN, training went on at no less than half the clean pace (done
  *   within 2× the clean run's time, with at least half as many commits after the attack's start,
  *   counting those that hold the contributions of at least half the honest workers),
@@ -94,7 +94,7 @@ export interface AttackResult {
   /** Commits after the attack's start that hold at least half the honest workers' contributions. */
   commitsAfterStart: number | null;
   cleanCommitsAfterStart: number | null;
-  /** The most shares one attacker moved a committed shard by (oracle.ts, MAX_INFLUENCE). */
+  /** The most shares the attackers moved a committed shard by (oracle.ts, MAX_INFLUENCE). */
   maxInfluence: number | null;
   amplification: number | null;
   simSeconds: number | null;
@@ -245,10 +245,11 @@ function judge(attack: Attack, run: RoomRun, clean: RoomRun, settings: RoomSetti
   if (findings.uncommittedStates > 0) why.push(`the host took ${findings.uncommittedStates} state(s) nobody committed`);
   if (findings.madeUpShards > 0)
     why.push(`wrong aggregate: ${findings.madeUpShards} committed shard(s) no aggregator computed`);
-  if (findings.maxInfluence > MAX_INFLUENCE) {
-    why.push(
-      `wrong aggregate: one peer moved a step by ${findings.maxInfluence.toPrecision(3)} shares (limit ${MAX_INFLUENCE})`,
-    );
+  // each attacker may move a step by up to MAX_INFLUENCE shares; h of them, h times that
+  const influenceLimit = MAX_INFLUENCE * Math.max(1, run.hostile.length);
+  if (findings.maxInfluence > influenceLimit) {
+    const moved = findings.maxInfluence.toPrecision(3);
+    why.push(`wrong aggregate: the attack moved a step by ${moved} shares (limit ${influenceLimit})`);
   }
   if (run.crashes.length > 0)
     why.push(`crash: ${run.crashes[0]}${run.crashes.length > 1 ? ` (+${run.crashes.length - 1})` : ''}`);
