@@ -124,8 +124,16 @@ export const roundOpenBody = z
     baseHash: hashHexSchema,
     /** Contribution weights above this are capped (4× the median tokens, from heartbeats). */
     maxWeight: z.int().min(1),
+    /**
+     * Per participant (same order), the most tokens the coordinator has seen it train since it was
+     * last named for this fragment (minor 2): a claimed weight is capped at it too.
+     */
+    weightCaps: z.array(z.int().min(1)).max(MAX_PARTICIPANTS).optional(),
   })
   .superRefine((body, context) => {
     const problem = shardTableProblem(body.shards, body.participants, body.fragmentSize, body.blockSize);
     if (problem) context.addIssue({ code: 'custom', ...problem });
+    if (body.weightCaps && body.weightCaps.length !== body.participants.length) {
+      context.addIssue({ code: 'custom', path: ['weightCaps'], message: 'one cap per participant' });
+    }
   });

@@ -44,6 +44,8 @@ export interface MemberInfo {
   reachable: Set<PeerId> | null;
   /** Its contributions that shard owners refused, by reason, as its heartbeats report them. */
   rejected: Record<string, number>;
+  /** Its inner step when it was last named for each fragment's round (what its next weight can be). */
+  stepAtLastRound: number[];
   /** Rounds it was named for and failed (no contribution, result or hash): each doubles its bench. */
   misses: number;
   /** Excluded from rounds until this many rounds have opened in the room (0: not benched). */
@@ -261,6 +263,7 @@ export class Coordinator {
         rejected: {},
         misses: 0,
         benchedUntil: 0,
+        stepAtLastRound: this.options.fragments.map(() => 0),
       });
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
@@ -356,6 +359,7 @@ export class Coordinator {
     this.nextOpenStep[p] = (this.nextOpenStep[p] as number) + diloco.innerSteps;
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));
+    const weightCaps = participants.map((peer) => this.seenTokens(this.members.get(peer) as MemberInfo, p));
     const message: RoundOpenMessage = {
       kind: 'round-open',
       fragment: p,
@@ -369,6 +373,7 @@ export class Coordinator {
       roomTokens: this.roomTokens,
       baseHash: this.committedHash[p] ?? this.options.replica.fragment(p).hash,
       maxWeight,
+      weightCaps,
     };
     const { clock } = this.member;
     const open: OpenRound = {
@@ -388,6 +393,18 @@ export class Coordinator {
     this.inFlight[p] = open;
     this.options.onEvent?.({ event: 'round-opened', fragment: p, round, participants: n });
     void this.member.broadcast(this.everyone(), message);
+  }
+
+  /**
+   * The most tokens `info` can honestly put behind its contribution to fragment p: the steps its
+   * heartbeats showed since it was last named for p, plus H for the steps between this open and
+   * its contribution and a heartbeat's lag. A weight claimed beyond it is capped. Notes the step.
+   */
+  private seenTokens(info: MemberInfo, p: number): number {
+    const { train, diloco } = this.config;
+    const steps = info.innerStep - (info.stepAtLastRound[p] ?? 0) + diloco.innerSteps;
+    info.stepAtLastRound[p] = info.innerStep;
+    return Math.max(1, steps * train.batchSize * train.seqLen);
   }
 
   /** Members whose bench is served go back to rounds (their replica followed meanwhile). */

@@ -22,6 +22,8 @@ export interface ShardJob {
   rule: AggregationRule;
   /** Weights above this are capped (4× the median in the design). */
   maxWeight: number;
+  /** Per participant, a further cap: the tokens the coordinator saw it train (round-open's weightCaps). */
+  weightCaps?: ReadonlyMap<string, number>;
   /**
    * The largest |value| an honest Δ can hold (contributionBound): beyond it a contribution is
    * refused as 'magnitude', before any aggregation rule sees it. Infinity: no bound.
@@ -74,7 +76,8 @@ export class ShardCollector {
       if (!Number.isFinite(value)) return refuse('non-finite', `value ${value} at index ${i}`);
       if (Math.abs(value) > bound) return refuse('magnitude', `|${value}| at index ${i} is over the bound ${bound}`);
     }
-    this.received.set(from, { values, weight: Math.min(weight, this.job.maxWeight) });
+    const cap = Math.min(this.job.maxWeight, this.job.weightCaps?.get(from) ?? Number.POSITIVE_INFINITY);
+    this.received.set(from, { values, weight: Math.min(weight, cap) });
     return { accepted: true };
   }
 

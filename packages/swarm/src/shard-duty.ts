@@ -105,6 +105,9 @@ export class ShardDuties {
       participants,
       rule: this.options.config.diloco.aggregation,
       maxWeight: open.maxWeight,
+      weightCaps: open.weightCaps
+        ? new Map(open.participants.map((peer, i) => [peer, open.weightCaps?.[i] as number]))
+        : undefined,
       maxMagnitude: this.bound,
     });
     // A participant already down (a shard taken over after its owner crashed) is not waited for:

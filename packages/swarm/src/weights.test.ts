@@ -1,0 +1,52 @@
+import type { Message } from '@shoal/protocol';
+import { describe, expect, it } from 'vitest';
+import { createRoom, must, RUN } from './test-room.ts';
+import { contributionOf } from './test-wire.ts';
+
+describe('a contribution that claims more tokens than its sender trained', () => {
+  it('weighs no more than the coordinator saw it train (round-open weightCaps), not the 4× median cap', async () => {
+    const room = await createRoom({ workers: 4 });
+    const { network, codec, workers } = room;
+    const bad = must(workers[3]);
+    // w3 trains honestly but claims 2⁴⁰ tokens behind every contribution (the header's weight).
+    const forged = new Set<Uint8Array>();
+    network.onSend(bad.peer, (to, bytes) => {
+      if (forged.has(bytes) || !contributionOf(bytes)) return 'deliver';
+      const decoded = codec.decode(bytes);
+      if (!decoded.ok || decoded.message.kind !== 'contribution') return 'deliver';
+      const out = codec.encode({ ...decoded.message, weight: 2 ** 40 } as Message, RUN);
+      forged.add(out);
+      queueMicrotask(() => void bad.member.transport.send(to, out));
+      return 'drop';
+    });
+    const opens = room.spy(room.hostMember, 'round-open');
+    const results = room.spyResults(room.hostMember);
+    room.startAll();
+    await room.finish(4_000);
+    expect(forged.size).toBeGreaterThan(0);
+
+    let checked = 0;
+    let seenBinds = 0;
+    // (w3's own shard takes its own contribution without the wire: that one is honest)
+    for (const { message } of results.filter((r) => r.from !== bad.peer)) {
+      const open = must(
+        opens.find((o) => o.message.fragment === message.fragment && o.message.round === message.round),
+      );
+      const caps = must(open.message.weightCaps);
+      const capOf = (peer: string) => caps[open.message.participants.indexOf(peer)] as number;
+      const weights = new Map(message.verdicts.map((v) => [v.peer, v.weight]));
+      if (!open.message.participants.includes(bad.peer)) continue;
+      const claimed = must(weights.get(bad.peer));
+      // capped at what w3's heartbeats showed plus H steps, or 4× the median, whichever is lower
+      expect(claimed).toBe(Math.min(capOf(bad.peer), open.message.maxWeight));
+      if (capOf(bad.peer) < open.message.maxWeight) seenBinds++;
+      // an honest worker's weight is what it trained, within its cap
+      for (const w of workers.slice(0, 3)) expect(weights.get(w.peer)).toBeLessThanOrEqual(capOf(w.peer));
+      checked++;
+    }
+    expect(checked).toBeGreaterThanOrEqual(8);
+    // after the first rounds the coordinator's own record is the tighter of the two caps
+    expect(seenBinds).toBeGreaterThan(checked / 2);
+    expect(room.aborted()).toEqual([]);
+  });
+});
