@@ -4,8 +4,10 @@
  */
 import { createIdentity, type Message } from '@shoal/protocol';
 import { startServer } from '@shoal/server';
+import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
 import { Member, wallClock } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { connectSignaling, joinMesh, loadWrtc, type RoomLink } from './room.ts';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
@@ -24,7 +26,7 @@ async function until(condition: () => boolean, timeoutMs: number, what: string):
 }
 
 describe('keys in a room over real WebRTC', () => {
-  it('the host verifies what the member signs with the key the server bound, and refuses what another key signs', {
+  it('the host verifies what a member signs with the key the server bound; refuses what another key signs, and (required) what an older client sends unsigned', {
     timeout: 60_000,
   }, async () => {
     const wrtc = await loadWrtc();
@@ -33,7 +35,7 @@ describe('keys in a room over real WebRTC', () => {
 
     const hostSignal = await connectSignaling(server.url);
     const room = await hostSignal.create();
-    const host: RoomLink = await joinMesh(hostSignal, room, [], wrtc);
+    const host: RoomLink = await joinMesh(hostSignal, room, [], wrtc, { requireSignatures: true });
     cleanups.push(() => host.close());
     const memberSignal = await connectSignaling(server.url);
     const joined = await memberSignal.join(room.roomId, room.joinToken);
@@ -54,10 +56,25 @@ describe('keys in a room over real WebRTC', () => {
       identity: await createIdentity(),
     });
     await impostor.send(room.peerId, { kind: 'hash-report', fragment: 0, round: 2, hash: 'cd'.repeat(16) });
-    await until(() => host.member.counters.total('signature') === 1, 10_000, 'the forged report refused');
+
+    // a client of before keys: it announces none, so nothing it sends is signed
+    const olderSignal = await SignalClient.connect(signalUrl(server.url), WebSocket as unknown as WebSocketConstructor);
+    const olderJoined = await olderSignal.join(room.roomId, room.joinToken);
+    const older: RoomLink = await joinMesh(olderSignal, olderJoined, [olderJoined.hostId], wrtc);
+    cleanups.push(() => older.close());
+    await older.member.waitForPeer(room.peerId);
+    expect(host.member.peerKeys.get(olderJoined.peerId)).toBeNull();
+    await older.member.send(room.peerId, { kind: 'hash-report', fragment: 0, round: 3, hash: 'ef'.repeat(16) });
+
+    await until(() => host.member.counters.total('signature') === 2, 10_000, 'two reports refused');
     expect(reports).toEqual([expect.objectContaining({ round: 1, signature: expect.stringMatching(/^[\w-]{86}$/) })]);
     expect(host.member.counters.recent()).toEqual([
       expect.objectContaining({ from: joined.peerId, kind: 'hash-report', reason: 'signature' }),
+      expect.objectContaining({
+        from: olderJoined.peerId,
+        kind: 'hash-report',
+        detail: expect.stringMatching(/no key/),
+      }),
     ]);
   });
 });

@@ -68,17 +68,20 @@ export interface RoomLink {
 /**
  * The mesh for `self` (the server-assigned peer id) in the room `signal` has entered (every peer
  * in `peers` and every later peer-joined; see connectRoomMesh), with the swarm Member on top.
+ * `options.requireSignatures`: the member refuses contributions, shard results and hash reports
+ * from peers that announced no key (MemberOptions).
  */
 export async function joinMesh(
   signal: SignalClient,
   room: { roomId: string; peerId: PeerId; iceServers: IceServer[] },
   peers: PeerId[],
   wrtc: WrtcImplementation,
+  options: { requireSignatures?: boolean } = {},
 ): Promise<RoomLink> {
   const roomMesh = connectRoomMesh(signal, room, peers, { wrtc });
   const { mesh } = roomMesh;
   // signs with the key pair its signaling client announced; verifies with the server's bindings
-  const keys = { identity: signal.identity, peerKeys: signal.peerKeys };
+  const keys = { identity: signal.identity, peerKeys: signal.peerKeys, requireSignatures: options.requireSignatures };
   const member = new Member(mesh, await createWireCodec(), wallClock, runIdFor(room.roomId), keys);
   let closing: Promise<void> | null = null;
   const close = () => {

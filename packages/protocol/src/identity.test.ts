@@ -7,6 +7,8 @@ import {
   PeerKeyRegistry,
   peerKeySchema,
   type SignedMessage,
+  SYNC_HASH_MAX_BYTES,
+  sha256Hex,
   signatureSchema,
   signedBytes,
   signedBytesOf,
@@ -111,13 +113,20 @@ describe('signedBytes', () => {
     expect(of({ ...result, signature: 'x'.repeat(86) })).toBe(of(result));
   });
 
-  it('hashes the payload with SHA-256', async () => {
+  it('hashes the payload with SHA-256, on the thread up to SYNC_HASH_MAX_BYTES and by WebCrypto above', async () => {
+    const webCryptoHex = async (bytes: Uint8Array<ArrayBuffer>) =>
+      [...new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))]
+        .map((b) => b.toString(16).padStart(2, '0'))
+        .join('');
     const bytes = await signedBytesOf(RUN, 'peer-a', SAMPLES.contribution);
-    const digest = new Uint8Array(
-      await crypto.subtle.digest('SHA-256', SAMPLES.contribution.payload as Uint8Array<ArrayBuffer>),
-    );
-    const hex = [...digest].map((b) => b.toString(16).padStart(2, '0')).join('');
-    expect(text(bytes)).toContain(`"${hex}"`);
+    expect(text(bytes)).toContain(`"${await webCryptoHex(SAMPLES.contribution.payload as Uint8Array<ArrayBuffer>)}"`);
+    const digest = vi.spyOn(crypto.subtle, 'digest');
+    for (const length of [0, SYNC_HASH_MAX_BYTES, SYNC_HASH_MAX_BYTES + 1]) {
+      const payload = Uint8Array.from({ length }, (_, i) => (i * 131) & 0xff);
+      expect(await sha256Hex(payload)).toBe(await webCryptoHex(payload));
+    }
+    // the test's own three digests, and sha256Hex's one above the threshold
+    expect(digest).toHaveBeenCalledTimes(4);
   });
 });
 
