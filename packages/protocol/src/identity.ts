@@ -178,7 +178,8 @@ let syncSha256: Promise<IHasher> | undefined;
 export async function sha256Hex(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
   if (bytes.length <= SYNC_HASH_MAX_BYTES) {
     // one hasher, reused: init … digest runs synchronously, so calls cannot interleave
-    const hasher = await (syncSha256 ??= createSHA256());
+    syncSha256 ??= createSHA256();
+    const hasher = await syncSha256;
     hasher.init();
     hasher.update(bytes);
     return hasher.digest('hex');
