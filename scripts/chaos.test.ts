@@ -6,6 +6,9 @@
  * witness held equals the host's committed hash, the checkpoint loads after the kill and at the end,
  * no stretch over a minute without a commit, no process exiting by itself.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadWrtc } from '../apps/cli/src/room.ts';
 import { runChaos } from './chaos/harness.ts';
@@ -16,6 +19,8 @@ describe('the chaos run', () => {
     timeout: 360_000,
   }, async () => {
     await loadWrtc(); // fails loudly (never skips) without WebRTC in Node
+    // every process's output, for whoever has to read why it failed
+    const logDir = mkdtempSync(join(tmpdir(), 'shoal-chaos-ci-'));
     const figures = await runChaos({
       minutes: 2,
       seed: 1,
@@ -23,8 +28,9 @@ describe('the chaos run', () => {
       cliWorkers: 1,
       innerSteps: 16,
       deadlineMs: 8_000,
+      logDir,
     });
-    console.log(chaosTable(figures));
+    console.log(`${chaosTable(figures)}\nprocess logs: ${logDir}`);
     expect.soft(figures.rounds.commitRatio, 'committed / opened').toBeGreaterThanOrEqual(0.9);
     expect.soft(figures.nan.count, 'NaN').toBe(0);
     expect.soft(figures.hashes.mismatched, figures.hashes.mismatches.join('\n')).toBe(0);

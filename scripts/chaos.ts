@@ -6,7 +6,11 @@
  * `{"chaos": {...figures, "pass": bool}}`. Exits 1 when a criterion fails.
  *
  *   npm run chaos -- [--minutes 30] [--seed 1] [--workers 4] [--cli-workers 1] [--inner-steps 16]
- *     [--deadline-ms 8000] [--json]
+ *     [--deadline-ms 8000] [--behaviours contribution-100x,forged-commit,…]
+ *     [--log-dir DIR] [--json]
+ *
+ * --behaviours limits the hostile worker to some of its behaviours (scripts/chaos/hostile.ts);
+ * --log-dir DIR keeps every process's output (DIR/host#0.log, DIR/witness-1#2.log, …).
  *
  * Progress goes to stderr. On 2 cores the room's processes share the CPU with everything else.
  */
@@ -22,6 +26,8 @@ const { values: args } = parseArgs({
     'cli-workers': { type: 'string', default: String(DEFAULT_CHAOS_OPTIONS.cliWorkers) },
     'inner-steps': { type: 'string', default: String(DEFAULT_CHAOS_OPTIONS.innerSteps) },
     'deadline-ms': { type: 'string', default: String(DEFAULT_CHAOS_OPTIONS.deadlineMs) },
+    behaviours: { type: 'string' },
+    'log-dir': { type: 'string' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -42,6 +48,8 @@ const options = {
   cliWorkers: Math.min(workers - 1, Math.round(positive('cli-workers', args['cli-workers'], 0))),
   innerSteps: Math.round(positive('inner-steps', args['inner-steps'])),
   deadlineMs: Math.round(positive('deadline-ms', args['deadline-ms'], 1_000)),
+  ...(args.behaviours && { behaviours: args.behaviours.split(',') }),
+  ...(args['log-dir'] && { logDir: args['log-dir'] }),
   log: (text: string) => console.error(text),
 };
 

@@ -93,6 +93,8 @@ export interface ChaosFigures {
     perLife: { opened: number; committed: number; aborted: number }[];
     /** The longest time without a commit, and when it began (s into the run). */
     longestCommitGap: { seconds: number; fromS: number };
+    /** Gaps of 30 s or more without a commit, longest first, with the roster a few seconds in. */
+    stalls: { seconds: number; fromS: number; roster: string[] }[];
   };
   nan: {
     count: number;
@@ -136,6 +138,8 @@ export interface ChaosFigures {
  * deadline each cost well under it.
  */
 export const MAX_COMMIT_GAP_S = 60;
+/** Gaps between commits at least this long are listed (with the roster) as stalls. */
+const STALL_S = 30;
 
 const num = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null);
 const events = (lines: Line[], event: string) => lines.filter((line) => line.json?.event === event);
@@ -341,12 +345,30 @@ export function computeFigures(record: ChaosRecord): ChaosFigures {
     .flatMap((host) => events(host.lines, 'round-committed').map((line) => line.at))
     .filter((at) => at <= measuredUntil)
     .sort((a, b) => a - b);
-  const longestGap = { seconds: 0, fromS: 0 };
+  const gaps: { seconds: number; fromS: number; from: number }[] = [];
   for (const [i, at] of [...commitTimes, measuredUntil].entries()) {
     const before = commitTimes[i - 1];
-    if (before !== undefined && (at - before) / 1e3 > longestGap.seconds)
-      Object.assign(longestGap, { seconds: Math.round((at - before) / 100) / 10, fromS: Math.round(before / 1e3) });
+    if (before !== undefined)
+      gaps.push({ seconds: Math.round((at - before) / 100) / 10, fromS: Math.round(before / 1e3), from: before });
   }
+  gaps.sort((a, b) => b.seconds - a.seconds);
+  const longestGap = { seconds: gaps[0]?.seconds ?? 0, fromS: gaps[0]?.fromS ?? 0 };
+  // Each stall with the room as the coordinator last described it a few seconds in (witnesses
+  // print every roster change): who was benched, and why.
+  const rosters = workerLives.flatMap((w) => events(w.lines, 'roster')).sort((a, b) => a.at - b.at);
+  const stalls = gaps
+    .filter((gap) => gap.seconds >= STALL_S)
+    .slice(0, 10)
+    .map(({ seconds, fromS, from }) => {
+      const roster = rosters.filter((line) => line.at <= from + 5_000).at(-1)?.json?.members as
+        | { peer: string; status: string; reason: string }[]
+        | undefined;
+      return {
+        seconds,
+        fromS,
+        roster: (roster ?? []).map((m) => `${m.peer} ${m.status}${m.reason ? `: ${m.reason}` : ''}`),
+      };
+    });
 
   // --- criteria -------------------------------------------------------------------------------
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -383,6 +405,7 @@ export function computeFigures(record: ChaosRecord): ChaosFigures {
       abortReasons,
       perLife,
       longestCommitGap: longestGap,
+      stalls,
     },
     nan: {
       count: nanCount,

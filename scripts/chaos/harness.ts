@@ -10,7 +10,7 @@
  * no replica hashes), the others witnesses (worker.ts: the same joinRoomAsWorker, delayed links,
  * and a line per state its replica holds, which figures.ts compares with the host's).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkCheckpoint } from './checkpoint.ts';
@@ -36,6 +36,10 @@ export interface ChaosOptions {
   innerSteps: number;
   /** `shoal host --deadline-ms`: owners give up after this, the coordinator after twice that. */
   deadlineMs: number;
+  /** The hostile worker's behaviours (hostile.ts names); all when omitted. */
+  behaviours?: string[];
+  /** Where to write every process's output at the end (DIR/NAME.log: seconds into the run, line), if anywhere. */
+  logDir?: string;
   /** Progress lines (stderr in the CLI). */
   log?: (text: string) => void;
 }
@@ -80,6 +84,15 @@ interface Slot {
   proc: Proc | null;
   life: WorkerLife | null;
   lives: number;
+}
+
+/** Each process's stdout lines (stamped with seconds into the run) and its stderr's tail, one file each. */
+function writeLogs(logDir: string, procs: Proc[]): void {
+  mkdirSync(logDir, { recursive: true });
+  for (const proc of procs) {
+    const lines = proc.lines.map((line) => `${(line.at / 1e3).toFixed(3)} ${line.text}`);
+    writeFileSync(join(logDir, `${proc.name}.log`), `${lines.join('\n')}\n--- stderr (tail)\n${proc.stderr}`);
+  }
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -245,6 +258,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
                 ...['--delay-ms', String(slot.delayMs), '--jitter-ms', String(slot.jitterMs)],
                 ...['--seed', String(Math.floor(random() * 2 ** 31))],
                 ...(slot.kind === 'hostile' ? ['--hostile', '--rotate-ms', '8000'] : []),
+                ...(slot.kind === 'hostile' && options.behaviours
+                  ? ['--behaviours', options.behaviours.join(',')]
+                  : []),
               ],
               now,
             );
@@ -356,6 +372,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
     for (const proc of procs) if (proc.running) proc.child.kill('SIGKILL');
     await Promise.all(procs.map((proc) => proc.exit));
     rmSync(dir, { recursive: true, force: true });
+    if (options.logDir) writeLogs(options.logDir, procs);
   }
   record.elapsedMs = now();
   return computeFigures(record);

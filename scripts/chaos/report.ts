@@ -52,7 +52,10 @@ export function chaosTable(figures: ChaosFigures): string {
   const valueWidth = Math.max(...rows.map((row) => row[1].length));
   const lines = rows.map(([name, value, note]) => `${name.padEnd(width)}  ${value.padEnd(valueWidth)}  ${note}`);
   const verdict = figures.pass ? 'PASS' : `FAIL:\n${figures.failures.map((f) => `  - ${f}`).join('\n')}`;
-  const extra = [...chaos.exits, ...chaos.stopProblems, ...checkpoints.errors, ...hashes.mismatches];
+  const stalls = rounds.stalls.map(
+    (stall) => `stalled ${stall.seconds} s from ${stall.fromS} s; roster: ${stall.roster.join('; ') || '—'}`,
+  );
+  const extra = [...stalls, ...chaos.exits, ...chaos.stopProblems, ...checkpoints.errors, ...hashes.mismatches];
   return [
     `chaos run: ${figures.minutes} min, seed ${figures.seed}, ${figures.workers} workers (1 hostile), ${figures.elapsedS} s`,
     ...lines,
