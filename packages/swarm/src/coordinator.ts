@@ -61,6 +61,8 @@ interface OpenRound {
   openedAt: number;
   /** Shards the host took over (owner or checker gone, silent, or the two disagreed). */
   refereed: Set<number>;
+  /** Participants that said hello as syncing after the open: not benched for this round. */
+  excused: Set<PeerId>;
   reports: Map<PeerId, string>;
   cancelDeadline: () => void;
   cancelReferee: () => void;
@@ -242,6 +244,9 @@ export class Coordinator {
     if (existing) {
       // a hello does not lift a bench: the member stays out of rounds until it has served it
       if (existing.status !== 'excluded') existing.status = status;
+      // a participant that found itself behind cannot contribute to its rounds in flight: that is
+      // no miss of its own
+      if (status === 'syncing') for (const open of this.inFlight) open?.excused.add(from);
       existing.capabilities = capabilities;
     } else {
       this.members.set(from, {
@@ -383,6 +388,7 @@ export class Coordinator {
       message,
       openedAt: clock.now(),
       refereed: new Set(),
+      excused: new Set(),
       reports: new Map(),
       cancelDeadline: clock.setTimer(2 * this.deadlineMs, () => this.finish(open, 'deadline')),
       // Owners send what they have at their deadline; a shard still unverified a little later has
@@ -651,8 +657,11 @@ export class Coordinator {
       this.options.replica.verifiedContributors(open.fragment, open.round).flatMap((peers) => peers ?? []),
     );
     for (const peer of live) {
+      if (open.excused.has(peer)) continue;
       if (!open.reports.has(peer)) this.bench(peer, `reported no hash for ${open.fragment}:${open.round}`);
-      else if (!contributed.has(peer)) this.bench(peer, `contributed nothing to ${open.fragment}:${open.round}`);
+      else if (!contributed.has(peer)) {
+        this.bench(peer, `contributed nothing to ${open.fragment}:${open.round}`);
+      }
     }
   }
 }

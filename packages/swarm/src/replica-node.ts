@@ -93,6 +93,8 @@ export class ReplicaNode {
   private readonly opens = new Map<string, RoundOpenMessage>();
   /** Commits that arrived while their round's verified results were still on the way. */
   private readonly waitingCommits = new Map<string, CommitMessage>();
+  /** Round-opens whose base is a waiting commit, by that commit's round key: opened once it applies. */
+  private readonly openAfterCommit = new Map<string, RoundOpenMessage>();
   /** Verified shards per open round, as last told to the result-shard listeners. */
   private readonly verifiedShards = new Map<string, number>();
   /** The newest round opened here, per fragment. */
@@ -121,6 +123,7 @@ export class ReplicaNode {
       const key = roundKey(message.fragment, message.round);
       this.opens.delete(key);
       this.waitingCommits.delete(key);
+      this.openAfterCommit.delete(key);
       this.verifiedShards.delete(key);
       this.state.abort(message.fragment, message.round);
       this.events.aborted?.(message.fragment, message.round);
@@ -213,6 +216,13 @@ export class ReplicaNode {
     }
     const current = this.state.fragment(p);
     if (message.baseHash !== current.hash) {
+      // Its base is a commit this replica holds but cannot apply yet (its verified results are
+      // still arriving, from other peers than the commit): open it right after that commit.
+      const waiting = [...this.waitingCommits.values()].find((c) => c.fragment === p && c.hash === message.baseHash);
+      if (waiting) {
+        this.openAfterCommit.set(roundKey(p, waiting.round), message);
+        return;
+      }
       // This replica missed a commit: its θ_global[p] is stale.
       this.resync(p);
       return;
@@ -337,8 +347,13 @@ export class ReplicaNode {
     this.opens.delete(key);
     this.verifiedShards.delete(key);
     this.dropEarly(p);
+    const next = this.openAfterCommit.get(key);
+    this.openAfterCommit.delete(key);
     if (outcome === 'adopted') this.events.committed?.(p, round, message);
-    else if (outcome === 'diverged') this.resync(p);
+    else if (outcome === 'diverged') {
+      this.resync(p);
+    }
+    if (next && outcome === 'adopted') this.onOpen(this.coordinator(), next);
   }
 
   /**

@@ -470,7 +470,10 @@ export class Worker {
         this.dropRound(p);
         this.pendingOpens.delete(p); // named in a round whose base it lacks: it cannot contribute
         pendingSync.add(p);
+        // say so (a hello with the stale holds makes it 'syncing'), so the coordinator names it in
+        // no round it cannot contribute to, and does not bench it for one
         this.synced = false;
+        void this.hello();
       },
       synced: (p) => {
         pendingSync.delete(p);
