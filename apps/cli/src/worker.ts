@@ -8,7 +8,7 @@ import { BatchSampler, type Corpus, corpusFromBytes, fnv1a32, loadCorpus } from 
 import { formatAdapter } from '@shoal/gpu';
 import type { WrtcImplementation } from '@shoal/mesh';
 import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
-import type { Capabilities, RunConfig } from '@shoal/protocol';
+import { type Capabilities, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import type { ServerMessageOf } from '@shoal/server/signal-messages';
 import { fetchCorpusFrom, type Member, Worker } from '@shoal/swarm';
 import { acquireCliGpu } from './grads-webgpu.ts';
@@ -111,6 +111,8 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
     capabilities: options.capabilities,
     // The run config arrives in the welcome: the data stream is set up with the engine.
     createTrainer: async (config, params) => {
+      // now that the run is known, no peer may make this worker hold more than its largest message
+      link.mesh.setMessageLimit(maxMessageBytesFor(config));
       try {
         const { corpus, source } = await loadRoomCorpus(config, member, joined.hostId, options.data);
         options.onCorpus?.(corpus, source);
