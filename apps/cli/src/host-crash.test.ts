@@ -7,80 +7,19 @@
  * which `--resume` reads). A run state written before that split (the secret inside) still resumes,
  * and the next save takes the secret out of it.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { buildLayout, encodeState } from '@shoal/model';
 import { startServer } from '@shoal/server';
 import { decodeRoomCheckpoint } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CHECKPOINT_NAME, CREDENTIALS_NAME, STATE_NAME } from './host.ts';
 import { loadWrtc } from './room.ts';
+import { eventsOf, type Proc, shoalProcesses } from './test-processes.ts';
 
-const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
+const { start, until, killAll } = shoalProcesses();
 
-type Line = Record<string, unknown>;
-
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  /** Parsed JSON lines of stdout, in order. */
-  lines: Line[];
-  stderr: string[];
-  /** Resolves once the process exited and its stdout was read to the end. */
-  exit: Promise<number | null>;
-}
-
-const procs: Proc[] = [];
-
-function start(name: string, args: string[]): Proc {
-  const child = spawn(process.execPath, [shoal, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: Proc = {
-    name,
-    child,
-    lines: [],
-    stderr: [],
-    // 'close', not 'exit': every line the process wrote before it died is parsed by then
-    exit: new Promise((resolve) => child.on('close', (code) => resolve(code))),
-  };
-  let buffered = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    buffered += chunk;
-    const lines = buffered.split('\n');
-    buffered = lines.pop() ?? '';
-    for (const line of lines) if (line.trim()) proc.lines.push(JSON.parse(line));
-  });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => proc.stderr.push(chunk));
-  procs.push(proc);
-  return proc;
-}
-
-/** Polls `condition` every 50 ms; fails naming `what`, with the processes' last lines, after `timeoutMs`. */
-async function until<T>(condition: () => T | undefined | false, timeoutMs: number, what: string): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = condition();
-    if (value) return value;
-    for (const p of procs) {
-      if (p.child.exitCode !== null && p.child.signalCode === null && !p.child.killed)
-        throw new Error(`${p.name} exited (${p.child.exitCode}) while waiting for ${what}:\n${p.stderr.join('')}`);
-    }
-    if (performance.now() > deadline) {
-      const logs = procs
-        .map((p) => {
-          const last = p.lines.filter((line) => line.event !== 'metrics').slice(-6);
-          return `--- ${p.name}\n${last.map((line) => JSON.stringify(line)).join('\n')}\n${p.stderr.join('').slice(-2000)}`;
-        })
-        .join('\n');
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${logs}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-const eventsOf = (p: Proc, event: string) => p.lines.filter((line) => line.event === event);
 const lastCommitted = (p: Proc, fragment: number) =>
   (eventsOf(p, 'round-committed')
     .filter((e) => e.fragment === fragment)
@@ -88,9 +27,7 @@ const lastCommitted = (p: Proc, fragment: number) =>
 const modeOf = (path: string) => statSync(path).mode & 0o777;
 const contains = (bytes: Uint8Array, text: string) => Buffer.from(bytes).includes(Buffer.from(text, 'utf8'));
 
-afterAll(() => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-});
+afterAll(killAll);
 
 describe('shoal host killed with SIGKILL', () => {
   it('leaves a 0600 checkpoint without credentials that loses at most the round in flight per fragment, and --resume takes the room back', {

@@ -5,11 +5,9 @@
  * watch key gets the host's published view; then SIGINT ends everyone cleanly. The room trains on
  * a text file (`--data`): one worker is given it, the other receives it from the host over the mesh.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { corpusFingerprint, loadMobyDick } from '@shoal/data';
 import { startServer } from '@shoal/server';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
@@ -18,75 +16,16 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CHECKPOINT_NAME, STATE_NAME } from './host.ts';
 import { loadWrtc } from './room.ts';
+import { eventsOf, type Proc, shoalProcesses } from './test-processes.ts';
 
-const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
-
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  /** Parsed JSON lines of stdout, in order. */
-  lines: Record<string, unknown>[];
-  stderr: string[];
-  exit: Promise<number | null>;
-}
-
-const procs: Proc[] = [];
-
-function start(name: string, args: string[]): Proc {
-  const child = spawn(process.execPath, [shoal, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: Proc = {
-    name,
-    child,
-    lines: [],
-    stderr: [],
-    exit: new Promise((resolve) => child.on('exit', (code) => resolve(code))),
-  };
-  let buffered = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    buffered += chunk;
-    const lines = buffered.split('\n');
-    buffered = lines.pop() ?? '';
-    for (const line of lines) if (line.trim()) proc.lines.push(JSON.parse(line));
-  });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => proc.stderr.push(chunk));
-  procs.push(proc);
-  return proc;
-}
-
-/** Polls `condition` every 100 ms; fails naming `what`, with every process's stderr, after `timeoutMs`. */
-async function until<T>(condition: () => T | undefined | false, timeoutMs: number, what: string): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = condition();
-    if (value) return value;
-    for (const p of procs) {
-      if (p.child.exitCode !== null && !p.child.killed)
-        throw new Error(`${p.name} exited (${p.child.exitCode}) while waiting for ${what}:\n${p.stderr.join('')}`);
-    }
-    if (performance.now() > deadline) {
-      const logs = procs
-        .map((p) => {
-          const events = p.lines.filter((line) => line.event !== 'metrics').slice(-6);
-          const last = [...events, p.lines.filter((line) => line.event === 'metrics').at(-1)];
-          return `--- ${p.name}\n${last.map((line) => JSON.stringify(line)).join('\n')}\n${p.stderr.join('').slice(-2000)}`;
-        })
-        .join('\n');
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${logs}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+const { start, until, killAll } = shoalProcesses();
 
 function must<T>(value: T | null | undefined): T {
   if (value === null || value === undefined) throw new Error('expected a value');
   return value;
 }
 
-const eventsOf = (p: Proc, event: string) => p.lines.filter((line) => line.event === event);
-
-afterAll(() => {
-  for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
-});
+afterAll(killAll);
 
 describe('shoal host + shoal worker over WebRTC', () => {
   it('trains nano in a room of two CPU workers, commits rounds, evaluates θ_global, and exits cleanly on SIGINT', {
