@@ -9,7 +9,7 @@
  */
 import { type Batch, type Corpus, corpusFromBytes, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import { createWireCodec, type RoomStatus, type RunConfig } from '@shoal/protocol';
+import { createWireCodec, maxMessageBytesFor, type RoomStatus, type RunConfig } from '@shoal/protocol';
 import {
   type CoordinatorEvent,
   decodeRoomCheckpoint,
@@ -91,6 +91,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
   // before the mesh starts: a volunteer may ask for the text as soon as it is welcomed
   const { corpus, source } = await roomCorpus(init, config);
   post({ type: 'dataset', dataset: datasetOf(corpus, source) });
+  post({ type: 'message-limit', bytes: maxMessageBytesFor(config) });
 
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.room.roomId));
   serveCorpus(member, corpus.bytes);

@@ -125,6 +125,8 @@ export type RuntimeEvent =
   | { type: 'resumed'; checkpoint: CheckpointInfo }
   /** Host: the room's text is loaded (and served to volunteers who ask). */
   | { type: 'dataset'; dataset: DatasetInfo }
+  /** The run is known: the mesh (on the page) refuses any message larger than this. */
+  | { type: 'message-limit'; bytes: number }
   | { type: 'stats'; stats: VolunteerStats }
   | { type: 'params'; id: number; params: Float32Array; config: RunConfig; key: string }
   | { type: 'files'; id: number; weights: Uint8Array; state: Uint8Array; roomId: string }

@@ -8,7 +8,7 @@
 import { BatchSampler, type Corpus, corpusFromBytes, fnv1a32 } from '@shoal/data';
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
 import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
-import { corpusLengthOf, createWireCodec, type RoomStatus, type RunConfig } from '@shoal/protocol';
+import { corpusLengthOf, createWireCodec, maxMessageBytesFor, type RoomStatus, type RunConfig } from '@shoal/protocol';
 import { fetchCorpusFrom, Member, runIdFor, Worker as SwarmWorker, wallClock } from '@shoal/swarm';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type { DatasetInfo, RuntimeControl, RuntimeOut, VolunteerInit, VolunteerStats } from './messages.ts';
@@ -98,6 +98,7 @@ export async function startVolunteer(
     coordinator: init.coordinator,
     capabilities: { backend: init.backend, adapter, tokensPerSecond: 0 },
     createTrainer: async (config, params) => {
+      post({ type: 'message-limit', bytes: maxMessageBytesFor(config) });
       const corpus = await loadCorpus(config);
       sampler = new BatchSampler(corpus.train, {
         batchSize: config.train.batchSize,

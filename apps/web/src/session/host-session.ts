@@ -168,6 +168,8 @@ function run(
         return setCheckpoint(message.checkpoint, true);
       case 'dataset':
         return setSession({ dataset: message.dataset });
+      case 'message-limit':
+        return mesh.mesh.setMessageLimit(message.bytes);
       case 'error':
         console.warn(`shoal host: ${message.message}`);
         if (message.fatal) setSession({ error: message.message, phase: 'stopped' });

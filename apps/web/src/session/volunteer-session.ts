@@ -41,6 +41,9 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
       case 'left':
         void mesh.close().then(() => signal.close());
         return;
+      case 'message-limit':
+        mesh.mesh.setMessageLimit(message.bytes);
+        return;
       case 'error':
         console.warn(`shoal volunteer: ${message.message}`);
         if (message.fatal) setSession({ error: message.message, phase: 'stopped' });
