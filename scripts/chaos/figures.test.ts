@@ -37,6 +37,7 @@ function room(witnessLines: Line[], hostMetrics: Line[] = [metrics(1_000, 5), me
       commit(6_000, 3, 'a3'),
       checkpoint(6_100, 3, 'a3'),
     ],
+    stderrTail: '',
   };
   // life 1: resumed at round 3; 4 and 5 commit, 6 aborts, 7 is open at the end
   const second: HostLife = {
@@ -50,6 +51,7 @@ function room(witnessLines: Line[], hostMetrics: Line[] = [metrics(1_000, 5), me
       line(25_000, { event: 'round-aborted', fragment: 0, round: 6, reason: 'deadline' }),
       ...hostMetrics,
     ],
+    stderrTail: '',
   };
   const witness: WorkerLife = {
     name: 'witness-1#0',

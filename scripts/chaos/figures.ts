@@ -28,6 +28,8 @@ export interface HostLife {
   endedAt: number | null;
   ending: Ending;
   lines: Line[];
+  /** The last lines of its stderr, for a host that crashed. */
+  stderrTail: string;
 }
 
 export type WorkerKind = 'cli' | 'witness' | 'hostile';
@@ -118,6 +120,8 @@ export interface ChaosFigures {
     /** The hostile worker's own replica (not a criterion: it is hostile). */
     hostile: { agreed: number; mismatched: number };
     mismatches: string[];
+    /** The first few states no host life named. */
+    unmatchedSamples: string[];
   };
   checkpoints: { loads: number; failed: number; errors: string[]; evalLoss: number | null; roundsLostMax: number };
   chaos: ChaosRecord['actions'] & {
@@ -144,6 +148,15 @@ const STALL_S = 30;
 const num = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null);
 const events = (lines: Line[], event: string) => lines.filter((line) => line.json?.event === event);
 type FragmentRound = { round: number; hash: string };
+
+/** The line of a crashed process's stderr that says what went wrong (not Node's version banner). */
+function errorLine(stderr: string): string {
+  const lines = stderr
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line && !/^Node\.js v/.test(line));
+  return lines.find((line) => /Error\b|error:|Uncaught/.test(line)) ?? lines.at(-1) ?? '(no stderr)';
+}
 
 /** The host life running at `at`: the last one started at or before it. */
 function lifeAt(hosts: HostLife[], at: number): number {
@@ -267,6 +280,7 @@ export function computeFigures(record: ChaosRecord): ChaosFigures {
   let unmatched = 0;
   const hostile = { agreed: 0, mismatched: 0 };
   const mismatches: string[] = [];
+  const unmatchedSamples: string[] = [];
   for (const worker of workerLives) {
     if (worker.kind === 'cli') continue;
     for (const line of events(worker.lines, 'adopted')) {
@@ -281,6 +295,10 @@ export function computeFigures(record: ChaosRecord): ChaosFigures {
       }
       if (expected === undefined) {
         unmatched++;
+        if (unmatchedSamples.length < 10)
+          unmatchedSamples.push(
+            `${worker.name} held ${fragment}:${round} ${hash} at ${(line.at / 1e3).toFixed(1)} s (host life ${life})`,
+          );
         continue;
       }
       checked++;
@@ -312,10 +330,13 @@ export function computeFigures(record: ChaosRecord): ChaosFigures {
   // --- processes and the hostile --------------------------------------------------------------
   const exits: string[] = [];
   for (const host of hosts)
-    if (host.ending === 'crashed') exits.push(`the host exited by itself at ${(host.endedAt ?? 0) / 1e3} s`);
+    if (host.ending === 'crashed')
+      exits.push(
+        `the host exited by itself at ${((host.endedAt ?? 0) / 1e3).toFixed(0)} s: ${errorLine(host.stderrTail)}`,
+      );
   for (const worker of workerLives) {
     if (worker.ending !== 'crashed') continue;
-    const why = String(events(worker.lines, 'left')[0]?.json?.stoppedBy ?? worker.stderrTail.trim().split('\n').at(-1));
+    const why = String(events(worker.lines, 'left')[0]?.json?.stoppedBy ?? errorLine(worker.stderrTail));
     exits.push(`${worker.name} exited by itself at ${((worker.endedAt ?? 0) / 1e3).toFixed(0)} s: ${why}`);
   }
   const tampered: Record<string, number> = {};
@@ -424,6 +445,7 @@ export function computeFigures(record: ChaosRecord): ChaosFigures {
       witnesses,
       hostile,
       mismatches,
+      unmatchedSamples,
     },
     checkpoints: {
       loads: record.checkpoints.length,

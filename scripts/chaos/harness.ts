@@ -168,11 +168,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
       const args = ['host', '--server', url, ...(resume ? ['--resume', dir] : training), '--checkpoint-dir', dir];
       const proc = startShoal(`host#${record.hosts.length}`, [...args, ...reporting], now);
       procs.push(proc);
-      const life: HostLife = { startedAt: now(), endedAt: null, ending: 'running', lines: proc.lines };
+      const life: HostLife = { startedAt: now(), endedAt: null, ending: 'running', lines: proc.lines, stderrTail: '' };
       record.hosts.push(life);
       host = { proc, life };
       void proc.exit.then(() => {
         life.endedAt ??= now();
+        life.stderrTail = proc.stderr.slice(-2_000);
         if (life.ending !== 'running') return;
         life.ending = 'crashed';
         say(`the host exited by itself: ${proc.stderr.trim().split('\n').slice(-3).join(' | ')}`);
