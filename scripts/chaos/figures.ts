@@ -286,8 +286,11 @@ export function computeFigures(record: ChaosRecord): ChaosFigures {
     for (const line of events(worker.lines, 'adopted')) {
       const { fragment, round, hash } = line.json as { fragment: number; round: number; hash: string };
       const life = lifeAt(hosts, line.at);
-      // the host life of that moment; a state adopted just before a kill may print just after it
-      const expected = named[life]?.get(`${fragment}:${round}`) ?? named[life - 1]?.get(`${fragment}:${round}`);
+      // the host life of that moment (a state adopted just before a kill may print just after it);
+      // round 0 is the seeded initial state of every life, which the first life's first save names
+      const key = `${fragment}:${round}`;
+      const expected =
+        named[life]?.get(key) ?? named[life - 1]?.get(key) ?? (round === 0 ? named[0]?.get(key) : undefined);
       if (worker.kind === 'hostile') {
         if (expected === hash) hostile.agreed++;
         else if (expected !== undefined) hostile.mismatched++;
