@@ -40,6 +40,12 @@ export interface MemberInfo {
    * there, and `innerStep` is what it did since (so the room's tokens are not counted twice).
    */
   baseStep: number;
+  /**
+   * Where the room's schedule stood when it said hello (the median worker's step): the
+   * schedule counts its progress from there, so a newcomer at step 0 does not hold the median, and
+   * with it every round, back until it has caught up with the veterans.
+   */
+  scheduleOffset: number;
   /** The peers it has an open channel to (heartbeats); null until its first heartbeat. */
   reachable: Set<PeerId> | null;
   /** Its contributions that shard owners refused, by reason, as its heartbeats report them. */
@@ -195,9 +201,9 @@ export class Coordinator {
     return total;
   }
 
-  /** The median synced worker's inner step. */
+  /** The median synced worker's inner step, on the room's schedule. */
   get medianStep(): number {
-    return median(this.syncedWorkers().map((info) => info.innerStep));
+    return median(this.syncedWorkers().map((info) => info.scheduleOffset + info.innerStep));
   }
 
   syncedWorkers(): MemberInfo[] {
@@ -264,6 +270,8 @@ export class Coordinator {
         stalls: 0,
         lastSeen: this.member.clock.now(),
         baseStep: ownStep,
+        // the median worker's step, or where the last rounds opened when nobody is training
+        scheduleOffset: Math.max(this.medianStep, Math.min(...this.nextOpenStep) - this.config.diloco.innerSteps),
         reachable: null,
         rejected: {},
         misses: 0,
@@ -335,7 +343,9 @@ export class Coordinator {
   /** Opens every fragment's round that the median worker's progress calls for. */
   maybeOpenRounds(): void {
     if (this.paused) return;
-    const workers = this.syncedWorkers();
+    let workers = this.syncedWorkers();
+    // every worker benched: nobody is left to train with, so the benches end now
+    if (workers.length === 0 && this.liftBenches(true)) workers = this.syncedWorkers();
     if (workers.length === 0) return;
     const step = this.medianStep;
     for (let p = 0; p < this.inFlight.length; p++) {
@@ -413,17 +423,18 @@ export class Coordinator {
     return Math.max(1, steps * train.batchSize * train.seqLen);
   }
 
-  /** Members whose bench is served go back to rounds (their replica followed meanwhile). */
-  private liftBenches(): void {
+  /** Members whose bench is served (or all, `early`) go back to rounds; true when any did. */
+  private liftBenches(early = false): boolean {
     let changed = false;
     for (const info of this.members.values()) {
-      if (info.status !== 'excluded' || info.benchedUntil > this.roundsOpened) continue;
+      if (info.status !== 'excluded' || (info.benchedUntil > this.roundsOpened && !early)) continue;
       info.status = 'synced';
       info.reason = '';
       info.benchedUntil = 0;
       changed = true;
     }
     if (changed) this.broadcastRoster();
+    return changed;
   }
 
   /**
@@ -519,10 +530,11 @@ export class Coordinator {
   }
 
   /**
-   * The referee's result for shard k is in. An owner or checker that aggregated exactly the
-   * referee's contributors and still got another result computed a wrong aggregate: it is benched.
-   * One that aggregated other contributors (a crash, a late or equivocating contributor) is not
-   * blamed: without signatures nobody can tell who was at fault, and the referee's result stands.
+   * The referee's result for shard k is in. An owner or checker is benched for a wrong aggregate
+   * only when the other of the two reproduced the referee's result exactly and it, from the same
+   * contributors, did not: two of three agree, so the third computed wrong. Otherwise (one of them
+   * silent, other contributors, or a contributor that sent them different bytes) nobody is blamed:
+   * without the contributions' own hashes nobody can tell who lied, and the referee's result stands.
    */
   private judgeShard(p: number, round: number, shard: number, referee: ShardClaim): void {
     const open = this.inFlight[p];
@@ -530,9 +542,12 @@ export class Coordinator {
     if (!entry) return;
     const heard = this.options.replica.shardClaims(p, round, shard);
     const sameInputs = (claim: ShardClaim) => claim.accepted.join('\n') === referee.accepted.join('\n');
+    const right = (claim: ShardClaim | null) => claim !== null && claim.hash === referee.hash;
     const wrong = (claim: ShardClaim | null) => claim !== null && sameInputs(claim) && claim.hash !== referee.hash;
-    if (wrong(heard.owner)) this.bench(entry.owner, `wrong aggregate in ${p}:${round}`);
-    if (entry.checker && wrong(heard.checker)) this.bench(entry.checker, `wrong check in ${p}:${round}`);
+    if (wrong(heard.owner) && right(heard.checker)) this.bench(entry.owner, `wrong aggregate in ${p}:${round}`);
+    if (entry.checker && wrong(heard.checker) && right(heard.owner)) {
+      this.bench(entry.checker, `wrong check in ${p}:${round}`);
+    }
   }
 
   private onHashReport(from: PeerId, p: number, round: number, hash: string): void {
