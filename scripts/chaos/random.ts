@@ -1,16 +1,8 @@
 /** The chaos run's only source of randomness: seeded, so a run's schedule can be replayed. */
+import { mulberry32 } from '../../packages/gpu/src/random.ts';
 
-/** mulberry32: a uniform float in [0, 1) per call, the same sequence for the same seed. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 (the same generator as the data's): the same sequence for the same seed. */
+export const seededRandom: (seed: number) => () => number = mulberry32;
 
 /** Uniform in [min, max). */
 export const between = (random: () => number, min: number, max: number) => min + (max - min) * random();
