@@ -17,8 +17,8 @@ import { basename, dirname, join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
-import { readKeptView } from '@shoal/server/signal-client';
-import type { IceServer } from '@shoal/server/signal-messages';
+import type { IceServer } from '@shoal/signaling';
+import { readKeptView } from '@shoal/signaling';
 import {
   type CoordinatorEvent,
   createRunConfig,

@@ -4,7 +4,7 @@
  */
 import { createIdentity, type Message } from '@shoal/protocol';
 import { startServer } from '@shoal/server';
-import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
+import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
 import { Member, wallClock } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';

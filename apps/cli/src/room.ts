@@ -10,8 +10,8 @@
  */
 import { connectRoomMesh, type MeshTransport, type WrtcImplementation } from '@shoal/mesh';
 import { createIdentity, createWireCodec, type PeerId } from '@shoal/protocol';
-import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
-import type { IceServer } from '@shoal/server/signal-messages';
+import type { IceServer } from '@shoal/signaling';
+import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
 import { Member, runIdFor, wallClock } from '@shoal/swarm';
 import { WebSocket } from 'ws';
 import { UsageError } from './usage.ts';

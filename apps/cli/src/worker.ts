@@ -9,7 +9,7 @@ import { formatAdapter } from '@shoal/gpu';
 import type { WrtcImplementation } from '@shoal/mesh';
 import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
 import { type Capabilities, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
-import type { ServerMessageOf } from '@shoal/server/signal-messages';
+import type { ServerMessageOf } from '@shoal/signaling';
 import { fetchCorpusFrom, type Member, Worker } from '@shoal/swarm';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import { connectSignaling, joinMesh, loadWrtc, type RoomLink, serverBase, untilSignal } from './room.ts';

@@ -6,13 +6,13 @@ import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import type { IceServer } from '@shoal/signaling';
 import sirv from 'sirv';
 import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
-import type { IceServer } from './signal-messages.ts';
 import { attachSignaling, SIGNAL_PATH, type SignalingStats } from './signaling.ts';
 
+export * from '@shoal/signaling';
 export * from './signal-config.ts';
-export * from './signal-messages.ts';
 export { SIGNAL_PATH, type SignalingStats } from './signaling.ts';
 
 export const DEFAULT_STATIC_DIR = fileURLToPath(new URL('../../../dist/web', import.meta.url));

@@ -4,11 +4,12 @@
  * another address still gets in; rooms nobody joined expire fast. Clients at other addresses
  * connect from 127.0.0.2, 127.0.0.3, … (all of 127.0.0.0/8 is loopback).
  */
+
+import type { ServerMessageOf } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
 import { addressKey, IpLimits } from './ip-limits.ts';
 import { DEFAULT_SIGNALING_LIMITS } from './signal-config.ts';
-import type { ServerMessageOf } from './signal-messages.ts';
 import { type RawClient, startTestServer, testClients, until } from './signal-test-support.ts';
 
 let server: RunningServer;

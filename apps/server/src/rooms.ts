@@ -7,9 +7,9 @@
  * SHA-256 and compares all three in constant time.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { SignalErrorCode } from '@shoal/signaling';
 import type { IpLimits } from './ip-limits.ts';
 import type { SignalingLimits } from './signal-config.ts';
-import type { SignalErrorCode } from './signal-messages.ts';
 
 /** Random base64url: 9 bytes (72 bits) for room and peer ids, 32 bytes for credentials. */
 export function randomId(bytes: number): string {

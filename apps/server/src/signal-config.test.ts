@@ -1,8 +1,8 @@
 import { jsonDepth } from '@shoal/protocol';
+import { SignalClient } from '@shoal/signaling';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import type { RunningServer } from './index.ts';
-import { SignalClient } from './signal-client.ts';
 import { DEFAULT_SIGNALING_LIMITS, resolveIceServers, resolveSignalingLimits } from './signal-config.ts';
 import { startTestServer, until } from './signal-test-support.ts';
 

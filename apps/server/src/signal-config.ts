@@ -3,8 +3,9 @@
  * servers it hands out and its structured logger. All of it is configurable through
  * startServer's options; ICE servers also through the SHOAL_ICE_SERVERS environment variable.
  */
+
+import { type IceServer, iceServerSchema } from '@shoal/signaling';
 import { z } from 'zod';
-import { type IceServer, iceServerSchema } from './signal-messages.ts';
 
 export interface SignalingLimits {
   /** Bytes of one WebSocket frame; larger ones close the socket with 1009. 64 KiB. */

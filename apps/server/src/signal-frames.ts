@@ -7,12 +7,7 @@
  * unparsed; from a host it is parsed, and refused unless it is a publish.
  */
 import { jsonDepth } from '@shoal/protocol';
-import {
-  CLIENT_MESSAGE_KINDS,
-  type ClientMessage,
-  clientMessageSchema,
-  type SignalErrorCode,
-} from './signal-messages.ts';
+import { CLIENT_MESSAGE_KINDS, type ClientMessage, clientMessageSchema, type SignalErrorCode } from '@shoal/signaling';
 
 export type ParsedFrame =
   | { ok: true; message: ClientMessage; bytes: number }

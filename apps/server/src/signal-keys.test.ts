@@ -1,7 +1,7 @@
 import { createIdentity, type PeerKey } from '@shoal/protocol';
+import { SignalClient, type WebSocketLike } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { SignalClient, type WebSocketLike } from './signal-client.ts';
 import { startTestServer, testClients, until } from './signal-test-support.ts';
 
 let server: RunningServer;

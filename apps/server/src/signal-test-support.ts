@@ -4,11 +4,11 @@
  */
 import { ROOM_VIEW_VERSION, type RoomViewUpdate } from '@shoal/protocol';
 import { RUN_CONFIG } from '@shoal/protocol/test-fixtures';
+import type { ServerMessage } from '@shoal/signaling';
+import { SignalClient, signalUrl } from '@shoal/signaling';
 import { afterEach } from 'vitest';
 import { WebSocket } from 'ws';
 import { type RunningServer, type ServerOptions, startServer } from './index.ts';
-import { SignalClient, signalUrl } from './signal-client.ts';
-import type { ServerMessage } from './signal-messages.ts';
 
 export async function startTestServer(options: Partial<ServerOptions> = {}): Promise<RunningServer> {
   return startServer({ port: 0, host: '127.0.0.1', staticDir: '/nonexistent', logger: null, ...options });

@@ -3,9 +3,9 @@
  * get the kept history and then every publish, and nobody else can publish, watch or signal.
  */
 import { MAX_VIEW_HISTORY, roomViewUpdateSchema } from '@shoal/protocol';
+import type { ServerMessageOf } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import type { ServerMessageOf } from './signal-messages.ts';
 import { type RawClient, roomView, startTestServer, testClients, until } from './signal-test-support.ts';
 import { RoomViewHistory } from './signal-watch.ts';
 

@@ -15,9 +15,9 @@
  * first. A `watch` whose first snapshot the budget cannot pay for is refused with 'watch-budget'.
  */
 import { appendThinned, MAX_VIEW_HISTORY, type RoomViewUpdate } from '@shoal/protocol';
+import { CLOSE_CODES, type SignalErrorCode } from '@shoal/signaling';
 import type { Room } from './rooms.ts';
 import type { LogFields, SignalingLimits } from './signal-config.ts';
-import { CLOSE_CODES, type SignalErrorCode } from './signal-messages.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 interface KeptPoint {

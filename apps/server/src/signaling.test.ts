@@ -1,6 +1,6 @@
+import { type SignalClient, SignalError } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { type SignalClient, SignalError } from './signal-client.ts';
 import { startTestServer, testClients, until } from './signal-test-support.ts';
 
 let server: RunningServer;

@@ -17,11 +17,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type PeerKey, RejectionCounters } from '@shoal/protocol';
-import { type RawData, WebSocket, WebSocketServer } from 'ws';
-import { addressKey, clientAddress, IpLimits } from './ip-limits.ts';
-import { type Room, RoomRegistry } from './rooms.ts';
-import { type LogFields, makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
-import { parseClientFrame } from './signal-frames.ts';
 import {
   type BoundKey,
   CLOSE_CODES,
@@ -32,7 +27,12 @@ import {
   type ServerMessage,
   SIGNAL_PROTOCOL_VERSION,
   type SignalErrorCode,
-} from './signal-messages.ts';
+} from '@shoal/signaling';
+import { type RawData, WebSocket, WebSocketServer } from 'ws';
+import { addressKey, clientAddress, IpLimits } from './ip-limits.ts';
+import { type Room, RoomRegistry } from './rooms.ts';
+import { type LogFields, makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
+import { parseClientFrame } from './signal-frames.ts';
 import { WatchHub } from './signal-watch.ts';
 import { TokenBucket } from './token-bucket.ts';
 

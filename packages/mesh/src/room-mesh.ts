@@ -7,7 +7,7 @@
 import type { Identity, PeerId, PeerKeyRegistry } from '@shoal/protocol';
 import { MeshTransport, type MeshTransportOptions, type SignalData } from './mesh-transport.ts';
 
-/** What the mesh needs of a signaling client (SignalClient from @shoal/server/signal-client fits). */
+/** What the mesh needs of a signaling client (SignalClient from @shoal/signaling fits). */
 export interface SignalChannel {
   signal(to: string, data: unknown): void;
   on(event: 'signal', handler: (message: { from: string; data: unknown }) => void): () => void;

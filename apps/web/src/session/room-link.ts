@@ -5,7 +5,7 @@
  */
 import { connectRoomMesh, type MeshTransport, type RoomMesh } from '@shoal/mesh';
 import { createIdentity, type Identity, type RoomStatus } from '@shoal/protocol';
-import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/server/signal-client';
+import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
 import { z } from 'zod';
 import type { RuntimeEvent, RuntimeIn } from '../runtime/messages.ts';
 import { bridgeTransport, type PortLike } from '../runtime/port-transport.ts';

@@ -1,6 +1,6 @@
 /**
  * The signaling protocol at `/signal`: JSON text frames, one message each, a discriminated union
- * on `kind`. Shared by the server (signaling.ts) and the client helper (signal-client.ts), so it
+ * on `kind`. Shared by the server (signaling.ts) and the client (client.ts), so it
  * imports nothing from Node.
  *
  * | kind         | direction              | fields                                                        |

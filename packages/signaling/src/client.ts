@@ -28,7 +28,7 @@ import {
   SIGNAL_PROTOCOL_VERSION,
   type SignalErrorCode,
   serverMessageSchema,
-} from './signal-messages.ts';
+} from './messages.ts';
 
 /** A handler checked bivariantly (as methods are), so `ws`'s and the DOM's event types both fit. */
 type Handler<E> = { bivarianceHack(event: E): void }['bivarianceHack'];
