@@ -13,7 +13,6 @@
  * | welcome        | coordinator → member              | hello accepted                               |
  * | roster         | coordinator → every member        | membership or member status changed          |
  * | heartbeat      | member → coordinator              | every `heartbeatMs`                          |
- * | metrics        | coordinator → every member        | periodically (room-level figures)            |
  * | round-open     | coordinator → every replica       | the median worker reached the round's step   |
  * | contribution   | participant → owner and checker   | at its next inner-step boundary after open   |
  * | shard-result   | shard owner/checker → replicas    | all expected contributions in, or deadline   |
@@ -133,23 +132,6 @@ const heartbeatBody = z.object({
       message: `at most ${MAX_REJECTION_REASONS} reasons`,
     })
     .optional(),
-});
-
-/** Room-level figures, computed on the host; mirrors `shoal host --json`'s metrics event. */
-const metricsBody = z.object({
-  /** The median worker's inner step. */
-  step: countSchema,
-  /** The room's total tokens trained. */
-  tokens: countSchema,
-  trainLoss: z.number().nullable(),
-  /** Validation loss of θ_global, evaluated by the host. */
-  evalLoss: z.number().nullable(),
-  tokensPerSecond: nonNegativeSchema,
-  bytesSent: countSchema,
-  bytesReceived: countSchema,
-  members: countSchema,
-  committedRounds: countSchema,
-  abortedRounds: countSchema,
 });
 
 /**
@@ -272,7 +254,7 @@ const corpusTransferBody = corpusRange;
 export type HeaderField = 'fragment' | 'round' | 'shard' | 'codec' | 'weight';
 
 interface KindSpec {
-  /** The header's kind byte. Never renumber; append. */
+  /** The header's kind byte. Never renumber or reuse; append. Retired: 5 (a room-level `metrics` message nothing sent). */
   id: number;
   header: readonly HeaderField[];
   payload: boolean;
@@ -284,7 +266,6 @@ export const MESSAGE_SPECS = {
   welcome: { id: 2, header: [], payload: false, body: welcomeBody },
   roster: { id: 3, header: [], payload: false, body: rosterBody },
   heartbeat: { id: 4, header: [], payload: false, body: heartbeatBody },
-  metrics: { id: 5, header: [], payload: false, body: metricsBody },
   'round-open': { id: 6, header: ['fragment', 'round', 'codec'], payload: false, body: roundOpenBody },
   contribution: {
     id: 7,
@@ -340,7 +321,6 @@ export type HelloMessage = MessageOf<'hello'>;
 export type WelcomeMessage = MessageOf<'welcome'>;
 export type RosterMessage = MessageOf<'roster'>;
 export type HeartbeatMessage = MessageOf<'heartbeat'>;
-export type MetricsMessage = MessageOf<'metrics'>;
 export type RoundOpenMessage = MessageOf<'round-open'>;
 export type ContributionMessage = MessageOf<'contribution'>;
 export type ShardResultMessage = MessageOf<'shard-result'>;

@@ -113,6 +113,7 @@ describe('decode rejects malformed input with a specific reason', () => {
     expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.major, 2)), 'version', /protocol 2\.3/);
     expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.kind, 0)), 'unknown-kind');
     expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.kind, 200)), 'unknown-kind', /200/);
+    expectRejected(codec.decode(patched(hello, HEADER_OFFSETS.kind, 5)), 'unknown-kind', /5/); // retired: metrics
     expectRejected(codec.decode(forge({ flags: 1 })), 'reserved');
     expectRejected(codec.decode(forge({ reserved: 4 })), 'reserved');
   });
