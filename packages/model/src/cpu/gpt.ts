@@ -8,6 +8,7 @@
 import type { FloatArray } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
 import { buildLayout, type ParamLayout } from '../layout.ts';
+import { checkTokens } from '../tokens.ts';
 import { type Activations, activationFloats, allocateActivations } from './activations.ts';
 import {
   type CpuBackend,
@@ -73,14 +74,6 @@ function pointTensors<A extends FloatArray>(layout: ParamLayout, flat: A): Model
     lnfw: view('transformer.ln_f.weight'),
     lnfb: view('transformer.ln_f.bias'),
   };
-}
-
-/** Throws on the first token outside [0, V). */
-function checkTokens(tokens: Int32Array, V: number): void {
-  for (let i = 0; i < tokens.length; i++) {
-    const token = tokens[i] as number;
-    if (!(token >= 0 && token < V)) throw new RangeError(`token ${token} at position ${i} is outside [0, ${V})`);
-  }
 }
 
 /** The gradient buffers that backward kernels add into, zeroed before each backward pass. */

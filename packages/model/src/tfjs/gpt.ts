@@ -12,6 +12,7 @@
 import type * as TfCore from '@tensorflow/tfjs-core';
 import type { GptConfig } from '../config.ts';
 import { buildLayout, type ParamLayout } from '../layout.ts';
+import { checkTokens } from '../tokens.ts';
 import type { TrainConfig } from '../train-config.ts';
 
 export type Tf = typeof TfCore;
@@ -39,14 +40,8 @@ function checkBatch(config: GptConfig, inputs: Int32Array, targets: Int32Array, 
   if (inputs.length !== B * T || targets.length !== B * T) {
     throw new RangeError(`expected ${B * T} inputs and targets, got ${inputs.length} and ${targets.length}`);
   }
-  for (const tokens of [inputs, targets]) {
-    for (let i = 0; i < tokens.length; i++) {
-      const token = tokens[i] as number;
-      if (!(token >= 0 && token < config.vocabSize)) {
-        throw new RangeError(`token ${token} at position ${i} is outside [0, ${config.vocabSize})`);
-      }
-    }
-  }
+  checkTokens(inputs, config.vocabSize);
+  checkTokens(targets, config.vocabSize);
 }
 
 /** [T, T]: 0 where key ≤ query (causal), MASKED above the diagonal. */

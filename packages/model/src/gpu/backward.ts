@@ -1,0 +1,164 @@
+/**
+ * The GPT-2 backward pass on WebGPU, bound once for one batch shape: the forward plan in reverse
+ * (cpu/gpt.ts's backward), adding every parameter gradient into `model.grads` (cleared by the
+ * caller before each step). The activation gradients are per model, not per layer, as in llm.c:
+ * - one `dresidual` [B·T, C] carries ∂L/∂residual down the stack: a residual add passes its
+ *   gradient to both inputs unchanged, so the branch matmuls read it directly and each
+ *   LayerNorm backward adds its input gradient into it (no residual-backward kernels at all);
+ * - the branch gradients (dfchGelu, dln2, datty, dln1, dlnf) are overwritten by the matmul that
+ *   produces them (accumulate: false); dfch and dqkv, which GELU and attention add into, are
+ *   zeroed by a fill just before each layer uses them.
+ */
+import type { BoundKernel } from '@shoal/gpu';
+import { blockView, type GptBuffers, paramView } from './buffers.ts';
+
+/** The backward pass's kernels, in dispatch order; reads what the forward pass kept in `model.acts`. */
+export function bindBackward(model: GptBuffers): BoundKernel[] {
+  const { B, T, kernels: k, params: P, grads: G, inputs, targets, acts, dacts, layout } = model;
+  const { nLayer: L, nEmbd: C, nHead: NH, vocabSize: V } = model.config;
+  const param = (buffer: GPUBuffer, name: string, floats?: number) => paramView(layout, buffer, name, floats);
+  const block = (buffer: GPUBuffer, l: number, suffix: string) => blockView(layout, buffer, l, suffix);
+  const BT = B * T;
+  const a = (name: string) => acts.view(name);
+  const d = (name: string) => dacts.view(name);
+  const wte = param(P, 'transformer.wte.weight');
+  const dwte = param(G, 'transformer.wte.weight');
+  const residualOut = (l: number) => (l < 0 ? a('encoded') : a(`${l}.residual3`));
+  const dres = d('dresidual');
+  const out: BoundKernel[] = [k.vector.fill(dres, 0, BT * C)];
+
+  // dlogits = (softmax − onehot) / BT over the logits, then the tied head.
+  out.push(
+    k.crossEntropy.backward({ logits: a('logits'), targets: { buffer: targets } }, BT, V),
+    k.matmul.backwardInput({ dinp: d('dlnf'), dout: a('logits'), weight: wte, N: BT, C, OC: V, accumulate: false }),
+    k.matmul.backwardWeight({ dweight: dwte, dout: a('logits'), inp: a('lnf'), N: BT, C, OC: V }),
+    k.layernorm.backward(
+      dres,
+      param(G, 'transformer.ln_f.weight'),
+      param(G, 'transformer.ln_f.bias'),
+      d('dlnf'),
+      residualOut(L - 1),
+      param(P, 'transformer.ln_f.weight'),
+      a('lnfMean'),
+      a('lnfRstd'),
+      BT,
+      C,
+    ),
+  );
+  for (let l = L - 1; l >= 0; l--) {
+    const w = (suffix: string) => block(P, l, suffix);
+    const g = (suffix: string) => block(G, l, suffix);
+    const x = (name: string) => a(`${l}.${name}`);
+    out.push(
+      // MLP: dres is ∂L/∂residual3 = ∂L/∂fcproj.
+      k.matmul.backwardInput({
+        dinp: d('dfchGelu'),
+        dout: dres,
+        weight: w('mlp.c_proj.weight'),
+        N: BT,
+        C: 4 * C,
+        OC: C,
+        accumulate: false,
+      }),
+      k.matmul.backwardWeight({
+        dweight: g('mlp.c_proj.weight'),
+        dbias: g('mlp.c_proj.bias'),
+        dout: dres,
+        inp: x('fchGelu'),
+        N: BT,
+        C: 4 * C,
+        OC: C,
+      }),
+      k.vector.fill(d('dfch'), 0, BT * 4 * C),
+      k.gelu.backward(d('dfch'), x('fch'), d('dfchGelu'), BT * 4 * C),
+      k.matmul.backwardInput({
+        dinp: d('dln2'),
+        dout: d('dfch'),
+        weight: w('mlp.c_fc.weight'),
+        N: BT,
+        C,
+        OC: 4 * C,
+        accumulate: false,
+      }),
+      k.matmul.backwardWeight({
+        dweight: g('mlp.c_fc.weight'),
+        dbias: g('mlp.c_fc.bias'),
+        dout: d('dfch'),
+        inp: x('ln2'),
+        N: BT,
+        C,
+        OC: 4 * C,
+      }),
+      // dres becomes ∂L/∂residual2.
+      k.layernorm.backward(
+        dres,
+        g('ln_2.weight'),
+        g('ln_2.bias'),
+        d('dln2'),
+        x('residual2'),
+        w('ln_2.weight'),
+        x('ln2Mean'),
+        x('ln2Rstd'),
+        BT,
+        C,
+      ),
+      // Attention: ∂L/∂attproj = ∂L/∂residual2.
+      k.matmul.backwardInput({
+        dinp: d('datty'),
+        dout: dres,
+        weight: w('attn.c_proj.weight'),
+        N: BT,
+        C,
+        OC: C,
+        accumulate: false,
+      }),
+      k.matmul.backwardWeight({
+        dweight: g('attn.c_proj.weight'),
+        dbias: g('attn.c_proj.bias'),
+        dout: dres,
+        inp: x('atty'),
+        N: BT,
+        C,
+        OC: C,
+      }),
+      k.vector.fill(d('dqkv'), 0, BT * 3 * C),
+      k.attention.backward(
+        { qkv: x('qkv'), out: x('atty'), lse: x('lse'), dout: d('datty'), dqkv: d('dqkv') },
+        { B, T, C, NH },
+      ),
+      k.matmul.backwardInput({
+        dinp: d('dln1'),
+        dout: d('dqkv'),
+        weight: w('attn.c_attn.weight'),
+        N: BT,
+        C,
+        OC: 3 * C,
+        accumulate: false,
+      }),
+      k.matmul.backwardWeight({
+        dweight: g('attn.c_attn.weight'),
+        dbias: g('attn.c_attn.bias'),
+        dout: d('dqkv'),
+        inp: x('ln1'),
+        N: BT,
+        C,
+        OC: 3 * C,
+      }),
+      // dres becomes ∂L/∂(this layer's input).
+      k.layernorm.backward(
+        dres,
+        g('ln_1.weight'),
+        g('ln_1.bias'),
+        d('dln1'),
+        residualOut(l - 1),
+        w('ln_1.weight'),
+        x('ln1Mean'),
+        x('ln1Rstd'),
+        BT,
+        C,
+      ),
+    );
+  }
+  out.push(k.embedding.backward(dwte, param(G, 'transformer.wpe.weight', T * C), dres, { buffer: inputs }, B, T, C, V));
+  return out;
+}
