@@ -170,11 +170,10 @@ export function resolveIceServers(option: IceServer[] | undefined, env: string |
 export type LogFields = Record<string, string | number | boolean | null | undefined>;
 /** Receives one JSON line per event. */
 export type SignalLogger = (line: string) => void;
+/** Logs one event (nothing without a logger). */
+export type Log = (event: string, fields?: LogFields) => void;
 
-export function makeLog(
-  logger: SignalLogger | undefined,
-  now: () => number,
-): (event: string, fields?: LogFields) => void {
+export function makeLog(logger: SignalLogger | undefined, now: () => number): Log {
   if (!logger) return () => {};
   return (event, fields = {}) => {
     logger(JSON.stringify({ t: new Date(now()).toISOString(), event, ...fields }));

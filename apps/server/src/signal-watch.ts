@@ -17,7 +17,7 @@
 import { appendThinned, MAX_VIEW_HISTORY, type RoomViewUpdate } from '@shoal/protocol';
 import { CLOSE_CODES, type SignalErrorCode } from '@shoal/signaling';
 import type { Room } from './rooms.ts';
-import type { LogFields, SignalingLimits } from './signal-config.ts';
+import type { Log, SignalingLimits } from './signal-config.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 interface KeptPoint {
@@ -87,16 +87,21 @@ type WatchLimits = Pick<
   | 'watchBurstBytes'
 >;
 
-export interface WatchHubOptions<C> {
+/** What the hub needs of a socket (the server's Connection, signal-connection.ts). */
+export interface WatchSocket {
+  readonly id: number;
+  /** One text frame (with the server's backpressure check). */
+  sendText(text: string): void;
+  reject(code: SignalErrorCode, message: string, ref?: string): void;
+  /** Counts something refused on this socket's account without answering it. */
+  count(reason: SignalErrorCode, detail: string): void;
+  closeWith(code: number, reason: string): void;
+}
+
+interface WatchHubOptions {
   limits: WatchLimits;
   now: () => number;
-  /** One text frame to a socket (with the server's backpressure check). */
-  sendText(conn: C, text: string): void;
-  reject(conn: C, code: SignalErrorCode, message: string, ref?: string): void;
-  /** Counts something refused on `conn`'s account without answering it. */
-  count(conn: C, code: SignalErrorCode, detail: string): void;
-  close(conn: C, code: number, reason: string): void;
-  log(event: string, fields: LogFields): void;
+  log: Log;
 }
 
 interface RoomWatch {
@@ -114,11 +119,11 @@ interface Watching<C> {
   seenSeq: number;
 }
 
-export class WatchHub<C extends { readonly id: number }> {
+export class WatchHub<C extends WatchSocket> {
   private readonly watching = new Map<C, Watching<C>>();
   private readonly rooms = new WeakMap<Room<C>, RoomWatch>();
 
-  constructor(private readonly options: WatchHubOptions<C>) {}
+  constructor(private readonly options: WatchHubOptions) {}
 
   /** Sockets watching a room, on this server. */
   get count(): number {
@@ -131,17 +136,17 @@ export class WatchHub<C extends { readonly id: number }> {
 
   /** A `watch` from a socket in no room: true when it now watches `room`. */
   watch(conn: C, roomId: string, room: Room<C> | undefined, key: string): boolean {
-    const { reject, limits } = this.options;
+    const { limits } = this.options;
     if (!room) {
-      reject(conn, 'no-such-room', 'no such room (it may have expired)', 'watch');
+      conn.reject('no-such-room', 'no such room (it may have expired)', 'watch');
       return false;
     }
     if (!room.checkWatchKey(key)) {
-      reject(conn, 'bad-key', 'wrong watch key', 'watch');
+      conn.reject('bad-key', 'wrong watch key', 'watch');
       return false;
     }
     if (room.watchers.size >= limits.maxWatchersPerRoom) {
-      reject(conn, 'room-full', `a room has at most ${limits.maxWatchersPerRoom} watchers`, 'watch');
+      conn.reject('room-full', `a room has at most ${limits.maxWatchersPerRoom} watchers`, 'watch');
       return false;
     }
     const { history, fanOut } = this.state(room);
@@ -149,30 +154,30 @@ export class WatchHub<C extends { readonly id: number }> {
     const reply = `{"kind":"watching","roomId":${JSON.stringify(roomId)},"view":${history.json() ?? 'null'}}`;
     if (!fanOut.spend(reply.length)) {
       const why = `this room's watchers have used its ${limits.watchBytesPerSecond} bytes a second; try again soon`;
-      reject(conn, 'watch-budget', why, 'watch');
+      conn.reject('watch-budget', why, 'watch');
       return false;
     }
     room.watchers.add(conn);
     this.watching.set(conn, { conn, room, seenSeq: history.lastSeq });
     this.options.log('watching', { room: roomId, conn: conn.id, watchers: room.watchers.size });
-    this.options.sendText(conn, reply);
+    conn.sendText(reply);
     return true;
   }
 
   /** A host's `publish` (schema-checked): kept, then sent to the watchers the room's budget pays for. */
   publish(conn: C, room: Room<C>, update: RoomViewUpdate, bytes: number): void {
-    const { reject, limits } = this.options;
+    const { limits } = this.options;
     if (bytes > limits.maxPublishBytes) {
-      reject(conn, 'too-big', `publish frames are at most ${limits.maxPublishBytes} bytes`, 'publish');
+      conn.reject('too-big', `publish frames are at most ${limits.maxPublishBytes} bytes`, 'publish');
       return;
     }
     if (update.roomId !== room.id) {
-      reject(conn, 'schema', `data.roomId: this room is ${room.id}`, 'publish');
+      conn.reject('schema', `data.roomId: this room is ${room.id}`, 'publish');
       return;
     }
     const state = this.state(room);
     if (!state.bucket.take()) {
-      reject(conn, 'rate-limited', `at most ${limits.publishesPerSecond} publishes a second`, 'publish');
+      conn.reject('rate-limited', `at most ${limits.publishesPerSecond} publishes a second`, 'publish');
       return;
     }
     state.history.add(update);
@@ -207,13 +212,13 @@ export class WatchHub<C extends { readonly id: number }> {
           skipped++;
           continue;
         }
-        this.options.sendText(entry.conn, text);
+        entry.conn.sendText(text);
         entry.seenSeq = latest;
       }
     }
     if (skipped > 0) {
       const detail = `${skipped} of ${room.watchers.size} watchers skipped over ${this.options.limits.watchBytesPerSecond} B/s`;
-      this.options.count(host, 'watch-budget', detail);
+      host.count('watch-budget', detail);
       this.options.log('watch-thinned', { room: room.id, skipped, watchers: room.watchers.size });
     }
   }
@@ -230,7 +235,7 @@ export class WatchHub<C extends { readonly id: number }> {
   roomClosed(room: Room<C>): void {
     for (const watcher of [...room.watchers]) {
       this.leave(watcher);
-      this.options.close(watcher, CLOSE_CODES.roomClosed, 'room closed');
+      watcher.closeWith(CLOSE_CODES.roomClosed, 'room closed');
     }
     this.rooms.delete(room);
   }

@@ -1,0 +1,171 @@
+/**
+ * What the server does with one checked message (signal-frames.ts parsed it), by kind. Outside a
+ * room a socket may send one hello — create, reclaim, join or watch, at the server's major version
+ * — or leave. In a room: signal (to any peer), relay (member to host, host to one member or all,
+ * within the relay budget), and the host's own: publish, rotate-token, kick. Anything else is
+ * refused with an `error` whose ref is the kind, and changes nothing.
+ */
+import { CLOSE_CODES, type ClientMessage, SIGNAL_PROTOCOL_VERSION } from '@shoal/signaling';
+import type { Room, RoomRegistry } from './rooms.ts';
+import type { Log, SignalingLimits } from './signal-config.ts';
+import type { Connection } from './signal-connection.ts';
+import type { Membership } from './signal-membership.ts';
+import type { WatchHub } from './signal-watch.ts';
+
+type Message<K extends ClientMessage['kind']> = Extract<ClientMessage, { kind: K }>;
+type Hello = Message<'create' | 'reclaim' | 'join' | 'watch'>;
+
+export interface DispatchContext {
+  limits: Pick<SignalingLimits, 'maxRelayBytes'>;
+  rooms: RoomRegistry<Connection>;
+  membership: Membership;
+  watch: WatchHub<Connection>;
+  log: Log;
+}
+
+export class Dispatch {
+  constructor(private readonly context: DispatchContext) {}
+
+  /** `message` from `conn`, `bytes` long as it came (relay and publish have their own size limits). */
+  handle(conn: Connection, message: ClientMessage, bytes: number): void {
+    switch (message.kind) {
+      case 'create':
+      case 'reclaim':
+      case 'join':
+      case 'watch':
+        this.hello(conn, message);
+        return;
+      case 'leave':
+        if (conn.room) this.context.membership.leave(conn, 'left');
+        conn.closeWith(CLOSE_CODES.normal, 'left');
+        return;
+    }
+    const { room, peerId: self } = conn;
+    if (!room || !self) {
+      conn.reject('not-in-room', 'create or join a room first', message.kind);
+      return;
+    }
+    switch (message.kind) {
+      case 'signal':
+        this.signal(conn, room, self, message);
+        return;
+      case 'relay':
+        this.relay(conn, room, self, message, bytes);
+        return;
+      case 'publish':
+        if (conn.hosts) this.context.watch.publish(conn, room, message.data, bytes);
+        else conn.reject('not-host', 'only the host publishes the room view', 'publish');
+        return;
+      case 'rotate-token':
+        if (!conn.hosts) {
+          conn.reject('not-host', 'only the host rotates the token', 'rotate-token');
+          return;
+        }
+        conn.send({ kind: 'token', joinToken: room.rotateToken() });
+        this.context.log('token-rotated', { room: room.id });
+        return;
+      case 'kick':
+        this.kick(conn, room, self, message);
+        return;
+    }
+  }
+
+  /** The socket's way into a room (or to watching one): only once, only at our major version. */
+  private hello(conn: Connection, message: Hello): void {
+    const { membership, watch, rooms } = this.context;
+    if (conn.room || watch.isWatching(conn)) {
+      conn.reject('already-in-room', 'this socket is already in a room or watching one', message.kind);
+      return;
+    }
+    if (message.version !== SIGNAL_PROTOCOL_VERSION.major) {
+      const expected = SIGNAL_PROTOCOL_VERSION.major;
+      conn.reject('version', `signaling version ${message.version}, server speaks ${expected}`, message.kind);
+      return;
+    }
+    switch (message.kind) {
+      case 'create':
+        membership.create(conn, message.key ?? null);
+        return;
+      case 'reclaim':
+        membership.reclaim(conn, message.roomId, message.hostSecret, message.key ?? null);
+        return;
+      case 'join':
+        membership.join(conn, message.roomId, message.token, message.key ?? null);
+        return;
+      case 'watch':
+        // a watcher stays outside the room: no peer id, no seat, no signaling
+        if (watch.watch(conn, message.roomId, rooms.get(message.roomId), message.key)) conn.stopHelloTimer();
+        return;
+    }
+  }
+
+  /** An SDP or ICE payload to one other peer of the room, stamped with the sender's id. */
+  private signal(conn: Connection, room: Room<Connection>, self: string, message: Message<'signal'>): void {
+    const target = message.to === self ? undefined : room.peers.get(message.to);
+    if (!target) {
+      conn.reject('unknown-peer', `no peer ${message.to} in this room`, 'signal');
+      return;
+    }
+    target.send({ kind: 'signal', from: self, data: message.data });
+  }
+
+  /**
+   * A small control message through the server: a member's to the host, the host's to one member
+   * or to all. Each delivery costs the sender one token of its relay budget.
+   */
+  private relay(
+    conn: Connection,
+    room: Room<Connection>,
+    self: string,
+    message: Message<'relay'>,
+    bytes: number,
+  ): void {
+    const { maxRelayBytes } = this.context.limits;
+    if (bytes > maxRelayBytes) {
+      conn.reject('too-big', `relay frames are at most ${maxRelayBytes} bytes`, 'relay');
+      return;
+    }
+    let targets: Connection[];
+    if (conn.hosts) {
+      const one = message.to === undefined ? undefined : room.peers.get(message.to);
+      if (message.to !== undefined && (!one || message.to === self)) {
+        conn.reject('unknown-peer', `no member ${message.to} in this room`, 'relay');
+        return;
+      }
+      targets = one ? [one] : [...room.peers.values()].filter((member) => member !== conn);
+    } else {
+      const host = room.peers.get(room.hostId);
+      if (message.to !== undefined && message.to !== room.hostId) {
+        conn.reject('unknown-peer', 'members relay to the host only', 'relay');
+        return;
+      }
+      if (!host) {
+        conn.reject('unknown-peer', 'the host is not connected', 'relay');
+        return;
+      }
+      targets = [host];
+    }
+    if (!conn.relayBucket?.take(Math.max(1, targets.length))) {
+      conn.reject('relay-budget', 'relay budget spent; send control messages over the mesh', 'relay');
+      return;
+    }
+    for (const target of targets) target.send({ kind: 'relay', from: self, data: message.data });
+  }
+
+  /** The host removes a member: told why, taken out of the room, its socket closed with 4001. */
+  private kick(conn: Connection, room: Room<Connection>, self: string, message: Message<'kick'>): void {
+    if (!conn.hosts) {
+      conn.reject('not-host', 'only the host kicks', 'kick');
+      return;
+    }
+    const target = message.peer === self ? undefined : room.peers.get(message.peer);
+    if (!target) {
+      conn.reject('unknown-peer', `no member ${message.peer} in this room`, 'kick');
+      return;
+    }
+    target.send({ kind: 'kicked', reason: message.reason ?? 'kicked by the host' });
+    this.context.membership.leave(target, 'kicked');
+    target.closeWith(CLOSE_CODES.kicked, 'kicked');
+    this.context.log('kick', { room: room.id, peer: message.peer });
+  }
+}

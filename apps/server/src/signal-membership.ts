@@ -1,0 +1,120 @@
+/**
+ * Who sits in which room: the three ways in (a host creates a room or reclaims it with its secret,
+ * a member joins with the join token), the one way out (leave: left, closed, kicked or timed out),
+ * and what the others in the room hear of both. A peer's announced key is bound to its peer id
+ * while it stays, and told to everyone in the room with it (joined, reclaimed, peer-joined).
+ */
+import type { PeerKey } from '@shoal/protocol';
+import type { BoundKey, ClientLimits, IceServer, PeerLeftReason, ServerMessage } from '@shoal/signaling';
+import type { Room, RoomRefusal, RoomRegistry } from './rooms.ts';
+import type { Log } from './signal-config.ts';
+import type { Connection } from './signal-connection.ts';
+
+/** What every created, reclaimed and joined reply carries besides the room: how to connect, what to respect. */
+export interface Welcome {
+  iceServers: IceServer[];
+  limits: ClientLimits;
+}
+
+export class Membership {
+  constructor(
+    private readonly rooms: RoomRegistry<Connection>,
+    private readonly welcome: Welcome,
+    private readonly log: Log,
+  ) {}
+
+  /** A new room with `conn` as its host. */
+  create(conn: Connection, key: PeerKey | null): void {
+    const room = this.rooms.create(conn.address);
+    if (refused(conn, room, 'create')) return;
+    this.enter(conn, room, room.hostId, key);
+    this.log('room-created', { room: room.id, conn: conn.id });
+    conn.send({
+      kind: 'created',
+      roomId: room.id,
+      peerId: room.hostId,
+      hostSecret: room.hostSecret,
+      joinToken: room.joinToken,
+      watchKey: room.watchKey,
+      ...this.welcome,
+    });
+  }
+
+  /** The host back after a reconnect, into its old seat (same peer id), told who is there. */
+  reclaim(conn: Connection, roomId: string, secret: string, key: PeerKey | null): void {
+    const room = this.rooms.forReclaim(roomId, secret);
+    if (refused(conn, room, 'reclaim')) return;
+    this.enter(conn, room, room.hostId, key);
+    this.log('host-reclaimed', { room: room.id, conn: conn.id });
+    conn.send({
+      kind: 'reclaimed',
+      roomId: room.id,
+      peerId: room.hostId,
+      joinToken: room.joinToken,
+      watchKey: room.watchKey,
+      peers: room.othersThan(room.hostId),
+      keys: keysOf(room, room.hostId),
+      ...this.welcome,
+    });
+    broadcast(room, { kind: 'peer-joined', peer: room.hostId, key }, conn);
+  }
+
+  /** A member with a fresh peer id, told who is there (the host's seat may be empty). */
+  join(conn: Connection, roomId: string, token: string, key: PeerKey | null): void {
+    const room = this.rooms.forJoin(roomId, token);
+    if (refused(conn, room, 'join')) return;
+    const peerId = room.newPeerId();
+    room.hadMember = true;
+    this.enter(conn, room, peerId, key);
+    this.log('peer-joined', { room: room.id, peer: peerId, conn: conn.id });
+    conn.send({
+      kind: 'joined',
+      roomId: room.id,
+      peerId,
+      hostId: room.hostId,
+      hostPresent: room.hostPresent,
+      peers: room.othersThan(peerId),
+      keys: keysOf(room, peerId),
+      ...this.welcome,
+    });
+    broadcast(room, { kind: 'peer-joined', peer: peerId, key }, conn);
+  }
+
+  /** Takes `conn` out of its room (idempotent), tells the others, schedules an empty room's end. */
+  leave(conn: Connection, reason: PeerLeftReason): void {
+    const { room, peerId } = conn;
+    if (!room || !peerId) return;
+    conn.unseat();
+    if (room.peers.get(peerId) !== conn) return;
+    room.peers.delete(peerId);
+    this.log('peer-left', { room: room.id, peer: peerId, reason });
+    broadcast(room, { kind: 'peer-left', peer: peerId, reason });
+    if (room.peers.size === 0) this.rooms.emptied(room);
+  }
+
+  /** Seats `conn` in `room` as `peerId`, bound to `key` for as long as it stays. */
+  private enter(conn: Connection, room: Room<Connection>, peerId: string, key: PeerKey | null): void {
+    this.rooms.occupied(room);
+    conn.seat(room, peerId, key);
+    room.peers.set(peerId, conn);
+  }
+}
+
+/** Everyone in `room` but `except` hears `message`. */
+function broadcast(room: Room<Connection>, message: ServerMessage, except?: Connection): void {
+  for (const member of room.peers.values()) if (member !== except) member.send(message);
+}
+
+/** The registry refused `conn` a room: it is told why (the refusal answers its `ref` request). */
+function refused(conn: Connection, room: Room<Connection> | RoomRefusal, ref: string): room is RoomRefusal {
+  if (!('code' in room)) return false;
+  conn.reject(room.code, room.message, ref);
+  return true;
+}
+
+/** The keys bound to everyone in `room` but `self` who announced one. */
+function keysOf(room: Room<Connection>, self: string): BoundKey[] {
+  const keys: BoundKey[] = [];
+  for (const [peer, member] of room.peers) if (peer !== self && member.key) keys.push({ peer, key: member.key });
+  return keys;
+}
