@@ -11,11 +11,17 @@ import sirv from 'sirv';
 import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { attachSignaling, SIGNAL_PATH, type SignalingStats } from './signaling.ts';
 
-export * from '@shoal/signaling';
-export * from './signal-config.ts';
-export { SIGNAL_PATH, type SignalingStats } from './signaling.ts';
+// what `shoal server` (apps/cli/src/server.ts) needs to read its flags
+export type { IceServer } from '@shoal/signaling';
+export {
+  DEFAULT_SIGNALING_LIMITS,
+  resolveIceServers,
+  type SignalingLimits,
+  type SignalLogger,
+} from './signal-config.ts';
+export type { SignalingStats } from './signaling.ts';
 
-export const DEFAULT_STATIC_DIR = fileURLToPath(new URL('../../../dist/web', import.meta.url));
+const DEFAULT_STATIC_DIR = fileURLToPath(new URL('../../../dist/web', import.meta.url));
 
 export interface ServerOptions {
   port: number;

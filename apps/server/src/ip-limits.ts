@@ -7,12 +7,16 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
+import type { SignalErrorCode } from '@shoal/signaling';
 import type { SignalingLimits } from './signal-config.ts';
 import { TokenBucket } from './token-bucket.ts';
 
-/** A refusal by address: its reason code (in SIGNAL_ERROR_CODES) and what to tell the client. */
-export interface IpRefusal {
-  code: 'too-many-connections-per-ip' | 'too-many-rooms-per-ip' | 'room-rate-limited';
+/**
+ * Why a socket, a room or a request was refused (here, by address; rooms.ts, by room): its reason
+ * code and what to tell the client.
+ */
+export interface Refusal {
+  code: SignalErrorCode;
   message: string;
 }
 
@@ -79,7 +83,7 @@ export class IpLimits {
   }
 
   /** A socket from `address` opens: counted and null, or the refusal (nothing counted). */
-  connect(address: string): IpRefusal | null {
+  connect(address: string): Refusal | null {
     const use = this.use(address);
     if (use.connections >= this.limits.maxConnectionsPerIp) {
       const message = `at most ${this.limits.maxConnectionsPerIp} connections from one address`;
@@ -98,7 +102,7 @@ export class IpLimits {
   }
 
   /** A `create` from `address`: counted as a held room and null, or the refusal (nothing counted). */
-  admitRoom(address: string): IpRefusal | null {
+  admitRoom(address: string): Refusal | null {
     const use = this.use(address);
     const { maxRoomsPerIp, roomCreatesPerMinutePerIp } = this.limits;
     if (use.rooms >= maxRoomsPerIp) {

@@ -7,12 +7,11 @@
  * SHA-256 and compares all three in constant time.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { SignalErrorCode } from '@shoal/signaling';
-import type { IpLimits } from './ip-limits.ts';
+import type { IpLimits, Refusal } from './ip-limits.ts';
 import type { SignalingLimits } from './signal-config.ts';
 
 /** Random base64url: 9 bytes (72 bits) for room and peer ids, 32 bytes for credentials. */
-export function randomId(bytes: number): string {
+function randomId(bytes: number): string {
   return randomBytes(bytes).toString('base64url');
 }
 
@@ -21,7 +20,7 @@ function digest(text: string): Buffer {
 }
 
 /** Constant-time comparison of two strings of any length (by their hashes). */
-export function sameSecret(given: string, expectedDigest: Buffer): boolean {
+function sameSecret(given: string, expectedDigest: Buffer): boolean {
   return timingSafeEqual(digest(given), expectedDigest);
 }
 
@@ -86,12 +85,6 @@ export class Room<Member> {
   }
 }
 
-/** Why a room was not created, reclaimed or joined: its reason code and what to tell the client. */
-export interface RoomRefusal {
-  code: SignalErrorCode;
-  message: string;
-}
-
 type RegistryLimits = Pick<
   SignalingLimits,
   'maxRooms' | 'maxPeersPerRoom' | 'emptyRoomGraceMs' | 'neverJoinedRoomGraceMs'
@@ -126,7 +119,7 @@ export class RoomRegistry<Member> {
   }
 
   /** A new room held by `address`, or why not: the server is full, or the address holds or creates too many. */
-  create(address: string): Room<Member> | RoomRefusal {
+  create(address: string): Room<Member> | Refusal {
     const { maxRooms } = this.limits;
     if (this.rooms.size >= maxRooms)
       return { code: 'too-many-rooms', message: `this server holds at most ${maxRooms} rooms` };
@@ -138,7 +131,7 @@ export class RoomRegistry<Member> {
   }
 
   /** Room `roomId` for its host coming back with `secret`, or why not. */
-  forReclaim(roomId: string, secret: string): Room<Member> | RoomRefusal {
+  forReclaim(roomId: string, secret: string): Room<Member> | Refusal {
     const room = this.rooms.get(roomId);
     if (!room) return { code: 'no-such-room', message: 'no such room (it may have expired)' };
     if (!room.checkSecret(secret)) return { code: 'bad-secret', message: 'wrong host secret' };
@@ -147,7 +140,7 @@ export class RoomRegistry<Member> {
   }
 
   /** Room `roomId` for a member with `token`, or why not (the host's seat stays free while it is away). */
-  forJoin(roomId: string, token: string): Room<Member> | RoomRefusal {
+  forJoin(roomId: string, token: string): Room<Member> | Refusal {
     const room = this.rooms.get(roomId);
     const { maxPeersPerRoom } = this.limits;
     if (!room) return { code: 'no-such-room', message: 'no such room (it may have expired)' };

@@ -167,7 +167,7 @@ export function resolveIceServers(option: IceServer[] | undefined, env: string |
 }
 
 /** One event: its name and fields. Written as one JSON line with a timestamp. */
-export type LogFields = Record<string, string | number | boolean | null | undefined>;
+type LogFields = Record<string, string | number | boolean | null | undefined>;
 /** Receives one JSON line per event. */
 export type SignalLogger = (line: string) => void;
 /** Logs one event (nothing without a logger). */

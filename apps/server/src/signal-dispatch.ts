@@ -15,7 +15,7 @@ import type { WatchHub } from './signal-watch.ts';
 type Message<K extends ClientMessage['kind']> = Extract<ClientMessage, { kind: K }>;
 type Hello = Message<'create' | 'reclaim' | 'join' | 'watch'>;
 
-export interface DispatchContext {
+interface DispatchContext {
   limits: Pick<SignalingLimits, 'maxRelayBytes'>;
   rooms: RoomRegistry<Connection>;
   membership: Membership;

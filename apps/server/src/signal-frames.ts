@@ -9,7 +9,7 @@
 import { jsonDepth } from '@shoal/protocol';
 import { CLIENT_MESSAGE_KINDS, type ClientMessage, clientMessageSchema, type SignalErrorCode } from '@shoal/signaling';
 
-export type ParsedFrame =
+type ParsedFrame =
   | { ok: true; message: ClientMessage; bytes: number }
   | { ok: false; code: SignalErrorCode; message: string; ref?: string };
 

@@ -6,12 +6,13 @@
  */
 import type { PeerKey } from '@shoal/protocol';
 import type { BoundKey, ClientLimits, IceServer, PeerLeftReason, ServerMessage } from '@shoal/signaling';
-import type { Room, RoomRefusal, RoomRegistry } from './rooms.ts';
+import type { Refusal } from './ip-limits.ts';
+import type { Room, RoomRegistry } from './rooms.ts';
 import type { Log } from './signal-config.ts';
 import type { Connection } from './signal-connection.ts';
 
 /** What every created, reclaimed and joined reply carries besides the room: how to connect, what to respect. */
-export interface Welcome {
+interface Welcome {
   iceServers: IceServer[];
   limits: ClientLimits;
 }
@@ -106,7 +107,7 @@ function broadcast(room: Room<Connection>, message: ServerMessage, except?: Conn
 }
 
 /** The registry refused `conn` a room: it is told why (the refusal answers its `ref` request). */
-function refused(conn: Connection, room: Room<Connection> | RoomRefusal, ref: string): room is RoomRefusal {
+function refused(conn: Connection, room: Room<Connection> | Refusal, ref: string): room is Refusal {
   if (!('code' in room)) return false;
   conn.reject(room.code, room.message, ref);
   return true;

@@ -88,7 +88,7 @@ type WatchLimits = Pick<
 >;
 
 /** What the hub needs of a socket (the server's Connection, signal-connection.ts). */
-export interface WatchSocket {
+interface WatchSocket {
   readonly id: number;
   /** One text frame (with the server's backpressure check). */
   sendText(text: string): void;

@@ -35,7 +35,7 @@ import { WatchHub } from './signal-watch.ts';
 
 export const SIGNAL_PATH = '/signal';
 
-export interface SignalingOptions {
+interface SignalingOptions {
   limits: SignalingLimits;
   iceServers: IceServer[];
   logger?: SignalLogger;

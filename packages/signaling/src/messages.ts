@@ -134,7 +134,7 @@ export const iceServerSchema = z.object({
 export type IceServer = z.infer<typeof iceServerSchema>;
 
 /** The limits a client should respect, told in created/reclaimed/joined. */
-export const clientLimitsSchema = z.object({
+const clientLimitsSchema = z.object({
   maxFrameBytes: z.int().min(1),
   messagesPerSecond: z.number().min(0),
   messageBurst: z.number().min(0),
@@ -145,7 +145,7 @@ export const clientLimitsSchema = z.object({
 export type ClientLimits = z.infer<typeof clientLimitsSchema>;
 
 /** A peer's public key as the server bound it to the peer's id. */
-export const boundKeySchema = z.object({ peer: idSchema, key: peerKeySchema });
+const boundKeySchema = z.object({ peer: idSchema, key: peerKeySchema });
 export type BoundKey = z.infer<typeof boundKeySchema>;
 
 /** The public key a client announces for itself (minor 1); absent from older clients. */
@@ -170,7 +170,6 @@ export const clientMessageSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('watch'), version: versionSchema, roomId: idSchema, key: idSchema }),
 ]);
 export type ClientMessage = z.infer<typeof clientMessageSchema>;
-export type ClientMessageKind = ClientMessage['kind'];
 export const CLIENT_MESSAGE_KINDS: readonly string[] = clientMessageSchema.options.map(
   (option) => option.shape.kind.value,
 );
