@@ -8,26 +8,16 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer, createGptKernels, type GptKernels, GpuTrainer } from '@shoal/model';
+import type { RunConfig } from '@shoal/protocol';
 import { METHODS, type MethodName, type MethodResult, type SimulateOptions, simulateMethod } from '@shoal/swarm';
+import { RUN_OPTIONS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
-import { aggregationOption, codecOption, presetOption, UsageError } from './usage.ts';
+import { UsageError } from './usage.ts';
 
-export interface SimulateCliOptions {
-  preset: string;
+/** The run options (all but --steps: the schedule spans --tokens) and the simulator's own. */
+export interface SimulateCliOptions extends Omit<RunOptions, 'steps'> {
   workers: number;
-  batch: number;
-  seq?: number;
-  lr: number;
-  innerSteps: number;
-  fragments: number;
-  overlap: number;
-  alpha: number;
-  codec: string;
-  aggregation: string;
-  blockSize: number;
-  outerLr: number;
-  outerMomentum: number;
   tokens: number;
   methods: string;
   backend: 'webgpu' | 'cpu';
@@ -64,28 +54,22 @@ const formatBytes = (bytes: number) =>
 
 export async function simulateCommand(options: SimulateCliOptions): Promise<void> {
   const methods = parseMethods(options.methods);
-  const model = presetOption(options.preset);
-  const codec = codecOption(options.codec);
-  const aggregation = aggregationOption(options.aggregation);
-  if (options.fragments > model.nLayer) {
-    throw new UsageError(`--fragments ${options.fragments} exceeds ${options.preset}'s ${model.nLayer} blocks`);
+  // the room's config for these options: each checked against its range, and against the model
+  let config: RunConfig;
+  try {
+    config = runConfigOf({ ...options, steps: RUN_OPTIONS.steps.default as number });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
   for (const [flag, value] of [
-    ['--alpha', options.alpha],
     ['--gpu-tflops', options.gpuTflops],
     ['--link-mbps', options.linkMbps],
     ['--latency-ms', options.latencyMs],
-    ['--lr', options.lr],
-    ['--outer-lr', options.outerLr],
   ] as const) {
     if (!Number.isFinite(value) || value < 0) throw new UsageError(`${flag} must be a number ≥ 0, got ${value}`);
   }
-  if (options.alpha > 1) throw new UsageError(`--alpha must lie in [0, 1], got ${options.alpha}`);
-  if (!(options.outerMomentum >= 0 && options.outerMomentum < 1)) {
-    throw new UsageError(`--outer-momentum must lie in [0, 1), got ${options.outerMomentum}`);
-  }
-  const seqLen = options.seq ?? Math.min(64, model.blockSize);
-  if (seqLen > model.blockSize) throw new UsageError(`--seq ${seqLen} exceeds block_size ${model.blockSize}`);
+  const { codec, codecBlockSize, aggregation } = config.diloco;
+  const seqLen = config.train.seqLen;
   const corpus = loadCorpus({ seqLen });
   const evalBatches = validationBatches(corpus.validation, { batchSize: options.batch, seqLen, count: 32 });
 
@@ -127,7 +111,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         overlap: options.overlap,
         alpha: options.alpha,
         codec,
-        codecBlockSize: options.blockSize,
+        codecBlockSize,
         aggregation,
         outerLr: options.outerLr,
         outerMomentum: options.outerMomentum,

@@ -23,7 +23,7 @@ export interface TrainConfig {
 }
 
 export function defaultTrainConfig(overrides: Partial<TrainConfig> = {}): TrainConfig {
-  const maxLr = overrides.maxLr ?? 1e-3;
+  const maxLr = overrides.maxLr ?? 3e-3;
   return {
     batchSize: 16,
     seqLen: 64,
@@ -36,7 +36,7 @@ export function defaultTrainConfig(overrides: Partial<TrainConfig> = {}): TrainC
     eps: 1e-8,
     weightDecay: 0.1,
     gradClip: 1,
-    seed: 1337,
+    seed: 1,
     ...overrides,
   };
 }

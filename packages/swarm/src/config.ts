@@ -1,34 +1,16 @@
 /**
- * A room's run configuration with the design's defaults (ARCHITECTURE.md, "The algorithm"):
- * Streaming DiLoCo with P fragments synced every H inner steps, overlap τ, merge α, outer Nesterov
- * η 0.7 / μ 0.9, 4-bit fp4 contributions in blocks of 64. Option names follow `shoal simulate`.
+ * A run configuration from partial settings, the rest at the defaults of the run options
+ * (run-options.ts): for tests, benchmarks and the simulator, which set the engine's fields directly.
+ * What a person sets goes through `runConfigOf` instead.
  */
 import { defaultTrainConfig, type GptConfig, presetConfig, type TrainConfig } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
+import { RUN_OPTION_DEFAULTS, runConfigOf } from './run-options.ts';
 
 export type DilocoSettings = RunConfig['diloco'];
 
-export const DEFAULT_DILOCO: DilocoSettings = {
-  fragments: 2,
-  fragmentMode: 'sequential',
-  innerSteps: 50,
-  overlap: 2,
-  alpha: 0.5,
-  outerLr: 0.7,
-  outerMomentum: 0.9,
-  codec: 'fp4',
-  codecBlockSize: 64,
-  errorFeedback: false,
-  // Robust by default: each Δ is scaled down to at most 2× the median norm before the weighted
-  // mean, so one volunteer cannot steer θ_global by sending a scaled Δ (docs/hostile-volunteers.md
-  // has the measurement beside the plain mean and the trimmed mean).
-  aggregation: { kind: 'clipped-mean' },
-  hashAlgorithm: 'xxh128',
-  weightCapFactor: 4,
-  // Half the participants must report the committed hash: a round survives a crash or two. The
-  // coordinator also needs a strict majority of participants and host together, host included.
-  quorum: 0.5,
-};
+/** The room's DiLoCo settings at the run options' defaults (run-options.ts). */
+export const DEFAULT_DILOCO: DilocoSettings = runConfigOf(RUN_OPTION_DEFAULTS).diloco;
 
 export interface RunConfigOptions {
   preset?: string;

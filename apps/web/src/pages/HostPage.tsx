@@ -3,24 +3,22 @@
  * Start / pause / stop, the numbers, charts and tables, checkpoints and sampling.
  */
 import { decodeWeights, type GptConfig } from '@shoal/model';
+import {
+  parseRunOption,
+  parseRunQuery,
+  RUN_OPTION_NAMES,
+  RUN_OPTIONS,
+  type RunOptionErrors,
+  type RunOptionName,
+  type RunOptions,
+  runQueryOf,
+} from '@shoal/swarm/run-options';
 import { lazy, Suspense, useEffect, useMemo, useRef, useState } from 'react';
 import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
-import { listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
+import { forgetRoom, listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
 import type { CheckpointInfo } from '../runtime/messages.ts';
-import {
-  AGGREGATIONS,
-  CODECS,
-  checkField,
-  checkUploadedText,
-  type FormErrors,
-  HOST_FIELDS,
-  type HostFormValues,
-  hostQueryOf,
-  parseHostQuery,
-  runConfigOf,
-  type UploadedText,
-} from '../session/host-config.ts';
+import { checkUploadedText, roomConfigOf, type UploadedText } from '../session/host-config.ts';
 import { createRoom, type HostSession, resumeRoom } from '../session/host-session.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { store } from '../store.ts';
@@ -69,12 +67,12 @@ export function HostPage({ roomId }: { roomId: string | null }) {
 }
 
 function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) {
-  const [{ values: initial, errors: queryErrors }] = useState(() => parseHostQuery(location.search));
-  const [values, setValues] = useState<HostFormValues>(initial);
+  const [{ values: initial, errors: queryErrors }] = useState(() => parseRunQuery(location.search));
+  const [values, setValues] = useState<RunOptions>(initial);
   const [raw, setRaw] = useState<Record<string, string>>(() =>
     Object.fromEntries(Object.entries(initial).map(([k, v]) => [k, String(v)])),
   );
-  const [errors, setErrors] = useState<FormErrors>(queryErrors);
+  const [errors, setErrors] = useState<RunOptionErrors>(queryErrors);
   const [checkpoint, setCheckpoint] = useState<{ name: string; params: Float32Array; model: GptConfig } | null>(null);
   const [dataset, setDataset] = useState<'moby-dick' | 'upload'>('moby-dick');
   const [text, setText] = useState<UploadedText | null>(null);
@@ -89,21 +87,20 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
     listRooms().then(setSaved, () => setSaved([]));
   }, []);
 
-  const update = (name: keyof HostFormValues, text: string) => {
+  const update = (name: RunOptionName, text: string) => {
     setRaw((r) => ({ ...r, [name]: text }));
-    if (name === 'preset' || name === 'codec' || name === 'aggregation') {
-      setValues((v) => ({ ...v, [name]: text }));
-      setErrors((e) => ({ ...e, [name]: undefined }));
-      return;
-    }
-    const error = checkField(name, text);
+    const { value, error } = parseRunOption(name, text);
     setErrors((e) => ({ ...e, [name]: error }));
-    if (!error) setValues((v) => ({ ...v, [name]: Number(text) }));
+    if (error === undefined) setValues((v) => ({ ...v, [name]: value }));
+  };
+  const forget = async (roomId: string) => {
+    await forgetRoom(roomId);
+    setSaved((rooms) => rooms.filter(({ link }) => link.roomId !== roomId));
   };
   const fieldsValid = !Object.values(errors).some(Boolean);
   const invalid = !fieldsValid || textError !== undefined;
   useEffect(() => {
-    if (fieldsValid) history.replaceState(null, '', `/host${hostQueryOf(values)}`);
+    if (fieldsValid) history.replaceState(null, '', `/host${runQueryOf(values)}`);
   }, [values, fieldsValid]);
 
   const create = async () => {
@@ -111,7 +108,7 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
     setBusy(true);
     try {
       const upload = dataset === 'upload' && text ? text : undefined;
-      const config = runConfigOf(values, checkpoint?.model, upload);
+      const config = roomConfigOf(values, checkpoint?.model, upload);
       // copies: the worker takes the buffers, the form keeps its own
       const corpus = upload ? { name: config.data.corpus, bytes: upload.bytes.slice() } : null;
       onCreated(await createRoom(config, checkpoint ? checkpoint.params.slice() : null, corpus));
@@ -139,7 +136,15 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
                   {info
                     ? `step ${fmt.count(info.step)}, saved ${new Date(info.savedAt).toLocaleString()}`
                     : 'no checkpoint yet'}
-                </span>
+                </span>{' '}
+                <button
+                  type="button"
+                  className="link small"
+                  title="delete this room's checkpoint and link from this browser"
+                  onClick={() => void forget(link.roomId)}
+                >
+                  Forget
+                </button>
               </li>
             ))}
           </ul>
@@ -153,54 +158,41 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
           if (!invalid && !busy) void create();
         }}
       >
-        <label>
-          <span>Model</span>
-          <select
-            value={values.preset}
-            onChange={(e) => update('preset', e.target.value)}
-            disabled={checkpoint !== null}
-          >
-            {['nano', 'tiny', 'small', 'base'].map((name) => (
-              <option key={name}>{name}</option>
-            ))}
-          </select>
-          {errors.preset && <small className="field-error">{errors.preset}</small>}
-        </label>
-        <label>
-          <span>Codec</span>
-          <select value={values.codec} onChange={(e) => update('codec', e.target.value)}>
-            {CODECS.map((name) => (
-              <option key={name}>{name}</option>
-            ))}
-          </select>
-          {errors.codec && <small className="field-error">{errors.codec}</small>}
-        </label>
-        <label title="how shard owners combine the volunteers' Δ: clipped-mean and trimmed-mean resist a hostile volunteer">
-          <span>Aggregation</span>
-          <select value={values.aggregation} onChange={(e) => update('aggregation', e.target.value)}>
-            {AGGREGATIONS.map((name) => (
-              <option key={name}>{name}</option>
-            ))}
-          </select>
-          {errors.aggregation && <small className="field-error">{errors.aggregation}</small>}
-        </label>
-        {HOST_FIELDS.map((field) => (
-          <label key={field.name} title={field.hint}>
-            <span>{field.label}</span>
-            <input
-              name={field.name}
-              inputMode="decimal"
-              value={raw[field.name] ?? ''}
-              aria-invalid={Boolean(errors[field.name])}
-              onChange={(e) => update(field.name, e.target.value)}
-            />
-            {errors[field.name] ? (
-              <small className="field-error">{errors[field.name]}</small>
-            ) : (
-              <small className="muted">{field.hint}</small>
-            )}
-          </label>
-        ))}
+        {RUN_OPTION_NAMES.map((name) => {
+          const spec = RUN_OPTIONS[name];
+          return (
+            <label key={name} title={spec.help} htmlFor={`run-${name}`}>
+              <span>{spec.label}</span>
+              {spec.kind === 'choice' ? (
+                <select
+                  id={`run-${name}`}
+                  name={name}
+                  value={values[name]}
+                  onChange={(e) => update(name, e.target.value)}
+                  disabled={name === 'preset' && checkpoint !== null}
+                >
+                  {spec.choices.map((choice) => (
+                    <option key={choice}>{choice}</option>
+                  ))}
+                </select>
+              ) : (
+                <input
+                  id={`run-${name}`}
+                  name={name}
+                  inputMode="decimal"
+                  value={raw[name] ?? ''}
+                  aria-invalid={Boolean(errors[name])}
+                  onChange={(e) => update(name, e.target.value)}
+                />
+              )}
+              {errors[name] ? (
+                <small className="field-error">{errors[name]}</small>
+              ) : (
+                <small className="muted">{spec.help}</small>
+              )}
+            </label>
+          );
+        })}
         <fieldset className="span-2 field dataset" data-testid="dataset-choice">
           <legend>Dataset</legend>
           {DATASETS.map(({ value, label }) => (

@@ -1,83 +1,21 @@
 import { corpusFingerprint, MOBY_DICK_FINGERPRINT } from '@shoal/data';
+import { RUN_OPTION_DEFAULTS } from '@shoal/swarm/run-options';
 import { describe, expect, it } from 'vitest';
-import {
-  checkUploadedText,
-  HOST_FORM_DEFAULTS,
-  hostQueryOf,
-  parseHostQuery,
-  runConfigOf,
-  textNameOf,
-} from './host-config.ts';
+import { checkUploadedText, roomConfigOf, textNameOf } from './host-config.ts';
 
-describe('the room form and its URL query', () => {
-  it('reads the CLI option names in camelCase', () => {
-    const { values, errors } = parseHostQuery('?preset=tiny&innerSteps=10&fragments=4&codec=int8&outerLr=0.5&batch=8');
-    expect(errors).toEqual({});
-    expect(values).toMatchObject({
-      preset: 'tiny',
-      innerSteps: 10,
-      fragments: 4,
-      codec: 'int8',
-      outerLr: 0.5,
-      batch: 8,
-    });
-    expect(values.alpha).toBe(HOST_FORM_DEFAULTS.alpha);
-  });
-
-  it('reports bad values per field and keeps the defaults for them', () => {
-    const { values, errors } = parseHostQuery(
-      '?preset=huge&innerSteps=2.5&alpha=3&codec=zip&lr=abc&aggregation=median',
-    );
-    expect(Object.keys(errors).sort()).toEqual(['aggregation', 'alpha', 'codec', 'innerSteps', 'lr', 'preset']);
-    expect(errors.aggregation).toMatch(/clipped-mean, trimmed-mean, mean/);
-    expect(errors.innerSteps).toMatch(/whole number/);
-    expect(errors.alpha).toMatch(/at most 1/);
-    expect(values.preset).toBe('nano');
-  });
-
-  it('round-trips through hostQueryOf, writing only what differs from the defaults', () => {
-    const { values } = parseHostQuery('?preset=nano&innerSteps=7&overlap=0');
-    expect(hostQueryOf(values)).toBe('?innerSteps=7&overlap=0');
-    expect(parseHostQuery(hostQueryOf(values)).values).toEqual(values);
-    expect(hostQueryOf(HOST_FORM_DEFAULTS)).toBe('');
-  });
-
-  it('chooses the aggregation rule: clipped-mean unless the query names another', () => {
-    expect(runConfigOf(HOST_FORM_DEFAULTS).diloco.aggregation).toEqual({ kind: 'clipped-mean' });
-    const { values } = parseHostQuery('?aggregation=trimmed-mean');
-    expect(runConfigOf(values).diloco.aggregation).toEqual({ kind: 'trimmed-mean' });
-    expect(hostQueryOf(values)).toBe('?aggregation=trimmed-mean');
-  });
-
-  it('builds the run config, and refuses what does not fit the model', () => {
-    const config = runConfigOf(parseHostQuery('?innerSteps=5&fragments=2&batch=4&seq=32&lr=0.01').values);
-    expect(config.diloco).toMatchObject({
-      innerSteps: 5,
-      fragments: 2,
-      outerLr: 0.7,
-      outerMomentum: 0.9,
-      codec: 'fp4',
-    });
-    expect(config.train).toMatchObject({ batchSize: 4, seqLen: 32, maxLr: 0.01, minLr: 0.001 });
-    expect(config.model.nLayer).toBe(2);
-    expect(() => runConfigOf({ ...HOST_FORM_DEFAULTS, fragments: 3 })).toThrow(
-      /3 fragments exceed the model's 2 blocks/,
-    );
-    expect(() => runConfigOf({ ...HOST_FORM_DEFAULTS, seq: 128 })).toThrow(/block size 64/);
-  });
-
+describe('the room form: its text and its run config', () => {
   it('names the text: Moby Dick by default, an upload by its file name and fingerprint', () => {
-    expect(runConfigOf(HOST_FORM_DEFAULTS).data).toEqual({
+    expect(roomConfigOf(RUN_OPTION_DEFAULTS).data).toEqual({
       corpus: 'moby-dick',
       seed: 1,
       fingerprint: MOBY_DICK_FINGERPRINT,
     });
     const bytes = new TextEncoder().encode('It was the best of times. '.repeat(100));
-    const config = runConfigOf({ ...HOST_FORM_DEFAULTS, seq: 32 }, undefined, { name: 'dickens.txt', bytes });
+    const config = roomConfigOf({ ...RUN_OPTION_DEFAULTS, seq: 32 }, undefined, { name: 'dickens.txt', bytes });
     expect(config.data).toEqual({ corpus: 'dickens.txt', seed: 1, fingerprint: corpusFingerprint(bytes) });
     // too small for the sequence: the form says how large the text must be
     expect(() =>
-      runConfigOf(HOST_FORM_DEFAULTS, undefined, { name: 'dickens.txt', bytes: bytes.subarray(0, 300) }),
+      roomConfigOf(RUN_OPTION_DEFAULTS, undefined, { name: 'dickens.txt', bytes: bytes.subarray(0, 300) }),
     ).toThrow(/too small for seqLen 64.*at least \d+ bytes/);
     expect(textNameOf('../etc/passwd')).toBe('.._etc_passwd');
     expect(textNameOf('moby-dick')).toBe('uploaded.txt');

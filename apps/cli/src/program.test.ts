@@ -1,0 +1,66 @@
+import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
+import type { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { createProgram } from './program.ts';
+
+function command(name: string): Command {
+  const found = createProgram().commands.find((c) => c.name() === name);
+  if (!found) throw new Error(`no ${name} command`);
+  return found.exitOverride().configureOutput({ writeErr: () => {}, writeOut: () => {} });
+}
+
+/** `--help`'s text, one option per line (commander wraps long help to the terminal's width). */
+function help(name: string): string {
+  return command(name).configureHelp({ helpWidth: 10_000 }).helpInformation();
+}
+
+describe("the CLI's run options agree with the table", () => {
+  for (const which of ['host', 'simulate'] as const) {
+    it(`shoal ${which} --help lists every run option it offers with the table's help and default`, () => {
+      const text = help(which);
+      for (const name of RUN_OPTION_NAMES) {
+        const spec = RUN_OPTIONS[name];
+        const line = text.split('\n').find((l) => l.trimStart().startsWith(`${spec.flag} <${spec.metavar}>`));
+        if (which === 'simulate' && !spec.simulate) {
+          expect(line, `${spec.flag} is not a simulate option`).toBeUndefined();
+          continue;
+        }
+        expect(line, `${spec.flag} in shoal ${which} --help`).toBeDefined();
+        expect(line).toContain(spec.help);
+        expect(line).toContain(`(default: ${JSON.stringify(spec.default)})`);
+        if (spec.kind === 'choice') expect(line).toContain(spec.choices.join(' | '));
+      }
+    });
+  }
+
+  it('parses each option with the table’s parser: defaults, values and refusals', async () => {
+    const host = command('host');
+    let seen: Record<string, unknown> = {};
+    host.action((options) => {
+      seen = options;
+    });
+    await host.parseAsync(['--server', 'http://x', '--outer-lr', '0.5', '--block-size', '32', '--codec', 'int8'], {
+      from: 'user',
+    });
+    expect(seen).toMatchObject({ outerLr: 0.5, blockSize: 32, codec: 'int8', innerSteps: 50, seed: 1, lr: 3e-3 });
+    for (const name of RUN_OPTION_NAMES) expect(seen[name]).toBeDefined();
+    await expect(host.parseAsync(['--server', 'http://x', '--alpha', '2'], { from: 'user' })).rejects.toThrow(
+      /--alpha <α>' argument '2' is invalid. at most 1/,
+    );
+    await expect(host.parseAsync(['--server', 'http://x', '--codec', 'zip'], { from: 'user' })).rejects.toThrow(
+      /unknown codec "zip"/,
+    );
+  });
+
+  it('train, simulate and attacks share the seed, learning rate and preset defaults', () => {
+    for (const name of ['train', 'simulate', 'attacks']) {
+      const options = command(name).options;
+      const seed = options.find((o) => o.long === '--seed');
+      expect(seed?.defaultValue, `${name} --seed`).toBe(RUN_OPTIONS.seed.default);
+      const preset = options.find((o) => o.long === '--preset');
+      expect(preset?.defaultValue, `${name} --preset`).toBe(RUN_OPTIONS.preset.default);
+    }
+    const lr = command('train').options.find((o) => o.long === '--lr');
+    expect(lr?.defaultValue).toBe(RUN_OPTIONS.lr.default);
+  });
+});

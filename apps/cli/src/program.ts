@@ -1,0 +1,217 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { doctorCommand } from './doctor.ts';
+import { gradsCommand } from './grads.ts';
+import { hostCommand } from './host.ts';
+import { runOption, withRunOptions } from './run-options.ts';
+import { serverCommand } from './server.ts';
+import { simulateCommand } from './simulate.ts';
+import { trainCommand } from './train.ts';
+import { UsageError } from './usage.ts';
+import { workerCommand } from './worker.ts';
+
+export function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+function parseBackend(value: string): 'webgpu' | 'cpu' {
+  if (value !== 'webgpu' && value !== 'cpu') throw new InvalidArgumentError('expected webgpu or cpu');
+  return value;
+}
+
+/** Runs a command; a UsageError (bad input) prints one line and exits 1, no stack trace. */
+function guarded<A extends unknown[]>(action: (...args: A) => Promise<void>) {
+  return async (...args: A) => {
+    try {
+      await action(...args);
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      console.error(`shoal: ${error.message}`);
+      process.exitCode = 1;
+    }
+  };
+}
+
+export function parsePort(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidArgumentError('expected a port, 0–65535');
+  return port;
+}
+
+/** The `shoal` command and its subcommands, unparsed (main.ts parses process.argv). */
+export function createProgram(): Command {
+  const program = new Command('shoal')
+    .description("Train a GPT-style language model on volunteers' GPUs, in their browsers.")
+    .showHelpAfterError();
+
+  program
+    .command('doctor')
+    .description('check this machine: WebGPU adapter, a WGSL self-test, WebRTC in Node, Chromium')
+    .option('--json', 'print one JSON object')
+    .option('--adapter <which>', 'auto | system | lavapipe | swiftshader (default: SHOAL_ADAPTER or auto)')
+    .action(async (options) => {
+      process.exitCode = await doctorCommand(options);
+    });
+
+  program
+    .command('grads')
+    .description(
+      'write the gradient of the mean loss for every checkpoint tensor (to check the engine against another framework)',
+    )
+    .requiredOption('--checkpoint <file>', 'weights, safetensors (nanoGPT names)')
+    .requiredOption('--tokens <file>', 'B rows of S+1 little-endian int32 tokens')
+    .requiredOption('--batch <B>', 'rows in the tokens file', parsePositiveInt)
+    .requiredOption('--seq <S>', 'sequence length (inputs per row)', parsePositiveInt)
+    .requiredOption('--out <file>', 'gradients, safetensors, same names and shapes')
+    .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+    .option('--json', 'print one JSON line')
+    .action(guarded(gradsCommand));
+
+  program
+    .command('train')
+    .description('train a model on this machine: progress bar, periodic validation, checkpoints')
+    .addOption(runOption('preset'))
+    .option('--steps <n>', 'optimizer steps to run (with --resume: steps to add)', parsePositiveInt, 400)
+    .option('--stop-after <n>', 'stop after n steps, keeping the schedule of --steps', parsePositiveInt)
+    .addOption(runOption('batch', 'sequences per step'))
+    .option('--seq <T>', 'tokens per sequence (default: the preset block size)', parsePositiveInt)
+    .addOption(runOption('lr', 'peak learning rate (warmup, then cosine decay to lr/10)'))
+    .addOption(runOption('seed'))
+    .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+    .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); the last 10% is validation')
+    .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')
+    .option('--checkpoint-dir <dir>', 'where checkpoints go', 'checkpoints')
+    .option(
+      '--checkpoint-every <n>',
+      'also checkpoint every n steps (0: only at the end)',
+      (v) => Number.parseInt(v, 10),
+      0,
+    )
+    .option('--eval-every <n>', 'validation loss every n steps', (v) => Number.parseInt(v, 10), 50)
+    .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 32)
+    .option('--json', 'print a final JSON line {valLoss, trainLoss, steps, tokens, seconds}')
+    .action(guarded(trainCommand));
+
+  const parseNumber = (value: string) => {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new InvalidArgumentError('expected a number');
+    return n;
+  };
+
+  withRunOptions(
+    program
+      .command('simulate')
+      .description(
+        'M workers and a host in one process on the real engine, over a simulated network: dp vs DiLoCo vs Streaming DiLoCo',
+      )
+      .option('--workers <M>', 'simulated workers', parsePositiveInt, 4),
+    'simulate',
+  )
+    .option('--tokens <n>', 'training tokens per method, all workers together', parsePositiveInt, 1_000_000)
+    .option(
+      '--methods <list>',
+      'comma-separated: dp, diloco, streaming, streaming-fp4',
+      'dp,diloco,streaming,streaming-fp4',
+    )
+    .option('--backend <backend>', 'cpu | webgpu', parseBackend, 'cpu')
+    .option('--csv <dir>', 'write each method’s loss curve to DIR/<method>.csv')
+    .option('--gpu-tflops <n>', 'modelled GPU speed for the compute time per inner step', parseNumber, 10)
+    .option('--step-ms <ms>', 'compute time per inner step (overrides --gpu-tflops)', parseNumber)
+    .option('--link-mbps <n>', 'each peer’s up and down link, Mbit/s', parseNumber, 10)
+    .option('--latency-ms <ms>', 'one-way latency between peers', parseNumber, 50)
+    .option('--dry-run', 'model time and bytes without training (no evaluation)')
+    .option('--json', 'end with one JSON line {"methods": [...]}')
+    .action(guarded(simulateCommand));
+
+  program
+    .command('attacks')
+    .description(
+      'hostile volunteers against the in-memory room on the real engine: each attack beside a clean run, stopped and detected or not',
+    )
+    .option('--workers <M>', 'workers in the room', parsePositiveInt, 5)
+    .option('--hostile <n>', 'how many of them are hostile', parsePositiveInt, 1)
+    .addOption(runOption('preset'))
+    .option(
+      '--tokens <n>',
+      'training tokens per run, all workers together (about 11 rounds per fragment on nano)',
+      parsePositiveInt,
+      140_000,
+    )
+    .addOption(runOption('seed'))
+    .option('--only <list>', 'comma-separated attack names (default: all)')
+    .option('--json', 'end with one JSON line {"attacks": [...]}')
+    .action(guarded(async (options) => (await import('./attacks.ts')).attacksCommand(options)));
+
+  withRunOptions(
+    program
+      .command('host')
+      .description('create a room on a Shoal server and run its host (coordinator + θ_global replica) headless')
+      .requiredOption('--server <url>', 'the Shoal server, http(s)://host:port'),
+    'host',
+  )
+    .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); workers need the same file')
+    .option(
+      '--checkpoint-dir <dir>',
+      'write θ_global and the run state to DIR/shoal-room{,.state}.safetensors at every commit and on exit (0600; the room credentials in DIR/room-credentials.json)',
+    )
+    .option(
+      '--resume <checkpoint>',
+      "continue a room's run from a checkpoint directory (or its shoal-room.safetensors); takes the room back if the server still has it",
+    )
+    .option('--eval-every-ms <ms>', 'validation loss of θ_global every ms', parsePositiveInt, 30_000)
+    .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 4)
+    .option('--metrics-every-ms <ms>', 'a metrics line every ms', parsePositiveInt, 5_000)
+    .option(
+      '--publish-every-ms <ms>',
+      "sample the room view and publish it to the watch link's viewers every ms",
+      parsePositiveInt,
+      2_000,
+    )
+    .option(
+      '--deadline-ms <ms>',
+      'shard owners give up after ms; the coordinator on a round after twice that',
+      parsePositiveInt,
+      30_000,
+    )
+    .option('--json', 'one JSON line per event on stdout')
+    .action(guarded(hostCommand));
+
+  program
+    .command('worker')
+    .description('join a room as a headless volunteer and train until SIGINT/SIGTERM')
+    .requiredOption('--server <url>', 'the Shoal server, http(s)://host:port')
+    .requiredOption('--room <id>', 'room id (from the join link)')
+    .requiredOption('--token <token>', 'join token (from the join link)')
+    .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+    .option('--data <file>', "the room's corpus, when it is not Moby Dick")
+    .option('--json', 'one JSON line per event on stdout')
+    .action(guarded(workerCommand));
+
+  program
+    .command('export')
+    .description('write a checkpoint as ONNX: input_ids int64 [batch, seq] → logits float32 [batch, seq, vocab]')
+    .requiredOption('--checkpoint <file>', 'weights, NAME.safetensors')
+    .requiredOption('--out <file>', 'the .onnx file to write')
+    .option('--opset <n>', 'ONNX opset: 17 (GELU from primitives) or 20 (the Gelu op)', parsePositiveInt, 17)
+    .option('--json', 'print one JSON line {out, bytes, opset, config}')
+    .action(guarded(async (options) => (await import('./export.ts')).exportCommand(options)));
+
+  program
+    .command('server')
+    .description('serve the web app on http://localhost:8080 (PORT overrides)')
+    .option('--port <port>', 'port to listen on', parsePort)
+    .option('--host <host>', 'address to bind', '0.0.0.0')
+    .option(
+      '--limit <name=value>',
+      'a signaling limit, repeatable: maxFrameBytes, messagesPerSecond, maxPeersPerRoom, maxRooms, idleTimeoutMs, emptyRoomGraceMs, … (README)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
+      '--ice-servers <json>',
+      'STUN/TURN servers handed to clients, a JSON array of RTCIceServer (default: SHOAL_ICE_SERVERS)',
+    )
+    .action(guarded(serverCommand));
+
+  return program;
+}

@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_DILOCO } from './config.ts';
+import {
+  parseRunOption,
+  parseRunQuery,
+  RUN_OPTION_DEFAULTS,
+  RUN_OPTION_NAMES,
+  RUN_OPTIONS,
+  runConfigOf,
+  runOptionsSchema,
+  runQueryOf,
+} from './run-options.ts';
+
+describe('the run options table', () => {
+  it('holds a valid default for every option, within its range', () => {
+    expect(runOptionsSchema.parse(RUN_OPTION_DEFAULTS)).toEqual(RUN_OPTION_DEFAULTS);
+    for (const name of RUN_OPTION_NAMES) {
+      const spec = RUN_OPTIONS[name];
+      expect(spec.flag).toBe(`--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+      expect(parseRunOption(name, String(spec.default))).toEqual({ value: spec.default });
+    }
+  });
+
+  it('gives the room its defaults: the config at the defaults is DEFAULT_DILOCO and the trainer’s', () => {
+    const config = runConfigOf(RUN_OPTION_DEFAULTS);
+    expect(config.diloco).toEqual(DEFAULT_DILOCO);
+    expect(config.diloco).toMatchObject({ innerSteps: 50, fragments: 2, codec: 'fp4', codecBlockSize: 64 });
+    expect(config.diloco.aggregation).toEqual({ kind: 'clipped-mean' });
+    expect(config.train).toMatchObject({ batchSize: 16, seqLen: 64, maxLr: 3e-3, seed: 1 });
+    expect(config.train.minLr).toBeCloseTo(3e-4, 12);
+    expect(config.data).toEqual({ corpus: 'moby-dick', seed: 1 });
+  });
+
+  it('parses one value from text, or says why not', () => {
+    expect(parseRunOption('innerSteps', '10')).toEqual({ value: 10 });
+    expect(parseRunOption('innerSteps', '2.5').error).toMatch(/whole number/);
+    expect(parseRunOption('innerSteps', '0').error).toBe('at least 1');
+    expect(parseRunOption('alpha', '3').error).toBe('at most 1');
+    expect(parseRunOption('lr', 'abc').error).toBe('abc is not a number');
+    expect(parseRunOption('lr', ' ').error).toBe('  is not a number');
+    expect(parseRunOption('lr', '').error).toBe('(empty) is not a number');
+    expect(parseRunOption('codec', 'zip').error).toMatch(/unknown codec "zip": choose fp32, bf16, int8, int4, fp4/);
+    expect(parseRunOption('aggregation', 'median').error).toMatch(/clipped-mean, trimmed-mean, mean/);
+    expect(parseRunOption('preset', 'tiny')).toEqual({ value: 'tiny' });
+  });
+});
+
+describe('the URL query', () => {
+  it('reads the option names in camelCase', () => {
+    const { values, errors } = parseRunQuery('?preset=tiny&innerSteps=10&fragments=4&codec=int8&outerLr=0.5&batch=8');
+    expect(errors).toEqual({});
+    expect(values).toMatchObject({
+      preset: 'tiny',
+      innerSteps: 10,
+      fragments: 4,
+      codec: 'int8',
+      outerLr: 0.5,
+      batch: 8,
+    });
+    expect(values.alpha).toBe(RUN_OPTION_DEFAULTS.alpha);
+  });
+
+  it('reports bad values per field and keeps the defaults for them', () => {
+    const { values, errors } = parseRunQuery('?preset=huge&innerSteps=2.5&alpha=3&codec=zip&lr=abc&aggregation=median');
+    expect(Object.keys(errors).sort()).toEqual(['aggregation', 'alpha', 'codec', 'innerSteps', 'lr', 'preset']);
+    expect(errors.innerSteps).toMatch(/whole number/);
+    expect(values).toEqual(RUN_OPTION_DEFAULTS);
+  });
+
+  it('round-trips through runQueryOf, writing only what differs from the defaults', () => {
+    const { values } = parseRunQuery('?preset=nano&innerSteps=7&overlap=0&blockSize=32&aggregation=trimmed-mean');
+    expect(runQueryOf(values)).toBe('?innerSteps=7&overlap=0&blockSize=32&aggregation=trimmed-mean');
+    expect(parseRunQuery(runQueryOf(values)).values).toEqual(values);
+    expect(runQueryOf(RUN_OPTION_DEFAULTS)).toBe('');
+  });
+});
+
+describe('runConfigOf', () => {
+  it('builds the run config from every option', () => {
+    const { values } = parseRunQuery(
+      '?innerSteps=5&fragments=2&batch=4&seq=32&lr=0.01&outerLr=0.5&outerMomentum=0.8&blockSize=32&steps=99&seed=7',
+    );
+    const config = runConfigOf(values);
+    expect(config.diloco).toMatchObject({
+      innerSteps: 5,
+      fragments: 2,
+      outerLr: 0.5,
+      outerMomentum: 0.8,
+      codecBlockSize: 32,
+    });
+    expect(config.train).toMatchObject({
+      batchSize: 4,
+      seqLen: 32,
+      maxLr: 0.01,
+      minLr: 0.001,
+      totalSteps: 99,
+      seed: 7,
+    });
+  });
+
+  it('refuses what is out of range or does not fit the model', () => {
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, fragments: 3 })).toThrow(
+      /3 fragments exceed the model's 2 blocks/,
+    );
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, seq: 128 })).toThrow(/block size 64/);
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, alpha: 2 })).toThrow(/α, merge: at most 1/);
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, codec: 'zip' })).toThrow(/unknown codec/);
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, preset: 'huge' })).toThrow(/unknown model "huge"/);
+  });
+
+  it('takes a checkpoint’s model in place of the preset’s', () => {
+    const model = { nLayer: 4, nHead: 2, nEmbd: 32, blockSize: 32, vocabSize: 256 };
+    expect(runConfigOf({ ...RUN_OPTION_DEFAULTS, fragments: 4, seq: 32 }, { model }).model).toEqual(model);
+  });
+});
