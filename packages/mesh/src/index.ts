@@ -6,6 +6,7 @@
  */
 export * from './control.ts';
 export * from './drain.ts';
+export type { MeshStats, MeshTransportOptions, SignalData, WrtcImplementation } from './mesh-options.ts';
 export * from './mesh-transport.ts';
 export * from './peer-buffers.ts';
 export * from './room-mesh.ts';

@@ -23,6 +23,9 @@
  *   per-peer budget follows it (peerBudgetFor) unless `maxPeerBufferedBytes` fixes it.
  * - Keys: the mesh only carries them. `identity` and `peerKeys` (the signaling server's bindings)
  *   are lent to the swarm Member on top (protocol's KeyedTransport), which signs and verifies.
+ *
+ * link.ts holds what is kept per peer and reaches into simple-peer; mesh-options.ts the options
+ * and their defaults.
  */
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -40,82 +43,18 @@ import {
   type TransportEvent,
   type TransportEvents,
 } from '@shoal/protocol';
-import SimplePeer from 'simple-peer';
 import { decodeControl, encodeControl, isControlFrame } from './control.ts';
-import { type DataChannelLike, waitForDrain } from './drain.ts';
-import { type PeerBufferStats, PeerBuffers } from './peer-buffers.ts';
-
-export type SignalData = SimplePeer.SignalData;
-export type WrtcImplementation = NonNullable<SimplePeer.Options['wrtc']>;
-
-export interface MeshTransportOptions {
-  self: PeerId;
-  /** Hands a signal to the signaling channel, addressed to `to`. */
-  sendSignal: (to: PeerId, data: SignalData) => void;
-  /** The WebRTC implementation: `@roamhq/wrtc` in Node; leave out in browsers. */
-  wrtc?: WrtcImplementation;
-  /** ICE servers and the like (from the signaling server's configuration). */
-  rtcConfig?: RTCConfiguration;
-  /** Largest chunk sent, header included; lowered to the remote's maxMessageSize when known. 16 KiB. */
-  maxChunkBytes?: number;
-  /** Largest message accepted from or sent to a peer (protocol's default: 256 MiB); see setMessageLimit. */
-  maxMessageBytes?: number;
-  /**
-   * Bytes one peer may make this side hold at once (reassembly in progress, early frames).
-   * Default: peerBudgetFor(maxMessageBytes), following setMessageLimit.
-   */
-  maxPeerBufferedBytes?: number;
-  /** Bytes queued on a channel above which send waits. 1 MiB. */
-  highWaterMark?: number;
-  /** Bytes queued below which a waiting send resumes. 256 KiB. */
-  lowWaterMark?: number;
-  heartbeatIntervalMs?: number;
-  heartbeatTimeoutMs?: number;
-  connectTimeoutMs?: number;
-  /** How long close() waits for peers to acknowledge its goodbye (by closing). 500 ms. */
-  closeGraceMs?: number;
-  /** A peer that could not be connected to (never came up). */
-  onConnectFailed?: (peer: PeerId, reason: PeerDownReason) => void;
-  now?: () => number;
-  rejections?: RejectionCounters;
-  /** This peer's key pair, as its signaling client announced it. Default: none. */
-  identity?: Identity | null;
-  /** The keys the signaling server bound to the peers. Default: an empty registry. */
-  peerKeys?: PeerKeyRegistry;
-}
-
-export interface MeshStats {
-  bytesSent: number;
-  bytesReceived: number;
-  messagesSent: number;
-  messagesReceived: number;
-  /** The largest bufferedAmount seen on any channel right after a send. */
-  peakBufferedAmount: number;
-  /** The most bytes any one peer made this side hold at once (PeerBufferStats.heldBytes). */
-  peakPeerHeldBytes: number;
-}
-
-interface Link {
-  id: PeerId;
-  peer: SimplePeer.Instance;
-  up: boolean;
-  down: boolean;
-  /** Reassembly and early frames under the peer's byte budget, and its send queue's size. */
-  buffers: PeerBuffers;
-  nextMessageId: number;
-  /** The tail of this peer's send queue; never rejects. */
-  sendTail: Promise<void>;
-  /** When a pong or a chunk last came in (ms, from `now`). */
-  lastHeard: number;
-  pingNonce: number;
-  maxChunkBytes: number;
-  connectTimer: ReturnType<typeof setTimeout>;
-  /** Wakes sends waiting on backpressure when the link goes down. */
-  abort: AbortController;
-  /** Resolves when the link has gone down. */
-  gone: Promise<void>;
-  markGone: () => void;
-}
+import { waitForDrain } from './drain.ts';
+import { dataChannel, type Link, newLink, reasonForError, remoteMaxMessageSize } from './link.ts';
+import {
+  checkMessageLimit,
+  type MeshStats,
+  type MeshTransportOptions,
+  type ResolvedMeshOptions,
+  resolveResolvedMeshOptions,
+  type SignalData,
+} from './mesh-options.ts';
+import type { PeerBufferStats } from './peer-buffers.ts';
 
 export class MeshTransport implements Transport, KeyedTransport {
   readonly self: PeerId;
@@ -132,18 +71,7 @@ export class MeshTransport implements Transport, KeyedTransport {
   };
   private readonly emitter = new TransportEmitter();
   private readonly links = new Map<PeerId, Link>();
-  private readonly options: Required<
-    Pick<
-      MeshTransportOptions,
-      | 'maxChunkBytes'
-      | 'highWaterMark'
-      | 'lowWaterMark'
-      | 'heartbeatIntervalMs'
-      | 'heartbeatTimeoutMs'
-      | 'connectTimeoutMs'
-      | 'closeGraceMs'
-    >
-  >;
+  private readonly options: ResolvedMeshOptions;
   /** The largest message accepted from or sent to any peer. */
   private maxMessageBytes: number;
   /** Each peer's byte budget. */
@@ -159,18 +87,7 @@ export class MeshTransport implements Transport, KeyedTransport {
     this.peerKeys = config.peerKeys ?? new PeerKeyRegistry();
     this.now = config.now ?? (() => performance.now());
     this.rejections = config.rejections ?? new RejectionCounters({ now: () => Date.now() });
-    this.options = {
-      maxChunkBytes: config.maxChunkBytes ?? 16 * 1024,
-      highWaterMark: config.highWaterMark ?? 1024 * 1024,
-      lowWaterMark: config.lowWaterMark ?? 256 * 1024,
-      heartbeatIntervalMs: config.heartbeatIntervalMs ?? 2000,
-      heartbeatTimeoutMs: config.heartbeatTimeoutMs ?? 10_000,
-      connectTimeoutMs: config.connectTimeoutMs ?? 20_000,
-      closeGraceMs: config.closeGraceMs ?? 500,
-    };
-    if (this.options.lowWaterMark > this.options.highWaterMark) {
-      throw new RangeError('lowWaterMark must not exceed highWaterMark');
-    }
+    this.options = resolveResolvedMeshOptions(config);
     this.maxMessageBytes = checkMessageLimit(config.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES);
     this.peerBudgetBytes = config.maxPeerBufferedBytes ?? peerBudgetFor(this.maxMessageBytes);
     this.heartbeat = setInterval(() => this.beat(), this.options.heartbeatIntervalMs);
@@ -296,41 +213,21 @@ export class MeshTransport implements Transport, KeyedTransport {
   };
 
   private createLink(id: PeerId): Link {
-    const peer = new SimplePeer({
-      initiator: this.self < id,
-      trickle: true,
-      wrtc: this.config.wrtc,
-      config: this.config.rtcConfig,
-      channelConfig: { ordered: true },
-    });
-    let markGone = () => {};
-    const gone = new Promise<void>((resolve) => {
-      markGone = resolve;
-    });
-    const link: Link = {
+    const link = newLink(
       id,
-      peer,
-      up: false,
-      down: false,
-      buffers: new PeerBuffers({
+      {
+        self: this.self,
+        wrtc: this.config.wrtc,
+        rtcConfig: this.config.rtcConfig,
         now: this.now,
         maxMessageBytes: this.maxMessageBytes,
-        budgetBytes: this.peerBudgetBytes,
-      }),
-      nextMessageId: 0,
-      sendTail: Promise.resolve(),
-      lastHeard: this.now(),
-      pingNonce: 0,
-      maxChunkBytes: this.options.maxChunkBytes,
-      connectTimer: setTimeout(
-        () => this.goDown(link, { code: 'connection-failed', message: 'no connection within the timeout' }),
-        this.options.connectTimeoutMs,
-      ),
-      abort: new AbortController(),
-      gone,
-      markGone,
-    };
-    (link.connectTimer as { unref?: () => void }).unref?.();
+        peerBudgetBytes: this.peerBudgetBytes,
+        maxChunkBytes: this.options.maxChunkBytes,
+        connectTimeoutMs: this.options.connectTimeoutMs,
+      },
+      (late) => this.goDown(late, { code: 'connection-failed', message: 'no connection within the timeout' }),
+    );
+    const { peer } = link;
     this.links.set(id, link);
 
     peer.on('signal', (data: SignalData) => {
@@ -467,36 +364,4 @@ export class MeshTransport implements Transport, KeyedTransport {
     if (link.up) this.emitter.emit('peer-down', link.id, reason);
     else this.config.onConnectFailed?.(link.id, reason);
   }
-}
-
-function checkMessageLimit(bytes: number): number {
-  if (!Number.isInteger(bytes) || bytes < 1 || bytes > 0xffff_ffff) {
-    throw new RangeError(`The message limit must be an integer from 1 to ${0xffff_ffff} bytes, got ${bytes}`);
-  }
-  return bytes;
-}
-
-function reasonForError(error: Error & { code?: string }): PeerDownReason {
-  const message = error.message || String(error);
-  switch (error.code) {
-    case 'ERR_ICE_CONNECTION_FAILURE':
-    case 'ERR_CONNECTION_FAILURE':
-      return { code: 'connection-failed', message };
-    case 'ERR_ICE_CONNECTION_CLOSED':
-      return { code: 'closed', message };
-    default:
-      return { code: 'error', message: error.code ? `${error.code}: ${message}` : message };
-  }
-}
-
-/** simple-peer keeps its channel and connection private; the mesh needs both for pacing. */
-function dataChannel(peer: SimplePeer.Instance): DataChannelLike | undefined {
-  return (peer as unknown as { _channel?: DataChannelLike })._channel;
-}
-
-function remoteMaxMessageSize(peer: SimplePeer.Instance): number {
-  const pc = (peer as unknown as { _pc?: { sctp?: { maxMessageSize?: number } | null } })._pc;
-  const size = pc?.sctp?.maxMessageSize;
-  // 0 means "no limit" in the spec; absent means the implementation does not say
-  return typeof size === 'number' && size > 0 ? size : Number.POSITIVE_INFINITY;
 }

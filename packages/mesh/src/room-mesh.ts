@@ -5,7 +5,8 @@
  * depend on the server's. Its identity and key bindings go with the mesh to the swarm Member.
  */
 import type { Identity, PeerId, PeerKeyRegistry } from '@shoal/protocol';
-import { MeshTransport, type MeshTransportOptions, type SignalData } from './mesh-transport.ts';
+import type { MeshTransportOptions, SignalData } from './mesh-options.ts';
+import { MeshTransport } from './mesh-transport.ts';
 
 /** What the mesh needs of a signaling client (SignalClient from @shoal/signaling fits). */
 export interface SignalChannel {

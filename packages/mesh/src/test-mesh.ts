@@ -4,7 +4,8 @@
  */
 import * as wrtcModule from '@roamhq/wrtc';
 import type { PeerDownReason, PeerId } from '@shoal/protocol';
-import { MeshTransport, type MeshTransportOptions, type WrtcImplementation } from './mesh-transport.ts';
+import type { MeshTransportOptions, WrtcImplementation } from './mesh-options.ts';
+import { MeshTransport } from './mesh-transport.ts';
 
 // CommonJS: Node's ESM loader puts module.exports on `default`
 const wrtc = ((wrtcModule as { default?: unknown }).default ?? wrtcModule) as unknown as WrtcImplementation;
