@@ -18,9 +18,9 @@ describe("the host form's fields agree with the run options table", () => {
       const field = new RegExp(`<label[^>]*for="run-${name}"[^>]*><span>([^<]*)</span>(.*?)</label>`).exec(html);
       expect(field, `a field for ${name}`).not.toBeNull();
       const [, label, control] = field as RegExpExecArray;
-      const escape = (text: string) => text.replace(/'/g, '&#x27;');
-      expect(label).toBe(escape(spec.label));
-      expect(control).toContain(`<small class="muted">${escape(spec.help)}</small>`);
+      const entities = (text: string) => text.replace(/'/g, '&#x27;');
+      expect(label).toBe(entities(spec.label));
+      expect(control).toContain(`<small class="muted">${entities(spec.help)}</small>`);
       expect(control).toContain(`name="${name}"`);
       const expected = name === 'innerSteps' ? 7 : name === 'codec' ? 'int8' : spec.default;
       if (spec.kind === 'choice') {
