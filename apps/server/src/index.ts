@@ -6,12 +6,12 @@ import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import type { IceServer } from '@shoal/signaling';
+import { type IceServer, SIGNAL_PATH } from '@shoal/signaling';
 import sirv from 'sirv';
 import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
-import { attachSignaling, SIGNAL_PATH, type SignalingStats } from './signaling.ts';
+import { attachSignaling, type SignalingStats } from './signaling.ts';
 
-// what `shoal server` (apps/cli/src/server.ts) needs to read its flags
+// the types of startServer's options and result, and what `shoal server` (apps/cli) reads its flags with
 export type { IceServer } from '@shoal/signaling';
 export {
   DEFAULT_SIGNALING_LIMITS,

@@ -22,7 +22,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RejectionCounters } from '@shoal/protocol';
-import { CLOSE_CODES, type ClientLimits, type IceServer } from '@shoal/signaling';
+import { CLOSE_CODES, type ClientLimits, type IceServer, SIGNAL_PATH } from '@shoal/signaling';
 import { type RawData, WebSocket, WebSocketServer } from 'ws';
 import { addressKey, clientAddress, IpLimits } from './ip-limits.ts';
 import { RoomRegistry } from './rooms.ts';
@@ -32,8 +32,6 @@ import { Dispatch } from './signal-dispatch.ts';
 import { parseClientFrame } from './signal-frames.ts';
 import { Membership } from './signal-membership.ts';
 import { WatchHub } from './signal-watch.ts';
-
-export const SIGNAL_PATH = '/signal';
 
 interface SignalingOptions {
   limits: SignalingLimits;

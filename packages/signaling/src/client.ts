@@ -1,7 +1,9 @@
 /**
- * A small typed client for `/signal`, for the mesh, `shoal host` and `shoal worker`. It takes the
- * WebSocket constructor as a parameter: the browser's `WebSocket`, or `WebSocket` from the `ws`
- * package in Node; both have `onopen`/`onmessage`/`onclose` and string `data` for text frames.
+ * SignalClient: a small typed client for a Shoal server's signaling socket (SIGNAL_PATH), the one
+ * the web app's room mesh, `shoal host` and `shoal worker` all use. It imports nothing from Node
+ * or the DOM and takes the WebSocket constructor as a parameter: the browser's `WebSocket`, or
+ * `WebSocket` from the `ws` package in Node; both have `onopen`/`onmessage`/`onclose` and string
+ * `data` for text frames. The messages it speaks are in messages.ts.
  *
  *   const client = await SignalClient.connect(signalUrl(serverUrl), WebSocket);
  *   const room = await client.create();          // or client.join(roomId, token)
@@ -25,10 +27,14 @@ import { type Identity, PeerKeyRegistry, type RoomViewUpdate } from '@shoal/prot
 import {
   type ServerMessage,
   type ServerMessageOf,
+  SIGNAL_PATH,
   SIGNAL_PROTOCOL_VERSION,
   type SignalErrorCode,
   serverMessageSchema,
 } from './messages.ts';
+
+/** WebSocket.OPEN, the same in browsers and in `ws`. */
+const OPEN = 1;
 
 /** A handler checked bivariantly (as methods are), so `ws`'s and the DOM's event types both fit. */
 type Handler<E> = { bivarianceHack(event: E): void }['bivarianceHack'];
@@ -49,7 +55,7 @@ export type WebSocketConstructor = new (url: string) => WebSocketLike;
 export function signalUrl(serverUrl: string): string {
   const url = new URL(serverUrl);
   url.protocol = url.protocol === 'https:' || url.protocol === 'wss:' ? 'wss:' : 'ws:';
-  url.pathname = '/signal';
+  url.pathname = SIGNAL_PATH;
   url.search = '';
   return url.toString();
 }
@@ -144,7 +150,7 @@ export class SignalClient {
   }
 
   get open(): boolean {
-    return this.socket.readyState === 1;
+    return this.socket.readyState === OPEN;
   }
 
   async create(): Promise<ServerMessageOf<'created'>> {

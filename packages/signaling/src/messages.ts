@@ -1,7 +1,7 @@
 /**
  * The signaling protocol at `/signal`: JSON text frames, one message each, a discriminated union
- * on `kind`. Shared by the server (signaling.ts) and the client (client.ts), so it
- * imports nothing from Node.
+ * on `kind`. Shared by the server (apps/server) and the client (client.ts), so it imports nothing
+ * from Node.
  *
  * | kind         | direction              | fields                                                        |
  * | ------------ | ---------------------- | ------------------------------------------------------------- |
@@ -63,6 +63,9 @@ import { peerKeySchema, roomViewUpdateSchema } from '@shoal/protocol';
 import { z } from 'zod';
 
 export const SIGNAL_PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
+
+/** Where a Shoal server takes signaling sockets, beside its web app on the same port. */
+export const SIGNAL_PATH = '/signal';
 
 /** WebSocket close codes the server uses. */
 export const CLOSE_CODES = {
