@@ -9,7 +9,7 @@ const GOLDEN = 0x9e3779b9; // 2^32 / φ: decorrelates consecutive words fed to t
 const TWO_POW_32 = 4294967296;
 
 /** A bijective 32-bit mixer with low bias (Wellons' "lowbias32"). */
-export function mix32(x: number): number {
+function mix32(x: number): number {
   let h = x >>> 0;
   h ^= h >>> 16;
   h = Math.imul(h, 0x7feb352d);

@@ -6,7 +6,7 @@ export * from './kernel.ts';
 export * from './kernels.ts';
 export * from './random.ts';
 export * from './reduce/sum.ts';
-export { describeAdapter, formatAdapter, openDevice } from './report.ts';
+export { formatAdapter } from './report.ts';
 export * from './selftest.ts';
 export * from './shader.ts';
 export * from './types.ts';

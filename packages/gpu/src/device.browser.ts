@@ -2,7 +2,7 @@
 import { openDevice } from './report.ts';
 import { type AcquireOptions, type GpuContext, NoAdapterError } from './types.ts';
 
-export const INSTALL_HINT =
+const INSTALL_HINT =
   'Use a browser with WebGPU: Chrome or Edge 113+ (on Linux, enable chrome://flags/#enable-unsafe-webgpu ' +
   'and #enable-vulkan), Safari 26+, or Firefox 141+ on Windows. WebGPU also needs a secure context: ' +
   'open the page over https:// or on localhost.';

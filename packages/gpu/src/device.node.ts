@@ -21,7 +21,7 @@ function softwareIcds(): Record<'lavapipe' | 'swiftshader', string[]> {
   };
 }
 
-export const INSTALL_HINT =
+const INSTALL_HINT =
   'Install a GPU driver with Vulkan support, or a software Vulkan driver: on Debian bookworm, ' +
   '`apt-get install -t bookworm-backports mesa-vulkan-drivers` (lavapipe) or `apt-get install chromium` ' +
   '(ships SwiftShader). `npm test` installs both when run as root.';

@@ -21,7 +21,7 @@ export interface SelfTestResult {
   error?: string;
 }
 
-export const SELF_TEST_SIZES = [1, 255, 1000, 65_537, 1_000_003];
+const SELF_TEST_SIZES = [1, 255, 1000, 65_537, 1_000_003];
 
 export async function runSelfTest(device: GPUDevice, sizes: number[] = SELF_TEST_SIZES): Promise<SelfTestResult> {
   const started = performance.now();

@@ -12,7 +12,7 @@ export interface DataChannelLike {
   removeEventListener?: (type: 'bufferedamountlow', listener: () => void) => void;
 }
 
-export const DRAIN_POLL_MS = 5;
+const DRAIN_POLL_MS = 5;
 
 /** Resolves once `channel.bufferedAmount ≤ lowWaterMark`, or when `signal` aborts. */
 export function waitForDrain(channel: DataChannelLike, lowWaterMark: number, signal: AbortSignal): Promise<void> {

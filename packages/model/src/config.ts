@@ -32,7 +32,7 @@ export const PRESETS = {
 
 export type PresetName = keyof typeof PRESETS;
 
-export function isPresetName(name: string): name is PresetName {
+function isPresetName(name: string): name is PresetName {
   return Object.hasOwn(PRESETS, name);
 }
 

@@ -15,7 +15,7 @@ export interface TensorError {
   maxAbsRef: number;
 }
 
-export function gradientErrors(
+function gradientErrors(
   layout: ParamLayout,
   got: Float32Array | Float64Array,
   ref: Float32Array | Float64Array,
@@ -46,7 +46,7 @@ export function gradientErrors(
 }
 
 /** The worst tensor of a comparison. */
-export function worstError(errors: TensorError[]): TensorError {
+function worstError(errors: TensorError[]): TensorError {
   let worst = errors[0];
   if (!worst) throw new RangeError('no tensors to compare');
   for (const e of errors) if (!(e.relative <= worst.relative)) worst = e;

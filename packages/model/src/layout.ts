@@ -36,7 +36,7 @@ export const GPU_ALIGN_FLOATS = 64;
 const alignUp = (n: number, to: number) => Math.ceil(n / to) * to;
 
 /** The per-block tensors in nanoGPT order, with their shapes for channels C. */
-export function blockTensorShapes(C: number): [string, number[]][] {
+function blockTensorShapes(C: number): [string, number[]][] {
   return [
     ['ln_1.weight', [C]],
     ['ln_1.bias', [C]],

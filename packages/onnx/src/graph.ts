@@ -42,7 +42,7 @@ export function floatTensor(name: string, dims: number[], values: Float32Array, 
   return { name, dims, dataType: DataType.FLOAT, rawData: rawBytes(values), ...(docString ? { docString } : {}) };
 }
 
-export function int64Tensor(name: string, dims: number[], values: number[]): TensorMessage {
+function int64Tensor(name: string, dims: number[], values: number[]): TensorMessage {
   return { name, dims, dataType: DataType.INT64, rawData: rawBytes(BigInt64Array.from(values, BigInt)) };
 }
 

@@ -147,7 +147,7 @@ export function resolveWireLimits(limits: Partial<WireLimits> = {}): WireLimits 
  */
 
 /** Values of one transformer block with C channels: 12C² weights + 13C biases and norms. */
-export function blockValues(channels: number): number {
+function blockValues(channels: number): number {
   // c_attn 3C×C + c_proj C×C + c_fc 4C×C + mlp.c_proj C×4C = 12C²;
   // ln_1, ln_2 2C each, c_attn bias 3C, attn c_proj bias C, c_fc bias 4C, mlp c_proj bias C = 13C
   return 12 * channels * channels + 13 * channels;

@@ -134,7 +134,7 @@ function checkBudgetLimit(bytes: number): void {
 }
 
 /** Ids of dropped messages remembered, to refuse their remaining chunks by name. */
-export const DROPPED_MEMORY = 64;
+const DROPPED_MEMORY = 64;
 
 export class Reassembler {
   private readonly pending = new Map<number, Pending>();

@@ -19,8 +19,8 @@ export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return true;
 }
 
-export const HASH_A = '09ec977e1bb6675ae57c224cecd0ca9e';
-export const HASH_B = 'ab9b6e0e51ded27e65c6ad52303c2761a9b619f39c84dfd6ab37cbbc5b4f61ba';
+const HASH_A = '09ec977e1bb6675ae57c224cecd0ca9e';
+const HASH_B = 'ab9b6e0e51ded27e65c6ad52303c2761a9b619f39c84dfd6ab37cbbc5b4f61ba';
 
 export const RUN_CONFIG: RunConfig = {
   model: { nLayer: 2, nHead: 4, nEmbd: 64, blockSize: 64, vocabSize: 256 },
@@ -264,7 +264,7 @@ export async function createForger() {
   return { forge, reseal };
 }
 
-export const SAMPLE_HELLO_BODY = (() => {
+const SAMPLE_HELLO_BODY = (() => {
   const { kind: _kind, ...body } = SAMPLES.hello;
   return body;
 })();

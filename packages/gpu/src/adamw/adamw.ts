@@ -41,7 +41,7 @@ export interface AdamWStepScalars {
 }
 
 /** The 8 words of the step uniform (Hyper in adamw.wgsl): lr, β1, β2, ε, 1 − β1ᵗ, 1 − β2ᵗ, padding. */
-export function adamwStepWords(scalars: AdamWStepScalars): Float32Array {
+function adamwStepWords(scalars: AdamWStepScalars): Float32Array {
   const { lr, t, beta1 = ADAMW_DEFAULTS.beta1, beta2 = ADAMW_DEFAULTS.beta2, eps = ADAMW_DEFAULTS.eps } = scalars;
   const [bc1, bc2] = adamwBiasCorrections(beta1, beta2, t);
   return new Float32Array([lr, beta1, beta2, eps, bc1, bc2, 0, 0]);

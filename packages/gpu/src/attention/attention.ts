@@ -64,7 +64,7 @@ export type AttentionStrategy = 'tiled' | 'rows';
 /** Rows per workgroup of the `rows` kernels. */
 const ROWS_WORKGROUP = 64;
 /** The `rows` kernels keep whole head rows in private arrays (attention.rows.common.wgsl). */
-export const ROWS_MAX_HEAD_SIZE = 32;
+const ROWS_MAX_HEAD_SIZE = 32;
 
 function defaultStrategy(device: GPUDevice, headSize: number): AttentionStrategy {
   return isSoftwareDevice(device) && headSize <= ROWS_MAX_HEAD_SIZE ? 'rows' : 'tiled';

@@ -112,7 +112,7 @@ export interface SplitPlan {
 }
 
 /** Each split reduces at least this much of K, so partial results cost ≤ 1/64 of the traffic. */
-export const MIN_K_PER_SPLIT = 256;
+const MIN_K_PER_SPLIT = 256;
 /** Partial results of one weight gradient stay under this. */
 export const MAX_PARTIAL_BYTES = 64 * 2 ** 20;
 

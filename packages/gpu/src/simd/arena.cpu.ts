@@ -14,7 +14,7 @@
 
 const PAGE = 65536;
 const HEAP_START = 16;
-export const align16 = (bytes: number): number => (bytes + 15) & ~15;
+const align16 = (bytes: number): number => (bytes + 15) & ~15;
 
 export interface WasmArenaOptions {
   /** Floats to reserve for `allocate`. */

@@ -83,7 +83,7 @@ export interface CpuKernels<A extends FloatArray> {
 }
 
 /** The kernels' CPU references, generic over the float type: the definition the others must match. */
-export const CPU_REFERENCE_KERNELS: Readonly<CpuKernels<FloatArray>> = Object.freeze({
+const CPU_REFERENCE_KERNELS: Readonly<CpuKernels<FloatArray>> = Object.freeze({
   embeddingForward,
   embeddingBackward,
   layernormForward,

@@ -12,7 +12,7 @@ import { buildLayout } from '../layout.ts';
 import { defaultTrainConfig, type TrainConfig } from '../train-config.ts';
 import type { Trainer } from './trainer.ts';
 
-export const NANO_CONVERGENCE = {
+const NANO_CONVERGENCE = {
   config: PRESETS.nano as GptConfig,
   settings: defaultTrainConfig({ batchSize: 16, seqLen: 64, maxLr: 3e-3, warmupSteps: 40, totalSteps: 400, seed: 1 }),
   steps: 400,
