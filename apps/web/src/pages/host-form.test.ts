@@ -17,7 +17,7 @@ describe("the host form's fields agree with the run options table", () => {
       const spec = RUN_OPTIONS[name];
       const field = new RegExp(`<label[^>]*for="run-${name}"[^>]*><span>([^<]*)</span>(.*?)</label>`).exec(html);
       expect(field, `a field for ${name}`).not.toBeNull();
-      const [, label, control] = field as RegExpExecArray;
+      const [, label = '', control = ''] = field as RegExpExecArray;
       const entities = (text: string) => text.replace(/'/g, '&#x27;');
       expect(label).toBe(entities(spec.label));
       expect(control).toContain(`<small class="muted">${entities(spec.help)}</small>`);
