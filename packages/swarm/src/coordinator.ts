@@ -8,55 +8,16 @@
  * H·r + ⌊p·H/P⌋ inner steps (staggered as in the paper), and never while p's previous round is
  * open: at most one round in flight per fragment.
  */
-import type { Fragment } from '@shoal/diloco';
-import {
-  type Capabilities,
-  type PeerId,
-  type Member as RosterMember,
-  type RoundOpenMessage,
-  type RunConfig,
-  shardRanges,
-} from '@shoal/protocol';
+import { type Codec, createCodec, type Fragment } from '@shoal/diloco';
+import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
+import { abortReason, aggregateFaults, type Fault, graceMs, roundMisses, tally } from './commit-rule.ts';
 import type { Member } from './member.ts';
 import type { ReplicaState, ShardClaim } from './replica.ts';
+import { type MemberInfo, median, Roster } from './roster.ts';
+import { chooseParticipants, seenTokens, shardTable } from './round-plan.ts';
 import type { ShardDuties } from './shard-duty.ts';
 
-export interface MemberInfo {
-  peer: PeerId;
-  role: RosterMember['role'];
-  status: RosterMember['status'];
-  reason: string;
-  capabilities: Capabilities;
-  innerStep: number;
-  tokensSince: number[];
-  loss: number | null;
-  tokensPerSecond: number;
-  bytesSent: number;
-  bytesReceived: number;
-  stalls: number;
-  lastSeen: number;
-  /**
-   * Its own step count when it said hello: a worker returning to a restarted host counts on from
-   * there, and `innerStep` is what it did since (so the room's tokens are not counted twice).
-   */
-  baseStep: number;
-  /**
-   * Where the room's schedule stood when it said hello (the median worker's step): the
-   * schedule counts its progress from there, so a newcomer at step 0 does not hold the median, and
-   * with it every round, back until it has caught up with the veterans.
-   */
-  scheduleOffset: number;
-  /** The peers it has an open channel to (heartbeats); null until its first heartbeat. */
-  reachable: Set<PeerId> | null;
-  /** Its contributions that shard owners refused, by reason, as its heartbeats report them. */
-  rejected: Record<string, number>;
-  /** Its inner step when it was last named for each fragment's round (what its next weight can be). */
-  stepAtLastRound: number[];
-  /** Rounds it was named for and failed (no contribution, result or hash): each doubles its bench. */
-  misses: number;
-  /** Excluded from rounds until this many rounds have opened in the room (0: not benched). */
-  benchedUntil: number;
-}
+export type { MemberInfo } from './roster.ts';
 
 interface OpenRound {
   fragment: number;
@@ -114,14 +75,9 @@ export interface CoordinatorOptions {
   };
 }
 
-const median = (values: number[]) => {
-  if (values.length === 0) return 0;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor((sorted.length - 1) / 2)] as number;
-};
-
 export class Coordinator {
-  readonly members = new Map<PeerId, MemberInfo>();
+  /** Who is in the room, and who is benched. */
+  readonly roster: Roster;
   committedRounds = 0;
   abortedRounds = 0;
   /**
@@ -131,9 +87,6 @@ export class Coordinator {
   paused = false;
   /** Tokens of members that left, and of the run before a resume (the room's total keeps them). */
   private departedTokens = 0;
-  private epoch = 0;
-  /** Rounds opened in the room, all fragments: benches are counted in them. */
-  private roundsOpened = 0;
   private readonly lastRound: number[];
   /**
    * The hash of each fragment's last commit, the base of its next round. Not the host replica's:
@@ -146,12 +99,18 @@ export class Coordinator {
   private readonly config: RunConfig;
   private readonly member: Member;
   private readonly deadlineMs: number;
+  /** The run's codec: its block size is the grid shard boundaries fall on. */
+  private readonly codec: Codec;
 
   constructor(private readonly options: CoordinatorOptions) {
     const { config, member, fragments } = options;
     this.config = config;
     this.member = member;
     this.deadlineMs = options.deadlineMs ?? 60_000;
+    this.codec = createCodec(config.diloco.codec, { blockSize: config.diloco.codecBlockSize });
+    this.roster = new Roster(member.self, fragments.length, (roster) => {
+      void member.broadcast(this.members.keys(), roster);
+    });
     const { innerSteps: H, fragments: P } = config.diloco;
     const { resume } = options;
     this.lastRound = fragments.map((_, p) => resume?.fragments[p]?.round ?? 0);
@@ -172,16 +131,7 @@ export class Coordinator {
         this.member.rejectBack(from, 'heartbeat', 'not-member', 'say hello first');
         return;
       }
-      info.innerStep = Math.max(0, message.innerStep - info.baseStep);
-      info.tokensSince = message.tokensSinceContribution;
-      info.loss = message.loss;
-      info.tokensPerSecond = message.tokensPerSecond;
-      info.bytesSent = message.bytesSent;
-      info.bytesReceived = message.bytesReceived;
-      info.stalls = message.stalls;
-      info.reachable = new Set(message.reachable);
-      info.rejected = message.rejectedContributions ?? {};
-      info.lastSeen = member.clock.now();
+      this.roster.heartbeat(info, message, member.clock.now());
       this.maybeOpenRounds();
     });
     member.on('hash-report', (from, message) => this.onHashReport(from, message.fragment, message.round, message.hash));
@@ -191,6 +141,11 @@ export class Coordinator {
       this.judgeShard(job.fragment, job.round, job.shard, { hash: job.resultHash, accepted: job.accepted });
     });
     member.onPeerDown((peer, reason) => this.removeMember(peer, reason));
+  }
+
+  /** The room's members, by peer. */
+  get members(): ReadonlyMap<PeerId, MemberInfo> {
+    return this.roster.members;
   }
 
   /** The room's total tokens trained (the inner schedule's position). */
@@ -207,31 +162,12 @@ export class Coordinator {
   }
 
   syncedWorkers(): MemberInfo[] {
-    return [...this.members.values()].filter((info) => info.role === 'worker' && info.status === 'synced');
-  }
-
-  roster() {
-    return {
-      kind: 'roster' as const,
-      epoch: ++this.epoch,
-      coordinator: this.member.self,
-      members: [...this.members.values()].map(({ peer, role, status, reason, capabilities }) => ({
-        peer,
-        role,
-        status,
-        reason,
-        capabilities,
-      })),
-    };
+    return this.roster.syncedWorkers();
   }
 
   /** Every member that holds θ_global or is fetching it, and the host itself. */
   private everyone(): PeerId[] {
     return [this.member.self, ...this.members.keys()];
-  }
-
-  private broadcastRoster(): void {
-    void this.member.broadcast(this.members.keys(), this.roster());
   }
 
   private onHello(
@@ -255,29 +191,16 @@ export class Coordinator {
       if (status === 'syncing') for (const open of this.inFlight) open?.excused.add(from);
       existing.capabilities = capabilities;
     } else {
-      this.members.set(from, {
+      const newcomer = {
         peer: from,
         role,
         status,
-        reason: '',
         capabilities,
-        innerStep: 0,
-        tokensSince: this.options.fragments.map(() => 0),
-        loss: null,
-        tokensPerSecond: capabilities.tokensPerSecond,
-        bytesSent: 0,
-        bytesReceived: 0,
-        stalls: 0,
-        lastSeen: this.member.clock.now(),
         baseStep: ownStep,
         // the median worker's step, or where the last rounds opened when nobody is training
         scheduleOffset: Math.max(this.medianStep, Math.min(...this.nextOpenStep) - this.config.diloco.innerSteps),
-        reachable: null,
-        rejected: {},
-        misses: 0,
-        benchedUntil: 0,
-        stepAtLastRound: this.options.fragments.map(() => 0),
-      });
+      };
+      this.roster.add(newcomer, this.member.clock.now());
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
     void this.member.send(from, {
@@ -287,14 +210,14 @@ export class Coordinator {
       roomTokens: this.roomTokens,
       stateFrom: status === 'syncing' ? this.member.self : null,
     });
-    this.broadcastRoster();
+    this.roster.broadcast();
     this.maybeOpenRounds();
   }
 
   private removeMember(peer: PeerId, reason: string): void {
     const info = this.members.get(peer);
     if (!info) return;
-    this.members.delete(peer);
+    this.roster.members.delete(peer);
     this.departedTokens += info.innerStep * this.config.train.batchSize * this.config.train.seqLen;
     this.options.onEvent?.({ event: 'peer-left', peer, reason });
     for (const round of this.inFlight) {
@@ -305,7 +228,7 @@ export class Coordinator {
       }
       this.maybeFinish(round);
     }
-    this.broadcastRoster();
+    this.roster.broadcast();
     this.maybeOpenRounds();
   }
 
@@ -345,7 +268,7 @@ export class Coordinator {
     if (this.paused) return;
     let workers = this.syncedWorkers();
     // every worker benched: nobody is left to train with, so the benches end now
-    if (workers.length === 0 && this.liftBenches(true)) workers = this.syncedWorkers();
+    if (workers.length === 0 && this.roster.liftBenches(true)) workers = this.syncedWorkers();
     if (workers.length === 0) return;
     const step = this.medianStep;
     for (let p = 0; p < this.inFlight.length; p++) {
@@ -357,33 +280,26 @@ export class Coordinator {
   private open(p: number, workers: MemberInfo[]): void {
     const { diloco } = this.config;
     const fragment = this.options.fragments[p] as Fragment;
-    const blockSize = diloco.codec === 'fp32' || diloco.codec === 'bf16' ? 1 : diloco.codecBlockSize;
-    this.roundsOpened++;
-    this.liftBenches();
-    const participants = this.connected(workers);
+    this.roster.roundOpened();
+    // The others train on and follow as replicas; the roster says why they were left out.
+    const { participants, reasons } = chooseParticipants(workers, this.options.unreachableHint);
+    this.roster.setReasons(reasons);
     const n = participants.length;
-    // Owner k is participant k; its checker the next one (docs/hostile-volunteers.md). One
-    // participant alone has nobody to check it: its result is its own Δ, bounded like any other.
-    const shards = shardRanges(fragment.size, blockSize, n).map((range, k) => ({
-      ...range,
-      owner: participants[k] as PeerId,
-      ...(n >= 2 ? { checker: participants[(k + 1) % n] as PeerId } : {}),
-    }));
     const round = (this.lastRound[p] as number) + 1;
     this.lastRound[p] = round;
     this.nextOpenStep[p] = (this.nextOpenStep[p] as number) + diloco.innerSteps;
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));
-    const weightCaps = participants.map((peer) => this.seenTokens(this.members.get(peer) as MemberInfo, p));
+    const weightCaps = participants.map((peer) => seenTokens(this.members.get(peer) as MemberInfo, p, this.config));
     const message: RoundOpenMessage = {
       kind: 'round-open',
       fragment: p,
       round,
-      codec: diloco.codec,
+      codec: this.codec.name,
       participants,
-      shards,
+      shards: shardTable(fragment.size, this.codec, participants),
       fragmentSize: fragment.size,
-      blockSize,
+      blockSize: this.codec.blockSize,
       deadlineMs: this.deadlineMs,
       roomTokens: this.roomTokens,
       baseHash: this.committedHash[p] ?? this.options.replica.fragment(p).hash,
@@ -411,81 +327,6 @@ export class Coordinator {
     void this.member.broadcast(this.everyone(), message);
   }
 
-  /**
-   * The most tokens `info` can honestly put behind its contribution to fragment p: the steps its
-   * heartbeats showed since it was last named for p, plus H for the steps between this open and
-   * its contribution and a heartbeat's lag. A weight claimed beyond it is capped. Notes the step.
-   */
-  private seenTokens(info: MemberInfo, p: number): number {
-    const { train, diloco } = this.config;
-    const steps = info.innerStep - (info.stepAtLastRound[p] ?? 0) + diloco.innerSteps;
-    info.stepAtLastRound[p] = info.innerStep;
-    return Math.max(1, steps * train.batchSize * train.seqLen);
-  }
-
-  /** Members whose bench is served (or all, `early`) go back to rounds; true when any did. */
-  private liftBenches(early = false): boolean {
-    let changed = false;
-    for (const info of this.members.values()) {
-      if (info.status !== 'excluded' || (info.benchedUntil > this.roundsOpened && !early)) continue;
-      info.status = 'synced';
-      info.reason = '';
-      info.benchedUntil = 0;
-      changed = true;
-    }
-    if (changed) this.broadcastRoster();
-    return changed;
-  }
-
-  /**
-   * A participant failed its round (no contribution, no result, no hash, a wrong aggregate): it
-   * sits out the next 2^(misses−1)·P rounds (about one sync of every fragment, doubling), and the
-   * roster says why. It stays a member and a replica.
-   */
-  private bench(peer: PeerId, why: string): void {
-    const info = this.members.get(peer);
-    if (info?.role !== 'worker') return;
-    info.misses++;
-    const rounds = 2 ** Math.min(info.misses - 1, 10) * this.inFlight.length;
-    info.benchedUntil = this.roundsOpened + rounds;
-    info.status = 'excluded';
-    info.reason = `${why}; out of the next ${rounds} rounds`;
-    this.broadcastRoster();
-  }
-
-  /**
-   * The participants of a round: synced workers that can all reach each other (ARCHITECTURE.md,
-   * "Rounds…"), greedily from their heartbeats' channel lists, best connected first (ties by peer
-   * id), so a member that claims to reach nobody leaves itself out, not the others. A worker that
-   * has not reported yet counts as reachable. The others train on and follow as replicas.
-   */
-  private connected(workers: MemberInfo[]): PeerId[] {
-    const chosen: MemberInfo[] = [];
-    const sees = (a: MemberInfo, b: MemberInfo) => a.reachable === null || a.reachable.has(b.peer);
-    const degree = (w: MemberInfo) => workers.filter((o) => o !== w && sees(w, o) && sees(o, w)).length;
-    const degrees = new Map(workers.map((w) => [w, degree(w)]));
-    const order = [...workers].sort(
-      (a, b) =>
-        (degrees.get(b) as number) - (degrees.get(a) as number) || (a.peer < b.peer ? -1 : a.peer > b.peer ? 1 : 0),
-    );
-    let changed = false;
-    for (const worker of order) {
-      const blocked = chosen.filter((c) => !(sees(c, worker) && sees(worker, c)));
-      const reason =
-        blocked.length === 0
-          ? ''
-          : `no channel to ${blocked.map((c) => c.peer).join(', ')}${this.options.unreachableHint ?? ''}`;
-      if (reason === '') chosen.push(worker);
-      if (worker.reason !== reason) {
-        worker.reason = reason;
-        changed = true;
-      }
-    }
-    if (changed) this.broadcastRoster();
-    // round order is peer-id order, whatever order they were chosen in
-    return chosen.map((w) => w.peer).sort();
-  }
-
   /** The host's replica found shard k's owner and checker in disagreement. */
   onDispute(p: number, round: number, shard: number): void {
     const open = this.inFlight[p];
@@ -502,7 +343,7 @@ export class Coordinator {
     if (!duties || !entry || open.refereed.has(shard) || this.inFlight[open.fragment] !== open) return;
     open.refereed.add(shard);
     const live = open.participants.filter((p) => this.members.has(p));
-    duties.take(open.message, shard, 'referee', this.deadlineMs, live);
+    duties.take(open.message, this.codec, shard, 'referee', this.deadlineMs, live);
     void this.member.broadcast(live, {
       kind: 'reassign',
       fragment: open.fragment,
@@ -521,33 +362,26 @@ export class Coordinator {
     for (const shard of replica.unverifiedShards(open.fragment, open.round)) {
       const entry = open.message.shards[shard];
       const heard = replica.shardClaims(open.fragment, open.round, shard);
-      if (entry && heard.owner === null) this.bench(entry.owner, `sent no result for ${open.fragment}:${open.round}`);
+      if (entry && heard.owner === null)
+        this.roster.bench(entry.owner, `sent no result for ${open.fragment}:${open.round}`);
       if (entry?.checker && heard.checker === null) {
-        this.bench(entry.checker, `sent no check for ${open.fragment}:${open.round}`);
+        this.roster.bench(entry.checker, `sent no check for ${open.fragment}:${open.round}`);
       }
       this.referee(open, shard);
     }
   }
 
-  /**
-   * The referee's result for shard k is in. An owner or checker is benched for a wrong aggregate
-   * only when the other of the two reproduced the referee's result exactly and it, from the same
-   * contributors, did not: two of three agree, so the third computed wrong. Otherwise (one of them
-   * silent, other contributors, or a contributor that sent them different bytes) nobody is blamed:
-   * without the contributions' own hashes nobody can tell who lied, and the referee's result stands.
-   */
+  /** The referee's result for shard k is in: an owner or checker that computed wrong is benched. */
   private judgeShard(p: number, round: number, shard: number, referee: ShardClaim): void {
     const open = this.inFlight[p];
     const entry = open?.round === round ? open.message.shards[shard] : undefined;
     if (!entry) return;
     const heard = this.options.replica.shardClaims(p, round, shard);
-    const sameInputs = (claim: ShardClaim) => claim.accepted.join('\n') === referee.accepted.join('\n');
-    const right = (claim: ShardClaim | null) => claim !== null && claim.hash === referee.hash;
-    const wrong = (claim: ShardClaim | null) => claim !== null && sameInputs(claim) && claim.hash !== referee.hash;
-    if (wrong(heard.owner) && right(heard.checker)) this.bench(entry.owner, `wrong aggregate in ${p}:${round}`);
-    if (entry.checker && wrong(heard.checker) && right(heard.owner)) {
-      this.bench(entry.checker, `wrong check in ${p}:${round}`);
-    }
+    this.benchAll(aggregateFaults(`${p}:${round}`, entry, heard, referee));
+  }
+
+  private benchAll(faults: Fault[]): void {
+    for (const { peer, why } of faults) this.roster.bench(peer, why);
   }
 
   private onHashReport(from: PeerId, p: number, round: number, hash: string): void {
@@ -559,7 +393,7 @@ export class Coordinator {
     }
     if (!open || open.round !== round) {
       // A follower's report that arrives after its round committed still says whether it agrees.
-      if (round === this.lastRound[p] && hash === this.committedHash[p]) this.setStatus(from, 'synced');
+      if (round === this.lastRound[p] && hash === this.committedHash[p]) this.roster.setStatus(from, 'synced');
       else this.member.refuse(from, 'hash-report', 'stale-round', `round ${round} of fragment ${p} is not open`);
       return;
     }
@@ -577,22 +411,9 @@ export class Coordinator {
     if (open.participants.includes(from)) this.maybeFinish(open);
   }
 
-  /** A member's status from its hash reports; the roster goes out when it changes. A bench stands. */
-  private setStatus(peer: PeerId, status: 'synced' | 'diverged'): void {
-    const info = this.members.get(peer);
-    if (!info || info.role === 'spectator' || info.status === status || info.status === 'excluded') return;
-    info.status = status;
-    this.broadcastRoster();
-  }
-
-  /** The live participants, and those of them whose hash is the host's. */
   private tally(open: OpenRound, hostHash: string | null) {
-    const live = open.participants.filter((p) => this.members.has(p));
-    const agreeing = live.filter((p) => hostHash !== null && open.reports.get(p) === hostHash);
-    // a strict majority of live participants and the host together, the host among them
-    const majority = hostHash !== null && 2 * (agreeing.length + 1) > live.length + 1;
-    const quorum = agreeing.length >= this.config.diloco.quorum * open.participants.length;
-    return { live, agreeing, commits: majority && quorum };
+    const isLive = (peer: PeerId) => this.members.has(peer);
+    return tally(open.participants, isLive, open.reports, hostHash, this.config.diloco.quorum);
   }
 
   /**
@@ -609,10 +430,8 @@ export class Coordinator {
     }
     if (!commits || open.cancelGrace) return;
     const { clock } = this.member;
-    // Generous: a silent member costs only this one round (it is benched after it), while an
-    // honest one on a busy machine must not be benched for answering a little late.
-    const graceMs = Math.min(this.deadlineMs, Math.max(2_000, 2 * (clock.now() - open.openedAt)));
-    open.cancelGrace = clock.setTimer(graceMs, () => this.finish(open, 'grace'));
+    const grace = graceMs(this.deadlineMs, clock.now() - open.openedAt);
+    open.cancelGrace = clock.setTimer(grace, () => this.finish(open, 'grace'));
   }
 
   private finish(open: OpenRound, why: 'complete' | 'grace' | 'deadline'): void {
@@ -625,8 +444,12 @@ export class Coordinator {
     const hostHash = this.options.replica.tentativeHash(fragment, round);
     const { live, agreeing, commits } = this.tally(open, hostHash);
     if (commits && hostHash !== null) {
-      this.benchMisses(open, live);
-      for (const [peer, reported] of open.reports) this.setStatus(peer, reported === hostHash ? 'synced' : 'diverged');
+      const contributors = new Set(
+        this.options.replica.verifiedContributors(fragment, round).flatMap((peers) => peers ?? []),
+      );
+      this.benchAll(roundMisses(`${fragment}:${round}`, live, open.excused, open.reports, contributors));
+      for (const [peer, reported] of open.reports)
+        this.roster.setStatus(peer, reported === hostHash ? 'synced' : 'diverged');
       this.committedRounds++;
       this.committedHash[fragment] = hostHash;
       void this.member.broadcast(this.everyone(), {
@@ -646,9 +469,7 @@ export class Coordinator {
         contributors: agreeing,
       });
     } else {
-      const hashes = new Set(open.reports.values());
-      const reason =
-        why === 'deadline' && hostHash === null ? 'deadline' : hashes.size > 1 ? 'hash-disagreement' : 'quorum';
+      const reason = abortReason(why, hostHash, open.reports);
       this.abortedRounds++;
       void this.member.broadcast(this.everyone(), {
         kind: 'abort',
@@ -661,22 +482,5 @@ export class Coordinator {
     }
     this.options.duties?.endRound(fragment, round);
     this.maybeOpenRounds();
-  }
-
-  /**
-   * At a commit: a live participant with no hash report, or whose Δ is in no verified shard of the
-   * round (it sent nothing, or only refused bytes), missed it.
-   */
-  private benchMisses(open: OpenRound, live: PeerId[]): void {
-    const contributed = new Set(
-      this.options.replica.verifiedContributors(open.fragment, open.round).flatMap((peers) => peers ?? []),
-    );
-    for (const peer of live) {
-      if (open.excused.has(peer)) continue;
-      if (!open.reports.has(peer)) this.bench(peer, `reported no hash for ${open.fragment}:${open.round}`);
-      else if (!contributed.has(peer)) {
-        this.bench(peer, `contributed nothing to ${open.fragment}:${open.round}`);
-      }
-    }
   }
 }

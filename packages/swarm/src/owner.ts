@@ -1,8 +1,9 @@
 /**
  * A shard owner's side of the collective (ARCHITECTURE.md, "The collective"): for one shard of
  * one round, collect each participant's encoded Δ shard with its token weight, validate it
- * (decodes with the round's codec, finite values, a positive weight, capped at the round's
- * maximum), aggregate by the run's rule and encode the result once for every replica.
+ * (its header names the round's codec and it decodes with it, finite values, a positive weight,
+ * capped at the round's maximum), aggregate by the run's rule and encode the result once for
+ * every replica.
  *
  * Contributions are combined in the round's participant order, whatever order they arrived in,
  * so the result is the same bits on any owner (a reassigned shard included).
@@ -31,6 +32,14 @@ export interface ShardJob {
   maxMagnitude?: number;
 }
 
+/** A participant's contribution to one shard, as its message carries it. */
+export interface ShardContribution {
+  /** The codec its header names: the round's, or it is refused. */
+  codec: string;
+  weight: number;
+  payload: Uint8Array;
+}
+
 export type AddOutcome = { accepted: true } | { accepted: false; reason: string; message: string };
 
 export interface ShardResult {
@@ -51,7 +60,7 @@ export class ShardCollector {
   constructor(readonly job: ShardJob) {}
 
   /** A participant's contribution. Refusals are final for this round (one contribution each). */
-  add(from: string, weight: number, payload: Uint8Array): AddOutcome {
+  add(from: string, { codec, weight, payload }: ShardContribution): AddOutcome {
     const refuse = (reason: string, message: string): AddOutcome => {
       if (!this.received.has(from)) this.refused.set(from, { reason, message });
       return { accepted: false, reason, message };
@@ -63,6 +72,10 @@ export class ShardCollector {
     }
     if (!(Number.isSafeInteger(weight) && weight > 0))
       return refuse('weight', `weight ${weight} is not a positive integer`);
+    // Bytes of another codec can decode as the round's (int4 and fp4 have the same layout) and
+    // would be aggregated as values their sender never meant.
+    if (codec !== this.job.codec.name)
+      return refuse('codec', `header says ${codec}, the round's codec is ${this.job.codec.name}`);
     let values: Float32Array;
     try {
       values = this.job.codec.decode(payload, this.job.length);

@@ -20,6 +20,7 @@ import {
 } from '@shoal/protocol';
 import type { Member } from './member.ts';
 import type { ReplicaState, ShardSource } from './replica.ts';
+import { roundCodec } from './round-codec.ts';
 import { resultHashOf } from './shard-duty.ts';
 
 export { STATE_PART_VALUES } from '@shoal/protocol';
@@ -228,7 +229,7 @@ export class ReplicaNode {
       return;
     }
     if (message.round <= current.round) return;
-    this.state.openRound(p, message.round, message.codec, message.blockSize, message.shards);
+    this.state.openRound(p, message.round, roundCodec(message), message.shards);
     this.opens.set(roundKey(p, message.round), message);
     this.events.opened?.(message);
     const waiting = this.early.filter((e) => e.message.fragment === p && e.message.round === message.round);
@@ -273,6 +274,12 @@ export class ReplicaNode {
         'not-owner',
         `${from} was not named for shard ${shard} of ${p}:${round}`,
       );
+      return;
+    }
+    // Bytes of another codec can decode as the round's (int4 and fp4 have the same layout).
+    if (message.codec !== open.codec) {
+      const detail = `shard ${shard} of ${p}:${round} says ${message.codec}, the round's codec is ${open.codec}`;
+      this.member.refuse(from, 'shard-result', 'codec', detail);
       return;
     }
     if (source !== 'checker' && message.payload.byteLength === 0) return; // nothing accepted: the round will abort

@@ -10,7 +10,6 @@
  */
 import {
   type Codec,
-  createCodec,
   type Fragment,
   type FragmentHasher,
   gatherFragment,
@@ -130,19 +129,13 @@ export class ReplicaState {
   }
 
   /** Starts collecting shard results for round `round` of fragment p (from round-open). */
-  openRound(
-    p: number,
-    round: number,
-    codecName: string,
-    blockSize: number,
-    shards: (ShardRange & { checker?: string })[],
-  ): void {
+  openRound(p: number, round: number, codec: Codec, shards: (ShardRange & { checker?: string })[]): void {
     const state = this.fragment(p);
     if (round <= state.round) throw new RangeError(`round ${round} of fragment ${p} is not after ${state.round}`);
     this.pending.set(key(p, round), {
       fragment: p,
       round,
-      codec: createCodec(codecName, { blockSize }),
+      codec,
       shards,
       slots: shards.map((shard) => ({
         checked: shard.checker !== undefined,

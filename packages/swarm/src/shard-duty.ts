@@ -17,7 +17,7 @@
  * buffer, but only for the round after the last one opened here, and at most a few per peer: a
  * peer cannot park megabytes here for rounds that may never open.
  */
-import { createCodec, type FragmentHasher } from '@shoal/diloco';
+import type { Codec, FragmentHasher } from '@shoal/diloco';
 import type { ContributionMessage, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
 import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
@@ -51,7 +51,9 @@ interface Duty {
   cancel: () => void;
 }
 
-type Early = Pick<ContributionMessage, 'fragment' | 'round' | 'shard' | 'weight' | 'payload'> & { from: PeerId };
+type Early = Pick<ContributionMessage, 'fragment' | 'round' | 'shard' | 'codec' | 'weight' | 'payload'> & {
+  from: PeerId;
+};
 
 const dutyKey = (fragment: number, round: number, shard: number) => `${fragment}:${round}:${shard}`;
 
@@ -90,8 +92,27 @@ export class ShardDuties {
     return this.duties.has(dutyKey(fragment, round, shard));
   }
 
-  /** Takes on shard k of a round in `role`; deadlineMs from now it sends what it has. */
-  take(open: RoundOpenMessage, k: number, role: ShardRole, deadlineMs: number, participants = open.participants): void {
+  /** Takes on every shard `open` names this member owner or checker of, with the round's codec. */
+  takeNamed(open: RoundOpenMessage, codec: Codec): void {
+    const { self } = this.options.member;
+    for (const [k, shard] of open.shards.entries()) {
+      if (shard.owner === self) this.take(open, codec, k, 'owner', open.deadlineMs);
+      else if (shard.checker === self) this.take(open, codec, k, 'checker', open.deadlineMs);
+    }
+  }
+
+  /**
+   * Takes on shard k of a round in `role`, decoding with the round's `codec`; deadlineMs from now
+   * it sends what it has.
+   */
+  take(
+    open: RoundOpenMessage,
+    codec: Codec,
+    k: number,
+    role: ShardRole,
+    deadlineMs: number,
+    participants = open.participants,
+  ): void {
     const key = dutyKey(open.fragment, open.round, k);
     if (this.duties.has(key)) return;
     this.noteOpened(open.fragment, open.round);
@@ -101,7 +122,7 @@ export class ShardDuties {
       round: open.round,
       shard: k,
       length: shard.end - shard.start,
-      codec: createCodec(open.codec, { blockSize: open.blockSize }),
+      codec,
       participants,
       rule: this.options.config.diloco.aggregation,
       maxWeight: open.maxWeight,
@@ -124,7 +145,7 @@ export class ShardDuties {
       (e) => e.fragment === open.fragment && e.round === open.round && e.shard === k,
     )) {
       this.early.splice(this.early.indexOf(entry), 1);
-      collector.add(entry.from, entry.weight, entry.payload);
+      collector.add(entry.from, entry);
     }
     this.maybeFinish(key, collector);
   }
@@ -141,7 +162,7 @@ export class ShardDuties {
       else member.refuse(from, 'contribution', round > latest + 1 ? 'future-round' : 'not-owner', key);
       return;
     }
-    const outcome = duty.collector.add(from, message.weight, message.payload);
+    const outcome = duty.collector.add(from, message);
     if (!outcome.accepted) {
       member.rejectBack(from, 'contribution', outcome.reason, outcome.message, { fragment, round, shard });
     }

@@ -61,7 +61,10 @@ export interface SimulateOptions {
   tokens: number;
   seed: number;
   gpuTflops: number;
-  /** Overrides the modelled compute time per inner step. */
+  /**
+   * The modelled compute time of one inner step, ms (`--step-ms`), instead of the FLOPs at
+   * gpuTflops. Each worker's clock sleeps this long after a step.
+   */
   stepMs?: number;
   linkMbps: number;
   latencyMs: number;
@@ -96,8 +99,8 @@ export interface MethodResult {
 
 const RUN_ID = 1;
 
-/** Modelled milliseconds of one inner step of b sequences. */
-export function modelledStepMs(options: SimulateOptions, model: GptConfig, seqLen: number): number {
+/** The modelled compute time of one inner step of b sequences, ms. */
+function computeMsPerStep(options: SimulateOptions, model: GptConfig, seqLen: number): number {
   if (options.stepMs !== undefined) return options.stepMs;
   return (trainingStepFlops(model, options.batch, seqLen) / (options.gpuTflops * 1e12)) * 1000;
 }
@@ -155,7 +158,7 @@ async function simulateDataParallel(options: SimulateOptions): Promise<MethodRes
   const train = trainConfig(options, model, M * options.batch);
   const layout = buildLayout(model);
   const P = layout.size;
-  const stepMs = modelledStepMs(options, model, train.seqLen);
+  const stepComputeMs = computeMsPerStep(options, model, train.seqLen);
   const sliceMs = ((((4 * P) / M) * 8) / (options.linkMbps * 1e6)) * 1000;
   const allReduceMs = M > 1 ? 2 * (M - 1) * (options.latencyMs + sliceMs) : 0;
   const syncBytes = M > 1 ? (2 * (M - 1) * 4 * P) / M : 0;
@@ -188,7 +191,7 @@ async function simulateDataParallel(options: SimulateOptions): Promise<MethodRes
         if ((step + 1) % 10 === 0 || step + 1 === steps) {
           curve.push({
             tokens: (step + 1) * tokensPerStep,
-            simSeconds: ((step + 1) * (stepMs + allReduceMs)) / 1000,
+            simSeconds: ((step + 1) * (stepComputeMs + allReduceMs)) / 1000,
             trainLoss: recent.reduce((a, b) => a + b, 0) / recent.length,
           });
         }
@@ -206,8 +209,8 @@ async function simulateDataParallel(options: SimulateOptions): Promise<MethodRes
     evalLoss,
     bytesPerWorker: steps * syncBytes,
     peakSyncBytes: syncBytes,
-    simSeconds: (steps * (stepMs + allReduceMs)) / 1000,
-    computeUtilization: stepMs / (stepMs + allReduceMs),
+    simSeconds: (steps * (stepComputeMs + allReduceMs)) / 1000,
+    computeUtilization: stepComputeMs / (stepComputeMs + allReduceMs),
     curve,
     committedRounds: 0,
     abortedRounds: 0,
@@ -268,7 +271,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   const config = methodConfig(name, options, model);
   const { train } = config;
   const M = options.workers;
-  const stepMs = modelledStepMs(options, model, train.seqLen);
+  const stepComputeMs = computeMsPerStep(options, model, train.seqLen);
   const clock = new VirtualClock();
   const network = new SimNetwork(clock, {
     latencyMs: options.latencyMs,
@@ -328,7 +331,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
           ? Promise.resolve(new NullTrainer(run.model, run.train, params))
           : options.createTrainer(run.model, run.train, params),
       nextBatch: () => sampler.next(),
-      stepMs: () => stepMs,
+      sleepAfterStepMs: () => stepComputeMs,
     });
   });
   try {
@@ -369,7 +372,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
     await finalSync;
 
     const bytesPerWorker = workers.reduce((n, _, i) => n + network.stats(`w${i}`).bytesSent, 0) / M;
-    const computeMs = workers.reduce((n, w) => n + w.metrics.innerStep * stepMs, 0);
+    const computeMs = workers.reduce((n, w) => n + w.metrics.innerStep * stepComputeMs, 0);
     const evalLoss = options.dryRun ? null : await evaluate(options, model, train, host.params());
     return {
       name,

@@ -5,7 +5,7 @@ const SECONDS = 8_000;
 
 describe('a worker 5× slower than the rest', () => {
   it('keeps contributing with about a fifth of the token weight, and the others train as fast as without it', async () => {
-    const mixed = await createRoom({ workers: 4, spec: (i) => ({ stepMs: i === 3 ? 500 : 100 }) });
+    const mixed = await createRoom({ workers: 4, spec: (i) => ({ computeMsPerStep: i === 3 ? 500 : 100 }) });
     const results = mixed.spyResults(mixed.hostMember);
     const commits = mixed.spy(mixed.hostMember, 'commit');
     mixed.startAll();

@@ -29,8 +29,8 @@ export const corpus = splitCorpus(loadMobyDick());
 const BATCH = { batchSize: 4, seqLen: 64 };
 
 export interface WorkerSpec {
-  /** Modelled compute time of one inner step, ms. Default 100. */
-  stepMs?: number;
+  /** Modelled compute time of one inner step, ms (it sleeps this long after a step). Default 100. */
+  computeMsPerStep?: number;
   /** The CPU engine's WebAssembly SIMD kernels (false: the plain JS ones, another summation order). */
   simd?: boolean;
   /** Which batch stream it trains on. Default: its own index. */
@@ -149,7 +149,7 @@ export async function createRoom(options: RoomOptions) {
       createTrainer: async (run, params) =>
         new CpuTrainer(run.model, run.train, params, spec.simd === undefined ? {} : { simd: spec.simd }),
       nextBatch: () => sampler.next(),
-      stepMs: () => spec.stepMs ?? 100,
+      sleepAfterStepMs: () => spec.computeMsPerStep ?? 100,
     });
     const entry: RoomWorker = { peer, member, worker, running: null };
     workers.push(entry);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { firstDifference, gradientLike } from '../test-helpers.ts';
 import { createFp4Codec, createInt4Codec, createInt8Codec, DEFAULT_BLOCK_SIZE } from './blockwise.ts';
-import { type Codec, CodecError } from './codec.ts';
+import { type Codec, CodecError, encodedSlice } from './codec.ts';
 
 type Factory = (blockSize?: number) => Codec;
 
@@ -89,9 +89,11 @@ for (const [name, { factory, bound, bytes: bytesPerValue }] of Object.entries(BO
         [160, 165],
         [32, 165],
       ] as const) {
-        const slice = whole.subarray(codec.encodedSize(start), codec.encodedSize(end));
+        const slice = encodedSlice(codec, whole, start, end);
         expect(firstDifference(slice, codec.encode(values.subarray(start, end)))).toBe(-1);
       }
+      // off the grid, a slice of the whole would not be the part's encoding
+      expect(() => encodedSlice(codec, whole, 8, 48)).toThrow(/block grid/);
     });
 
     it('is symmetric in sign and byte-exact across calls', () => {

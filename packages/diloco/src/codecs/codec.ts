@@ -25,7 +25,11 @@ export interface Codec {
   readonly name: CodecName;
   /** The wire id, CODEC_IDS[name]. */
   readonly id: number;
-  /** Values that share one scale; 1 for the element-wise float codecs. */
+  /**
+   * Values that share one scale; 1 for the element-wise float codecs. It is also the grid any
+   * split must fall on: a part that starts at a multiple of it encodes to the matching slice of
+   * the whole's encoding (encodedSlice), so shard boundaries are multiples of it.
+   */
   readonly blockSize: number;
   /** Bytes that `count` values encode to. */
   encodedSize(count: number): number;
@@ -41,6 +45,17 @@ export interface Codec {
 /** Malformed encoded bytes: the message names the codec and the first fault. */
 export class CodecError extends Error {
   override name = 'CodecError';
+}
+
+/**
+ * The encoding of values [start, end) cut out of `encoded`, one encoding of all the values:
+ * `start` must lie on the codec's block grid, and `end` on it too or at the end of the values.
+ */
+export function encodedSlice(codec: Codec, encoded: Uint8Array, start: number, end: number): Uint8Array {
+  if (start % codec.blockSize !== 0) {
+    throw new RangeError(`${codec.name}: a slice starts on the ${codec.blockSize}-value block grid, not at ${start}`);
+  }
+  return encoded.subarray(codec.encodedSize(start), codec.encodedSize(end));
 }
 
 /** Typed-array fast paths read and write host byte order; every platform we target is little-endian. */

@@ -19,7 +19,7 @@
  * - Each change of the host's fragment state must also be a hash the coordinator committed for
  *   its round ('uncommitted' otherwise: a forged commit, a poisoned state transfer), and finite.
  */
-import { aggregate, type Contribution, createCodec } from '@shoal/diloco';
+import { aggregate, type Codec, type Contribution } from '@shoal/diloco';
 import {
   HEADER_OFFSETS,
   MESSAGE_SPECS,
@@ -29,6 +29,7 @@ import {
   type RunConfig,
   type WireCodec,
 } from '@shoal/protocol';
+import { roundCodec } from '../round-codec.ts';
 
 /**
  * Shares by which one attacker may move a committed shard: a share is a median honest
@@ -209,7 +210,7 @@ export class RoundOracle {
       return;
     }
     const mu = this.config.diloco.outerMomentum;
-    const codec = createCodec(open.codec, { blockSize: open.blockSize });
+    const codec = roundCodec(open);
     for (const [k, range] of open.shards.entries()) {
       const length = range.end - range.start;
       const committed = new Float64Array(length);
@@ -248,11 +249,7 @@ export class RoundOracle {
    * Shard k of the round as an honest aggregator would have computed it had nobody lied to it,
    * and one share of it (MAX_INFLUENCE).
    */
-  private honestShard(
-    open: RoundOpenMessage,
-    k: number,
-    codec: ReturnType<typeof createCodec>,
-  ): { values: Float32Array; share: number } | null {
+  private honestShard(open: RoundOpenMessage, k: number, codec: Codec): { values: Float32Array; share: number } | null {
     const range = open.shards[k];
     const senders = this.finished.get(`${open.fragment}:${open.round}:${k}`);
     if (!range || !senders) return null;

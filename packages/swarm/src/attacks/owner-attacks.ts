@@ -2,7 +2,7 @@
  * A shard owner that lies (issue 13, "Shard owners are checked"): its aggregate scaled, flipped
  * or withheld, and a non-owner that races the real owner with a result of its own.
  */
-import { createCodec } from '@shoal/diloco';
+import { roundCodec } from '../round-codec.ts';
 import { everyoneBut, transformPayload } from './forge.ts';
 import type { Attack, AttackContext, HostilePeer } from './types.ts';
 
@@ -46,7 +46,7 @@ export const OWNER_ATTACKS: Attack[] = [
     install(context, hostile) {
       hostile.member.on('round-open', (from, open) => {
         if (from !== context.coordinator || !context.isActive()) return;
-        const codec = createCodec(open.codec, { blockSize: open.blockSize });
+        const codec = roundCodec(open);
         // it claims every participant's contribution was in, as an owner's result would
         const verdicts = open.participants.map((peer) => ({ peer, weight: 1, reason: '' as const, message: '' }));
         for (const [shard, range] of open.shards.entries()) {

@@ -52,8 +52,8 @@ export interface RoomSettings {
   seqLen: number;
   innerSteps: number;
   fragments: number;
-  /** Modelled compute time of one inner step, ms. */
-  stepMs: number;
+  /** Modelled compute time of one inner step, ms (each worker sleeps this long after a step). */
+  computeMsPerStep: number;
   /** Owners give up on a shard after this long; the coordinator on a round after twice that. */
   deadlineMs: number;
   /** The virtual time (ms) at which the attack begins. */
@@ -205,7 +205,7 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
       capabilities: { backend: 'cpu', adapter: 'attacks', tokensPerSecond: 0 },
       createTrainer: (run, params) => settings.createTrainer(run.model, run.train, params),
       nextBatch: () => sampler.next(),
-      stepMs: () => settings.stepMs,
+      sleepAfterStepMs: () => settings.computeMsPerStep,
     });
     return { peer, member, worker };
   });

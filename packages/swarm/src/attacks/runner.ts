@@ -55,7 +55,7 @@ export const ROOM_DEFAULTS = {
   seqLen: 64,
   innerSteps: 10,
   fragments: 2,
-  stepMs: 100,
+  computeMsPerStep: 100,
   deadlineMs: 5_000,
 } as const;
 
@@ -123,7 +123,7 @@ export async function runAttacks(options: AttackRunOptions): Promise<AttackRepor
   const createTrainer =
     options.createTrainer ??
     (async (model: GptConfig, train: TrainConfig, params: Float32Array) => new CpuTrainer(model, train, params));
-  const startMs = 2.5 * ROOM_DEFAULTS.innerSteps * ROOM_DEFAULTS.stepMs; // after two rounds of each fragment
+  const startMs = 2.5 * ROOM_DEFAULTS.innerSteps * ROOM_DEFAULTS.computeMsPerStep; // after two rounds of each fragment
   const settingsFor = (workers: number): RoomSettings => ({
     ...ROOM_DEFAULTS,
     preset: options.preset,
@@ -147,7 +147,10 @@ export async function runAttacks(options: AttackRunOptions): Promise<AttackRepor
     options.onProgress?.({ run: `clean, ${workers} workers`, index: index++, total });
     const settings = settingsFor(workers);
     const steps = Math.ceil(options.tokens / (workers * settings.batch * settings.seqLen));
-    const run = await runRoom({ ...settings, capMs: CLEAN_CAP_FACTOR * steps * settings.stepMs + 30_000 }, null);
+    const run = await runRoom(
+      { ...settings, capMs: CLEAN_CAP_FACTOR * steps * settings.computeMsPerStep + 30_000 },
+      null,
+    );
     run.crashes.push(...(options.drainUnhandled?.() ?? []));
     cleanRuns.set(workers, run);
     const summary = cleanSummary(workers, run);

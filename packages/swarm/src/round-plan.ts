@@ -1,0 +1,64 @@
+/**
+ * What a round-open names (ARCHITECTURE.md, "Rounds…", "The collective";
+ * docs/hostile-volunteers.md): the participants, each shard's owner and checker, and the cap on
+ * each participant's weight. Pure: the coordinator sends what these return.
+ */
+import type { Codec } from '@shoal/diloco';
+import { type PeerId, type RoundOpenMessage, type RunConfig, shardRanges } from '@shoal/protocol';
+import type { MemberInfo } from './roster.ts';
+
+/**
+ * The participants of a round: synced workers that can all reach each other, greedily from their
+ * heartbeats' channel lists, best connected first (ties by peer id), so a member that claims to
+ * reach nobody leaves itself out, not the others. A worker that has not reported yet counts as
+ * reachable. Returns them in peer-id order, and each worker's reason to be left out ('' if chosen).
+ */
+export function chooseParticipants(
+  workers: readonly MemberInfo[],
+  unreachableHint = '',
+): { participants: PeerId[]; reasons: Map<PeerId, string> } {
+  const chosen: MemberInfo[] = [];
+  const reasons = new Map<PeerId, string>();
+  const sees = (a: MemberInfo, b: MemberInfo) => a.reachable === null || a.reachable.has(b.peer);
+  const degree = (w: MemberInfo) => workers.filter((o) => o !== w && sees(w, o) && sees(o, w)).length;
+  const degrees = new Map(workers.map((w) => [w, degree(w)]));
+  const order = [...workers].sort(
+    (a, b) =>
+      (degrees.get(b) as number) - (degrees.get(a) as number) || (a.peer < b.peer ? -1 : a.peer > b.peer ? 1 : 0),
+  );
+  for (const worker of order) {
+    const blocked = chosen.filter((c) => !(sees(c, worker) && sees(worker, c)));
+    const reason =
+      blocked.length === 0 ? '' : `no channel to ${blocked.map((c) => c.peer).join(', ')}${unreachableHint}`;
+    if (reason === '') chosen.push(worker);
+    reasons.set(worker.peer, reason);
+  }
+  // round order is peer-id order, whatever order they were chosen in
+  return { participants: chosen.map((w) => w.peer).sort(), reasons };
+}
+
+/**
+ * The shard table: shard boundaries on the codec's block grid (so each shard's bytes are a slice
+ * of one encoding of the fragment), owner k is participant k and its checker the next one. One
+ * participant alone has nobody to check it: its result is its own Δ, bounded like any other.
+ */
+export function shardTable(fragmentSize: number, codec: Codec, participants: PeerId[]): RoundOpenMessage['shards'] {
+  const n = participants.length;
+  return shardRanges(fragmentSize, codec.blockSize, n).map((range, k) => ({
+    ...range,
+    owner: participants[k] as PeerId,
+    ...(n >= 2 ? { checker: participants[(k + 1) % n] as PeerId } : {}),
+  }));
+}
+
+/**
+ * The most tokens `info` can honestly put behind its contribution to fragment p: the steps its
+ * heartbeats showed since it was last named for p, plus H for the steps between this open and
+ * its contribution and a heartbeat's lag. A weight claimed beyond it is capped. Notes the step.
+ */
+export function seenTokens(info: MemberInfo, p: number, config: RunConfig): number {
+  const { train, diloco } = config;
+  const steps = info.innerStep - (info.stepAtLastRound[p] ?? 0) + diloco.innerSteps;
+  info.stepAtLastRound[p] = info.innerStep;
+  return Math.max(1, steps * train.batchSize * train.seqLen);
+}
