@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
 import { addressKey, IpLimits } from './ip-limits.ts';
 import { DEFAULT_SIGNALING_LIMITS } from './signal-config.ts';
-import { type RawClient, startTestServer, testClients, until } from './signal-test-support.ts';
+import { type RawClient, startTestServer, testClients, until } from './test-server.ts';
 
 let server: RunningServer;
 const { raw } = testClients(() => server);

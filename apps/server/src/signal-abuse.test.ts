@@ -5,7 +5,7 @@
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { RawClient, startTestServer, until } from './signal-test-support.ts';
+import { RawClient, startTestServer, until } from './test-server.ts';
 
 let server: RunningServer;
 const clients: RawClient[] = [];

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import type { RunningServer } from './index.ts';
 import { DEFAULT_SIGNALING_LIMITS, resolveIceServers, resolveSignalingLimits } from './signal-config.ts';
-import { startTestServer, until } from './signal-test-support.ts';
+import { startTestServer, until } from './test-server.ts';
 
 let server: RunningServer | undefined;
 afterEach(async () => {

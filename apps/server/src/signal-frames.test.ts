@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseClientFrame } from './signal-frames.ts';
-import { roomView } from './signal-test-support.ts';
+import { roomView } from './test-server.ts';
 
 const limits = { maxJsonDepth: 16, maxFrameBytes: 256 };
 const text = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));

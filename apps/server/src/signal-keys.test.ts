@@ -2,7 +2,7 @@ import { createIdentity, type PeerKey } from '@shoal/protocol';
 import { SignalClient, type WebSocketLike } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { startTestServer, testClients, until } from './signal-test-support.ts';
+import { startTestServer, testClients, until } from './test-server.ts';
 
 let server: RunningServer;
 const { client, raw } = testClients(() => server);

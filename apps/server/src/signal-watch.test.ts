@@ -6,7 +6,7 @@ import { MAX_VIEW_HISTORY, roomViewUpdateSchema } from '@shoal/protocol';
 import type { ServerMessageOf } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { type RawClient, roomView, startTestServer, testClients, until } from './signal-test-support.ts';
+import { type RawClient, roomView, startTestServer, testClients, until } from './test-server.ts';
 import { RoomViewHistory } from './signal-watch.ts';
 
 let server: RunningServer;

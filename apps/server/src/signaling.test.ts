@@ -1,7 +1,7 @@
 import { type SignalClient, SignalError } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { startTestServer, testClients, until } from './signal-test-support.ts';
+import { startTestServer, testClients, until } from './test-server.ts';
 
 let server: RunningServer;
 const { client, raw } = testClients(() => server);

@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { checkNanoConvergence } from '../train/convergence.testkit.ts';
+import { checkNanoConvergence } from '../train/test-convergence.ts';
 import { CpuTrainer } from './trainer.ts';
 
 describe('nano on Moby Dick (CPU backend)', () => {

@@ -1,6 +1,6 @@
 import { useGpu } from '@shoal/gpu/test-gpu';
 import { describe, it } from 'vitest';
-import { checkNanoConvergence } from '../train/convergence.testkit.ts';
+import { checkNanoConvergence } from '../train/test-convergence.ts';
 import { GpuTrainer } from './trainer.ts';
 
 const gpu = useGpu();
