@@ -6,8 +6,8 @@ import { MAX_VIEW_HISTORY, roomViewUpdateSchema } from '@shoal/protocol';
 import type { ServerMessageOf } from '@shoal/signaling';
 import { describe, expect, it } from 'vitest';
 import type { RunningServer } from './index.ts';
-import { type RawClient, roomView, startTestServer, testClients, until } from './test-server.ts';
 import { RoomViewHistory } from './signal-watch.ts';
+import { type RawClient, roomView, startTestServer, testClients, until } from './test-server.ts';
 
 let server: RunningServer;
 const { client, raw } = testClients(() => server);
