@@ -15,7 +15,7 @@ import {
 import type { Member } from './member.ts';
 
 /** Bytes per corpus-request: 256 KiB (the mesh splits each answer into data-channel chunks). */
-export const CORPUS_PART_BYTES = 256 * 1024;
+const CORPUS_PART_BYTES = 256 * 1024;
 
 export interface CorpusServerOptions {
   /** A requester may fetch the text this many times over before it is refused. Default 4. */

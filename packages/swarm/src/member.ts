@@ -291,11 +291,6 @@ export class Member {
     void this.send(from, { kind: 'rejected', about: kind, reason, message: detail, ...about });
   }
 
-  setRun(runId: number): void {
-    this.runId = runId;
-    this.receiver.runId = runId;
-  }
-
   async close(): Promise<void> {
     this.closed = true;
     for (const off of this.unsubscribe) off();

@@ -23,8 +23,6 @@ import type { ReplicaState, ShardSource } from './replica.ts';
 import { roundCodec } from './round-codec.ts';
 import { resultHashOf } from './shard-duty.ts';
 
-export { STATE_PART_VALUES } from '@shoal/protocol';
-
 /** Early shard results kept per sender: its shards of the next round of two fragments. */
 const EARLY_PER_PEER = 4;
 /** Hashes the coordinator named per fragment that a state transfer may match (the newest ones). */
@@ -157,11 +155,6 @@ export class ReplicaNode {
     if (!list.includes(hash)) list.push(hash);
     if (list.length > TRUSTED_HASHES) list.shift();
     this.trusted.set(p, list);
-  }
-
-  /** The round-open of a round open here (the host's referee reads its shard table). */
-  openOf(p: number, round: number): RoundOpenMessage | undefined {
-    return this.opens.get(roundKey(p, round));
   }
 
   /** Calls `listener` for every result shard this replica adopts; returns the unsubscribe. */

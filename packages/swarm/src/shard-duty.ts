@@ -87,11 +87,6 @@ export class ShardDuties {
     if (round > (this.latestOpened.get(fragment) ?? 0)) this.latestOpened.set(fragment, round);
   }
 
-  /** Whether this member aggregates shard k of (fragment, round) in some role. */
-  has(fragment: number, round: number, shard: number): boolean {
-    return this.duties.has(dutyKey(fragment, round, shard));
-  }
-
   /** Takes on every shard `open` names this member owner or checker of, with the round's codec. */
   takeNamed(open: RoundOpenMessage, codec: Codec): void {
     const { self } = this.options.member;

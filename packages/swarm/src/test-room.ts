@@ -66,7 +66,7 @@ export interface RoomOptions {
 }
 
 /** Late joiners a room with identities has key pairs for (key generation is asynchronous, addWorker is not). */
-export const IDENTITY_SPARES = 4;
+const IDENTITY_SPARES = 4;
 
 export interface RoomWorker {
   peer: PeerId;

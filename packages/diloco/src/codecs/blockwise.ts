@@ -37,22 +37,31 @@ export const DEFAULT_BLOCK_SIZE = 64;
 
 const SCALE_BYTES = 4;
 
-/** Bytes for `count` values when each full block holds B values in `payload(B)` bytes. */
-function blockwiseSize(count: number, blockSize: number, payload: (values: number) => number): number {
-  const full = Math.floor(count / blockSize);
-  const rest = count - full * blockSize;
-  return full * (SCALE_BYTES + payload(blockSize)) + (rest > 0 ? SCALE_BYTES + payload(rest) : 0);
+/**
+ * One blockwise format: how many code bytes a block of n values takes, and how a block's codes
+ * are written and read, given the block's scale (the loop over blocks and the scales are shared).
+ */
+interface BlockFormat {
+  name: 'int8' | 'int4' | 'fp4';
+  codeBytes(values: number): number;
+  /** Writes the codes of values[start … end) from bytes[at]; the buffer is zeroed. */
+  encodeBlock(values: Float32Array, start: number, end: number, scale: number, bytes: Uint8Array, at: number): void;
+  /** Reads the codes at bytes[at] into target[start … end); throws a CodecError on a bad code. */
+  decodeBlock(bytes: Uint8Array, at: number, start: number, end: number, scale: number, target: Float32Array): void;
 }
 
-export function createInt8Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
+function createBlockwiseCodec(format: BlockFormat, blockSize: number): Codec {
   const B = checkBlockSize(blockSize);
+  const { name, codeBytes } = format;
   const codec: Codec = {
-    name: 'int8',
-    id: CODEC_IDS.int8,
+    name,
+    id: CODEC_IDS[name],
     blockSize: B,
     encodedSize(count) {
-      assertCount('int8', count);
-      return blockwiseSize(count, B, (values) => values);
+      assertCount(name, count);
+      const full = Math.floor(count / B);
+      const rest = count - full * B;
+      return full * (SCALE_BYTES + codeBytes(B)) + (rest > 0 ? SCALE_BYTES + codeBytes(rest) : 0);
     },
     encode(values) {
       const bytes = new Uint8Array(codec.encodedSize(values.length));
@@ -60,14 +69,11 @@ export function createInt8Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
       let at = 0;
       for (let start = 0; start < values.length; start += B) {
         const end = Math.min(start + B, values.length);
-        const scale = blockAbsMax('int8', values, start, end);
+        const scale = blockAbsMax(name, values, start, end);
         view.setFloat32(at, scale, true);
         at += SCALE_BYTES;
-        const perUnit = scale > 0 ? 127 / scale : 0;
-        for (let i = start; i < end; i++) {
-          const q = Math.max(-127, Math.min(127, roundHalfAway((values[i] as number) * perUnit)));
-          bytes[at++] = q & 0xff;
-        }
+        format.encodeBlock(values, start, end, scale, bytes, at);
+        at += codeBytes(end - start);
       }
       return bytes;
     },
@@ -78,19 +84,40 @@ export function createInt8Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
       for (let start = 0; start < count; start += B) {
         const end = Math.min(start + B, count);
         const scale = view.getFloat32(at, true);
-        checkScale('int8', scale, start / B);
+        checkScale(name, scale, start / B);
         at += SCALE_BYTES;
-        const step = scale / 127;
-        for (let i = start; i < end; i++) {
-          const byte = bytes[at++] as number;
-          if (byte === 0x80) throw new CodecError(`int8: invalid code -128 at value ${i}`);
-          target[i] = (byte < 128 ? byte : byte - 256) * step;
-        }
+        format.decodeBlock(bytes, at, start, end, scale, target);
+        at += codeBytes(end - start);
       }
       return target;
     },
   };
   return codec;
+}
+
+/** int8: one byte per value, q = round(x · 127/scale). */
+const INT8: BlockFormat = {
+  name: 'int8',
+  codeBytes: (values) => values,
+  encodeBlock(values, start, end, scale, bytes, at) {
+    const perUnit = scale > 0 ? 127 / scale : 0;
+    for (let i = start; i < end; i++) {
+      const q = Math.max(-127, Math.min(127, roundHalfAway((values[i] as number) * perUnit)));
+      bytes[at++] = q & 0xff;
+    }
+  },
+  decodeBlock(bytes, at, start, end, scale, target) {
+    const step = scale / 127;
+    for (let i = start; i < end; i++) {
+      const byte = bytes[at++] as number;
+      if (byte === 0x80) throw new CodecError(`int8: invalid code -128 at value ${i}`);
+      target[i] = (byte < 128 ? byte : byte - 256) * step;
+    }
+  },
+};
+
+export function createInt8Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
+  return createBlockwiseCodec(INT8, blockSize);
 }
 
 /**
@@ -132,71 +159,41 @@ function nibbleOf(x: number, cut: Float64Array): number {
   return k !== 0 && x < 0 ? k | 8 : k;
 }
 
-function createNibbleCodec(format: NibbleFormat, blockSize: number): Codec {
-  const B = checkBlockSize(blockSize);
+/** A nibble format's block coding; `cut` is its scratch (thresholds × the block's scale). */
+function nibbleBlocks(format: NibbleFormat): BlockFormat {
   const { name, multipliers, thresholds } = format;
-  const cut = new Float64Array(7); // thresholds × this block's scale
-  const codec: Codec = {
+  const cut = new Float64Array(7);
+  return {
     name,
-    id: CODEC_IDS[name],
-    blockSize: B,
-    encodedSize(count) {
-      assertCount(name, count);
-      return blockwiseSize(count, B, (values) => Math.ceil(values / 2));
-    },
-    encode(values) {
-      const bytes = new Uint8Array(codec.encodedSize(values.length));
-      const view = new DataView(bytes.buffer);
-      let at = 0;
-      for (let start = 0; start < values.length; start += B) {
-        const end = Math.min(start + B, values.length);
-        const scale = blockAbsMax(name, values, start, end);
-        view.setFloat32(at, scale, true);
-        at += SCALE_BYTES;
-        if (scale === 0) {
-          at += Math.ceil((end - start) / 2); // all codes 0
-          continue;
-        }
-        for (let j = 0; j < 7; j++) cut[j] = (thresholds[j] as number) * scale;
-        for (let i = start; i < end; i += 2) {
-          const low = nibbleOf(values[i] as number, cut);
-          const high = i + 1 < end ? nibbleOf(values[i + 1] as number, cut) : 0;
-          bytes[at++] = low | (high << 4);
-        }
+    codeBytes: (values) => Math.ceil(values / 2),
+    encodeBlock(values, start, end, scale, bytes, at) {
+      if (scale === 0) return; // all codes 0
+      for (let j = 0; j < 7; j++) cut[j] = (thresholds[j] as number) * scale;
+      for (let i = start; i < end; i += 2) {
+        const low = nibbleOf(values[i] as number, cut);
+        const high = i + 1 < end ? nibbleOf(values[i + 1] as number, cut) : 0;
+        bytes[at++] = low | (high << 4);
       }
-      return bytes;
     },
-    decode(bytes, count, out) {
-      const target = checkEncodedLength(codec, bytes, count, out);
-      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      let at = 0;
-      for (let start = 0; start < count; start += B) {
-        const end = Math.min(start + B, count);
-        const scale = view.getFloat32(at, true);
-        checkScale(name, scale, start / B);
-        at += SCALE_BYTES;
-        for (let i = start; i < end; i++) {
-          const byte = bytes[at + ((i - start) >> 1)] as number;
-          const nibble = (i - start) & 1 ? byte >> 4 : byte & 0xf;
-          const multiplier = multipliers[nibble] as number;
-          if (Number.isNaN(multiplier)) throw new CodecError(`${name}: invalid code 0x8 at value ${i}`);
-          target[i] = multiplier * scale;
-        }
-        if ((end - start) & 1 && (bytes[at + ((end - start) >> 1)] as number) >> 4 !== 0) {
-          throw new CodecError(`${name}: padding nibble after value ${end - 1} is not 0`);
-        }
-        at += Math.ceil((end - start) / 2);
+    decodeBlock(bytes, at, start, end, scale, target) {
+      for (let i = start; i < end; i++) {
+        const byte = bytes[at + ((i - start) >> 1)] as number;
+        const nibble = (i - start) & 1 ? byte >> 4 : byte & 0xf;
+        const multiplier = multipliers[nibble] as number;
+        if (Number.isNaN(multiplier)) throw new CodecError(`${name}: invalid code 0x8 at value ${i}`);
+        target[i] = multiplier * scale;
       }
-      return target;
+      if ((end - start) & 1 && (bytes[at + ((end - start) >> 1)] as number) >> 4 !== 0) {
+        throw new CodecError(`${name}: padding nibble after value ${end - 1} is not 0`);
+      }
     },
   };
-  return codec;
 }
 
 export function createInt4Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
-  return createNibbleCodec(INT4, blockSize);
+  return createBlockwiseCodec(nibbleBlocks(INT4), blockSize);
 }
 
 export function createFp4Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
-  return createNibbleCodec(FP4, blockSize);
+  return createBlockwiseCodec(nibbleBlocks(FP4), blockSize);
 }

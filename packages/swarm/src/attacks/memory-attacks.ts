@@ -14,9 +14,9 @@ import {
   peerBudgetFor,
   Reassembler,
   type RunConfig,
+  STATE_PART_VALUES,
   writeChunkHeader,
 } from '@shoal/protocol';
-import { STATE_PART_VALUES } from '../replica-node.ts';
 import type { Attack, AttackContext, HostilePeer, ProbeOutcome } from './types.ts';
 
 /** Rounds ahead of the latest open one: never opened within a run, so kept until refused. */

@@ -41,7 +41,7 @@ import { roundCodec } from '../round-codec.ts';
 export const MAX_INFLUENCE = 5;
 
 /** Committed and emitted shards agree to this relative L2 error (the Δ̄ read back from m is exact to an ulp). */
-export const INTEGRITY_TOLERANCE = 1e-3;
+const INTEGRITY_TOLERANCE = 1e-3;
 
 const CONTRIBUTION = MESSAGE_SPECS.contribution.id;
 const SHARD_RESULT = MESSAGE_SPECS['shard-result'].id;

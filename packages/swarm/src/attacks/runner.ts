@@ -23,9 +23,8 @@ import {
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
-import type { PeerId, RunConfig } from '@shoal/protocol';
+import { type PeerId, type RunConfig, STATE_PART_VALUES } from '@shoal/protocol';
 import { DEFAULT_DILOCO } from '../config.ts';
-import { STATE_PART_VALUES } from '../replica-node.ts';
 import { ATTACKS_ELSEWHERE, type AttackElsewhere, selectAttacks } from './catalogue.ts';
 import { MAX_INFLUENCE } from './oracle.ts';
 import { type RoomRun, type RoomSettings, roomConfig, runRoom } from './room.ts';

@@ -131,10 +131,6 @@ export class VirtualClock implements Clock {
     return new Promise((resolve) => this.schedule(ms, resolve));
   }
 
-  sleepUntil(atMs: number): Promise<void> {
-    return new Promise((resolve) => this.scheduleAt(atMs, resolve));
-  }
-
   /** `schedule` returning a bare cancel function (the shape of the swarm's SwarmClock). */
   setTimer(ms: number, callback: () => void): () => void {
     const handle = this.schedule(ms, callback);
