@@ -14,22 +14,13 @@
  */
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
+import { loadCorpus } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import type { IceServer } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
-import {
-  type CoordinatorEvent,
-  createRunConfig,
-  decodeRoomCheckpoint,
-  encodeRoomCheckpoint,
-  Host,
-  type RoomCheckpoint,
-  RoomCheckpointSaver,
-  RoomViewRecorder,
-  serveCorpus,
-} from '@shoal/swarm';
+import { type CoordinatorEvent, createRunConfig, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
+import { evalBatchesFor, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
 import { readInput, writePrivateFiles } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
 import { aggregationOption, codecOption, presetOption, UsageError } from './usage.ts';
@@ -201,11 +192,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   }
   // a run saved before fingerprints keeps its config as it was
   if (!saved) config.data.fingerprint = corpus.fingerprint;
-  const evalBatches: Batch[] = validationBatches(corpus.validation, {
-    batchSize: config.train.batchSize,
-    seqLen: config.train.seqLen,
-    count: options.evalBatches,
-  });
+  const evalBatches = evalBatchesFor(corpus, config, options.evalBatches);
   const wrtc = await loadWrtc();
 
   /** One JSON line with --json, else `text` (null: nothing, an event only --json readers want). */
@@ -213,10 +200,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
     else if (text !== null) console.log(text);
   };
-  // The room view: created with the host below; the coordinator's events reach it from the start.
-  let recorder: RoomViewRecorder | null = null;
   const onEvent = (event: CoordinatorEvent) => {
-    recorder?.onEvent(event);
     switch (event.event) {
       case 'peer-joined':
         return print({ event: 'peer-joined', peer: event.peer }, `+ ${event.peer} joined`);
@@ -244,6 +228,9 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     }
   };
 
+  // a checkpoint written before the credentials had a file of their own keeps them in its run
+  // state: read there, never written back (the next save drops them)
+  const savedRoom = options.resume ? (loadRoomCredentials(options.resume) ?? saved?.state.room ?? null) : null;
   const signal = await connectSignaling(base);
   // A resumed host takes its signaling room back while the server still has it (members that
   // stayed keep their link); otherwise it opens a new room.
@@ -257,9 +244,6 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   };
   let peers: string[] = [];
   let reclaimed = false;
-  // a checkpoint written before the credentials had a file of their own keeps them in its run
-  // state: read there, never written back (the next save drops them)
-  const savedRoom = options.resume ? (loadRoomCredentials(options.resume) ?? saved?.state.room ?? null) : null;
   try {
     if (!savedRoom) throw new Error('no room to take back');
     const back = await signal.reclaim(savedRoom.roomId, savedRoom.hostSecret);
@@ -285,19 +269,68 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   const link = await joinMesh(signal, room, peers, wrtc);
   // no peer may make this host hold more than the run's largest legitimate message
   link.mesh.setMessageLimit(maxMessageBytesFor(config));
-  // workers without the text (no --data) fetch it from here
-  serveCorpus(link.member, corpus.bytes);
-  let host: Host;
+
+  // θ_global and the run state at every round the host's replica adopts, written beside and
+  // renamed (a reader never sees half a file); the fragment hashes in the state tell a resume
+  // whether the two are from the same save. Text mode names only the last one, on the way out.
+  const checkpointPaths = checkpointDir
+    ? { path: join(checkpointDir, CHECKPOINT_NAME), state: join(checkpointDir, STATE_NAME) }
+    : null;
+  let stopping = false;
+  const storage: HostStorage | null = checkpointPaths && {
+    async save(files, checkpoint) {
+      await writePrivateFiles([
+        { path: checkpointPaths.path, bytes: files.weights },
+        { path: checkpointPaths.state, bytes: files.state },
+      ]);
+      const { fragments } = checkpoint.state;
+      print(
+        { event: 'checkpoint', ...checkpointPaths, fragments },
+        stopping ? `checkpoint: ${checkpointPaths.path} (rounds ${fragments.map((f) => f.round).join(', ')})` : null,
+      );
+    },
+  };
+  const printMetrics = () => {
+    const { members, ...figures } = service.metrics();
+    const { step, tokens, trainLoss, evalLoss, tokensPerSecond } = figures;
+    print(
+      { event: 'metrics', ...figures },
+      `step ${step}  tokens ${tokens}  train ${trainLoss?.toFixed(4) ?? '—'}  eval ${evalLoss?.toFixed(4) ?? '—'}  ` +
+        `${tokensPerSecond.toFixed(0)} tok/s  ${members} members`,
+    );
+  };
+  let service: HostService;
   try {
-    host = await Host.create({
+    service = await HostService.create({
       member: link.member,
       config,
-      onEvent,
+      corpus, // workers without the text (no --data) fetch it from here
+      saved,
       deadlineMs: options.deadlineMs,
       unreachableHint: room.iceServers.some((server) => [server.urls].flat().some((url) => /^turns?:/.test(url)))
         ? ''
         : ' (ICE failed and no TURN server is configured: see the README on coturn)',
-      ...(saved && { params: saved.params, momentum: saved.momentum, resume: saved.state }),
+      roomId: room.roomId,
+      hostKind: 'cli',
+      status: 'running',
+      // evaluation of θ_global: one CPU engine, parameters swapped in for each evaluation
+      createEvaluator: (run, params) => new CpuTrainer(run.model, run.train, params),
+      evalBatches,
+      evalEveryMs: options.evalEveryMs,
+      publishEveryMs: options.publishEveryMs,
+      timers: wallTimers,
+      storage,
+      onEvent,
+      // the watch link's view: one chart point and one publish per period (the server keeps the history)
+      onView: (update) => {
+        if (signal.open) signal.publish(update);
+      },
+      onEvaluated: printMetrics,
+      onError: (error, during) =>
+        console.error(
+          during === 'evaluation' ? 'shoal: evaluation failed:' : 'shoal: the checkpoint could not be written:',
+          error,
+        ),
     });
   } catch (error) {
     await link.close();
@@ -321,36 +354,6 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     );
   }
 
-  // θ_global and the run state at every round the host's replica adopts, written beside and
-  // renamed (a reader never sees half a file); the fragment hashes in the state tell a resume
-  // whether the two are from the same save. Text mode names only the last one, on the way out.
-  const checkpointPaths = checkpointDir
-    ? { path: join(checkpointDir, CHECKPOINT_NAME), state: join(checkpointDir, STATE_NAME) }
-    : null;
-  let announceCheckpoint = false;
-  const saver =
-    checkpointPaths &&
-    new RoomCheckpointSaver(
-      host,
-      async (checkpoint) => {
-        const files = encodeRoomCheckpoint(checkpoint);
-        await writePrivateFiles([
-          { path: checkpointPaths.path, bytes: files.weights },
-          { path: checkpointPaths.state, bytes: files.state },
-        ]);
-        const { fragments } = checkpoint.state;
-        print(
-          { event: 'checkpoint', ...checkpointPaths, fragments },
-          announceCheckpoint
-            ? `checkpoint: ${checkpointPaths.path} (rounds ${fragments.map((f) => f.round).join(', ')})`
-            : null,
-        );
-      },
-      (error) => console.error('shoal: the checkpoint could not be written:', error),
-    );
-  // the run as it starts: a resume point before the first commit (and a resumed run's state
-  // rewritten without credentials)
-  saver?.request(true);
   // a room taken back goes on with the chart history the server kept for its watchers
   const key = reclaimed ? room.watchKey : undefined;
   const kept = key
@@ -358,71 +361,8 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
         .then((watcher) => readKeptView(watcher, room.roomId, key))
         .catch(() => null) // the charts start afresh
     : null;
-  recorder = new RoomViewRecorder({
-    host,
-    roomId: room.roomId,
-    hostKind: 'cli',
-    ...(kept && { startedAt: kept.startedAt, continueFrom: kept.points.at(-1) ?? null }),
-  });
-  recorder.setStatus('running');
-
-  // Evaluation of θ_global: one CPU engine, parameters swapped in for each evaluation.
-  const evaluator = new CpuTrainer(config.model, config.train, host.params());
-  let evalLoss: number | null = null;
-  let lastEvaluatedHashes = '';
-  const evaluate = async () => {
-    const hashes = host
-      .fragmentStates()
-      .map((f) => f.hash)
-      .join();
-    if (hashes === lastEvaluatedHashes && evalLoss !== null) return false; // θ_global has not moved
-    lastEvaluatedHashes = hashes;
-    const params = host.params();
-    await evaluator.setParams(params);
-    const loss = await evaluator.evaluate(evalBatches);
-    evalLoss = Number.isFinite(loss) ? loss : null;
-    recorder?.setEvalLoss(evalLoss);
-    return true;
-  };
-  const metrics = () => {
-    const { coordinator } = host;
-    const members = [...coordinator.members.values()];
-    const losses = members.map((m) => m.loss).filter((loss): loss is number => loss !== null);
-    const trainLoss = losses.length === 0 ? null : losses.reduce((a, b) => a + b, 0) / losses.length;
-    const tokensPerSecond = members.reduce((sum, m) => sum + m.tokensPerSecond, 0);
-    const event = {
-      event: 'metrics' as const,
-      step: coordinator.medianStep,
-      tokens: coordinator.roomTokens,
-      trainLoss,
-      evalLoss,
-      tokensPerSecond,
-      bytesSent: link.member.bytesSent,
-      bytesReceived: link.member.bytesReceived,
-    };
-    print(
-      event,
-      `step ${event.step}  tokens ${event.tokens}  train ${trainLoss?.toFixed(4) ?? '—'}  eval ${evalLoss?.toFixed(4) ?? '—'}  ` +
-        `${tokensPerSecond.toFixed(0)} tok/s  ${members.length} members`,
-    );
-  };
-
-  let evaluating: Promise<unknown> = Promise.resolve();
-  const evalTimer = setInterval(() => {
-    evaluating = evaluating.then(evaluate).then(
-      (changed) => changed && metrics(),
-      (error) => console.error('shoal: evaluation failed:', error),
-    );
-  }, options.evalEveryMs);
-  const metricsTimer = setInterval(metrics, options.metricsEveryMs);
-  evaluating = evaluate().then(metrics);
-  // The watch link's view: one chart point and one publish per period (the server keeps the history).
-  const publish = () => {
-    if (!recorder || !signal.open) return;
-    recorder.sample();
-    signal.publish(recorder.update());
-  };
-  const publishTimer = setInterval(publish, options.publishEveryMs);
+  service.start(kept && { startedAt: kept.startedAt, continueFrom: kept.points.at(-1) ?? null });
+  const metricsTimer = setInterval(printMetrics, options.metricsEveryMs);
   let refused = false;
   signal.on('error', (error) => {
     // a refused view is a bug here or a server with other limits: say it once, train on
@@ -430,7 +370,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     refused = true;
     console.error(`shoal: the server refused the room view (${error.code}): ${error.message}`);
   });
-  publish();
+  service.publish();
 
   const closedBy = await Promise.race([
     untilSignal(),
@@ -438,23 +378,12 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
       signal.on('close', ({ code }) => resolve(`the signaling socket closed (${code})`)),
     ),
   ]);
-  clearInterval(evalTimer);
   clearInterval(metricsTimer);
-  clearInterval(publishTimer);
-  host.close(); // no round deadline may keep the process alive
-  await evaluating;
-  // Best effort: watchers see the run stopped (the socket may already be gone).
-  recorder.setStatus('stopped');
-  publish();
-  recorder.close();
   if (!options.json) console.error(`shoal: stopping (${closedBy})`);
-  if (saver) {
-    announceCheckpoint = true;
-    saver.request(true);
-    await saver.settled();
-    saver.close();
-  }
-  evaluator.destroy();
+  // a last checkpoint and a last view (best effort: the socket may already be gone); nothing
+  // here waits on the server, and the mesh and the socket close within a bounded grace (room.ts)
+  stopping = true;
+  await service.stop();
   await link.close();
   if (!closedBy.startsWith('SIG')) throw new Error(closedBy);
 }

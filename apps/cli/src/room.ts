@@ -46,12 +46,27 @@ export function serverBase(server: string): string {
   return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}`;
 }
 
+/**
+ * How long closing the signaling socket waits for the server's answer before it drops the
+ * connection. ws waits 30 s by default, and a server that has gone away without closing its end
+ * (a machine that vanished, a process stopped) never answers: a stopping `shoal host` or
+ * `shoal worker` stayed alive that long.
+ */
+export const SIGNAL_CLOSE_TIMEOUT_MS = 1_000;
+
+/** ws's WebSocket with the short closing handshake (its `closeTimeout` option). */
+class SignalSocket extends WebSocket {
+  constructor(url: string) {
+    super(url, { closeTimeout: SIGNAL_CLOSE_TIMEOUT_MS } as WebSocket.ClientOptions);
+  }
+}
+
 /** A signaling client at `server`, with a key pair of its own to announce (one per process run). */
 export async function connectSignaling(server: string): Promise<SignalClient> {
   const url = signalUrl(serverBase(server));
   const identity = await createIdentity();
   try {
-    return await SignalClient.connect(url, WebSocket as unknown as WebSocketConstructor, { identity });
+    return await SignalClient.connect(url, SignalSocket as unknown as WebSocketConstructor, { identity });
   } catch (error) {
     throw new UsageError(`cannot reach the signaling server: ${(error as Error).message}`);
   }

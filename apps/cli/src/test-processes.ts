@@ -1,5 +1,5 @@
 /**
- * The CLI's process tests (host-worker, host-crash): `shoal` commands as child processes whose
+ * The CLI's process tests (host-worker, host-crash, host-sigterm): `shoal` commands as child processes whose
  * stdout is JSON lines, a poll that fails naming what it waited for with every process's last
  * lines, and a cleanup that kills what is left.
  */
@@ -15,6 +15,8 @@ export interface Proc {
   child: ChildProcess;
   /** Parsed JSON lines of stdout, in order. */
   lines: Line[];
+  /** The other lines of stdout (`shoal server`'s), in order. */
+  text: string[];
   stderr: string[];
   /** Resolves once the process exited and its stdout was read to the end. */
   exit: Promise<number | null>;
@@ -32,6 +34,7 @@ export function shoalProcesses() {
       name,
       child,
       lines: [],
+      text: [],
       stderr: [],
       // 'close', not 'exit': every line the process wrote before it died is parsed by then
       exit: new Promise((resolve) => child.on('close', (code) => resolve(code))),
@@ -41,7 +44,10 @@ export function shoalProcesses() {
       buffered += chunk;
       const lines = buffered.split('\n');
       buffered = lines.pop() ?? '';
-      for (const line of lines) if (line.trim()) proc.lines.push(JSON.parse(line));
+      for (const line of lines) {
+        if (line.startsWith('{')) proc.lines.push(JSON.parse(line));
+        else if (line.trim()) proc.text.push(line);
+      }
     });
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => proc.stderr.push(chunk));
     procs.push(proc);

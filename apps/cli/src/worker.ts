@@ -4,13 +4,14 @@
  * swarm Worker on its engine until SIGINT/SIGTERM; then it finishes its step, says leave to every
  * peer and to the server, and closes.
  */
-import { BatchSampler, type Corpus, corpusFromBytes, fnv1a32, loadCorpus } from '@shoal/data';
+import { type Corpus, corpusFromBytes, loadCorpus } from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
 import type { WrtcImplementation } from '@shoal/mesh';
-import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
+import type { Trainer } from '@shoal/model';
 import { type Capabilities, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import type { ServerMessageOf } from '@shoal/signaling';
-import { fetchCorpusFrom, type Member, Worker } from '@shoal/swarm';
+import { fetchCorpusFrom, type Member, type Worker } from '@shoal/swarm';
+import { trainerFor, VolunteerService } from '@shoal/swarm/services';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import { connectSignaling, joinMesh, loadWrtc, type RoomLink, serverBase, untilSignal } from './room.ts';
 import { UsageError } from './usage.ts';
@@ -23,11 +24,6 @@ export interface WorkerCliOptions {
   /** The corpus, when the room trains on a file rather than Moby Dick. */
   data?: string;
   json?: boolean;
-}
-
-/** This worker's batch stream: from its peer id, so two workers of a room draw different batches. */
-export function workerIndexFor(peerId: string): number {
-  return fnv1a32(new TextEncoder().encode(peerId)) & 0xffff;
 }
 
 export interface RoomWorkerOptions {
@@ -100,41 +96,18 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
   }
   const link = await joinMesh(signal, joined, [joined.hostId, ...joined.peers], options.wrtc);
   const { member } = link;
-  let sampler: BatchSampler | null = null;
-  let failed: (error: Error) => void = () => {};
-  const failure = new Promise<Error>((resolve) => {
-    failed = resolve;
-  });
-  const worker = new Worker({
+  const volunteer = new VolunteerService({
     member,
     coordinator: joined.hostId,
     capabilities: options.capabilities,
-    // The run config arrives in the welcome: the data stream is set up with the engine.
-    createTrainer: async (config, params) => {
-      // now that the run is known, no peer may make this worker hold more than its largest message
-      link.mesh.setMessageLimit(maxMessageBytesFor(config));
-      try {
-        const { corpus, source } = await loadRoomCorpus(config, member, joined.hostId, options.data);
-        options.onCorpus?.(corpus, source);
-        sampler = new BatchSampler(corpus.train, {
-          batchSize: config.train.batchSize,
-          seqLen: config.train.seqLen,
-          seed: config.data.seed,
-          worker: workerIndexFor(member.self),
-        });
-        return await options.createEngine(config, params);
-      } catch (error) {
-        failed(error as Error);
-        throw error;
-      }
+    // now that the run is known, no peer may make this worker hold more than its largest message
+    onRun: (config) => link.mesh.setMessageLimit(maxMessageBytesFor(config)),
+    loadCorpus: async (config) => {
+      const { corpus, source } = await loadRoomCorpus(config, member, joined.hostId, options.data);
+      options.onCorpus?.(corpus, source);
+      return corpus;
     },
-    // The inner loop awaits engine steps that may settle without a macrotask: a zero-length sleep
-    // after each step lets the mesh, the signaling socket and SIGINT be served in between.
-    stepMs: () => 0,
-    nextBatch: () => {
-      if (!sampler) throw new Error('a batch before the welcome');
-      return sampler.next();
-    },
+    createEngine: options.createEngine,
   });
 
   // Hello only once the mesh reaches every member already in the room: the coordinator names a
@@ -144,16 +117,15 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
     Promise.all(announced.map((peer) => member.waitForPeer(peer))),
     new Promise((resolve) => setTimeout(resolve, 20_000)),
   ]);
-  const running = worker.join().then(() => worker.run());
+  const running = volunteer.start();
+  const { worker, failure } = volunteer;
   let leaving: Promise<void> | null = null;
   const leave = () => {
     leaving ??= (async () => {
-      worker.stop();
-      // Let the step in progress finish (a bounded wait: a worker still waiting for its welcome never loops).
-      await Promise.race([running.catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5_000))]);
-      await member.broadcast(link.mesh.peers(), { kind: 'leave', reason: 'stopped' });
+      // the step in progress finishes (a bounded wait), every peer hears leave
+      await volunteer.leave('stopped', 5_000);
       await link.close();
-      worker.destroy();
+      volunteer.destroy();
     })();
     return leaving;
   };
@@ -165,20 +137,12 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
   const wrtc = await loadWrtc();
   let release = () => {};
   let capabilities: Capabilities = { backend: 'cpu', adapter: 'CPU (WebAssembly)', tokensPerSecond: 0 };
-  let createEngine = async (config: RunConfig, params: Float32Array): Promise<Trainer> =>
-    new CpuTrainer(config.model, config.train, params);
+  let device: GPUDevice | null = null;
   if (options.backend === 'webgpu') {
     const gpu = await acquireCliGpu();
+    device = gpu.device;
     release = () => gpu.destroy();
     capabilities = { backend: 'webgpu', adapter: formatAdapter(gpu.report), tokensPerSecond: 0 };
-    createEngine = async (config, params) =>
-      GpuTrainer.create(
-        gpu.device,
-        config.model,
-        config.train,
-        params,
-        await createGptKernels(gpu.device, config.model.nEmbd / config.model.nHead),
-      );
   }
 
   const log = (event: object, text: string) => {
@@ -191,7 +155,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     token: options.token,
     wrtc,
     capabilities,
-    createEngine,
+    createEngine: (config, params) => trainerFor(device, config, params),
     data: options.data,
     onCorpus: (corpus, source) =>
       log(

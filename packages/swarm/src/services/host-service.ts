@@ -1,0 +1,321 @@
+/**
+ * The host as a service (ARCHITECTURE.md, "The host is a replica"): what `shoal host` and the
+ * dashboard's room worker both run around a Host. It serves the room's text, records the room
+ * view, evaluates θ_global whenever it moved, writes a checkpoint whenever it moved (and at
+ * start, at a status change and on the way out), and samples the view for publication on a timer.
+ *
+ * It has no I/O of its own: the member (and its transport), the evaluation engine, the checkpoint
+ * storage and the timers come in, and the view, the evaluations and the errors go out through
+ * callbacks. `shoal host` gives it Node files and a CPU engine; the dashboard IndexedDB and
+ * messages to its page; the tests fakes.
+ *
+ *   const service = await HostService.create({ member, config, corpus, storage, timers, … });
+ *   // announce the room, then:
+ *   service.start();
+ *   // …
+ *   await service.stop();
+ */
+import { type Batch, type Corpus, validationBatches } from '@shoal/data';
+import type { Trainer } from '@shoal/model';
+import type { RoomStatus, RoomViewPoint, RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import type { CoordinatorEvent } from '../coordinator.ts';
+import { serveCorpus } from '../corpus-share.ts';
+import { Host } from '../host.ts';
+import type { Member } from '../member.ts';
+import {
+  encodeRoomCheckpoint,
+  type RoomCheckpoint,
+  RoomCheckpointSaver,
+  roomCheckpointOf,
+} from '../room-checkpoint.ts';
+import { RoomViewRecorder } from '../room-view.ts';
+
+/**
+ * A host's timing and evaluation defaults, per kind of host: the CLI's flags (`--eval-every-ms`,
+ * `--eval-batches`, `--publish-every-ms`, `--metrics-every-ms`, `--deadline-ms`) and the
+ * dashboard's. The two kinds have evaluated and published at different rates since each was
+ * written (the dashboard's charts are watched live; a headless host writes a log): one shared
+ * value would change one of them.
+ */
+export const HOST_DEFAULTS = {
+  cli: { evalEveryMs: 30_000, evalBatches: 4, publishEveryMs: 2_000, metricsEveryMs: 5_000, deadlineMs: 30_000 },
+  dashboard: { evalEveryMs: 5_000, evalBatches: 4, publishEveryMs: 1_000, deadlineMs: 30_000 },
+} as const;
+
+/** Something done every `ms` until the returned function is called (setInterval, or a fake). */
+export interface Timers {
+  every(ms: number, callback: () => void): () => void;
+}
+
+/** The wall clock's intervals. */
+export const wallTimers: Timers = {
+  every(ms, callback) {
+    const timer = setInterval(callback, ms);
+    return () => clearInterval(timer);
+  },
+};
+
+/** A checkpoint's two files (room-checkpoint.ts), as bytes. */
+export type RoomCheckpointFiles = ReturnType<typeof encodeRoomCheckpoint>;
+
+/** Where a host's checkpoints go: files beside each other, an IndexedDB record, a test's map. */
+export interface HostStorage {
+  /** Writes the pair; `checkpoint` is the snapshot they were encoded from (for its counters). */
+  save(files: RoomCheckpointFiles, checkpoint: RoomCheckpoint): Promise<void>;
+}
+
+/** What the service needs of an evaluation engine (a Trainer; θ_global is swapped into it). */
+export type Evaluator = Pick<Trainer, 'setParams' | 'evaluate' | 'destroy'>;
+
+export interface HostServiceOptions {
+  member: Member;
+  config: RunConfig;
+  /** The room's text: served to volunteers who ask for it. */
+  corpus: Corpus;
+  /** A saved run to take up again (its config is `config`). */
+  saved?: RoomCheckpoint | null;
+  /** θ_global to start a new run from (a checkpoint the host picked); the seeded init when null. */
+  params?: Float32Array | null;
+  deadlineMs: number;
+  /** Appended to an unreachable member's reason in the roster. */
+  unreachableHint?: string;
+  roomId: string;
+  hostKind: RoomViewUpdate['hostKind'];
+  status: RoomStatus;
+  /** The evaluation engine, made once with θ_global; later θ_global values are swapped in. */
+  createEvaluator(config: RunConfig, params: Float32Array): Evaluator;
+  /** Fixed validation batches (evalBatchesFor). */
+  evalBatches: Batch[];
+  evalEveryMs: number;
+  /** Sample the room view and hand it to `onView` this often. */
+  publishEveryMs: number;
+  timers: Timers;
+  /** Null: no checkpoints. */
+  storage: HostStorage | null;
+  /** The coordinator's events, after the room view has recorded them. */
+  onEvent?(event: CoordinatorEvent): void;
+  /** The view since the previous one, and the room's schedule step (roomStep). */
+  onView(update: RoomViewUpdate, step: number): void;
+  /** θ_global moved and was evaluated (null: its loss was not finite). */
+  onEvaluated?(evalLoss: number | null): void;
+  onError(error: unknown, during: 'evaluation' | 'checkpoint'): void;
+}
+
+/** The host's figures now, as `shoal host` prints them every --metrics-every-ms. */
+export interface HostMetrics {
+  /** The median worker's inner step. */
+  step: number;
+  tokens: number;
+  /** The members' mean training loss (null before any reported one). */
+  trainLoss: number | null;
+  evalLoss: number | null;
+  tokensPerSecond: number;
+  bytesSent: number;
+  bytesReceived: number;
+  members: number;
+}
+
+/** A resumed room's chart history (the server's kept view for watch links): the charts go on from it. */
+export interface ViewHistory {
+  /** Epoch ms when the run started. */
+  startedAt: number;
+  /** The last chart point. */
+  continueFrom: RoomViewPoint | null;
+}
+
+/** Validation batches of the room's text for evaluating θ_global: `count` batches of the run's shape. */
+export function evalBatchesFor(corpus: Corpus, config: RunConfig, count: number): Batch[] {
+  return validationBatches(corpus.validation, {
+    batchSize: config.train.batchSize,
+    seqLen: config.train.seqLen,
+    count,
+  });
+}
+
+/** The room's position on the learning-rate schedule in inner steps: its tokens ÷ tokens per step. */
+export function scheduleStep(config: RunConfig, roomTokens: number): number {
+  const { batchSize, seqLen } = config.train;
+  return Math.floor(roomTokens / (batchSize * seqLen));
+}
+
+export class HostService {
+  private evalLoss: number | null = null;
+  /** The fragment hashes θ_global was last evaluated at ('' before the first). */
+  private evaluatedHashes = '';
+  /** Evaluations run one after another; errors end here (onError). */
+  private evaluating: Promise<void> = Promise.resolve();
+  private saver: RoomCheckpointSaver | null = null;
+  /** The room view, from start() on; the coordinator's events before it wait in `early`. */
+  private view: RoomViewRecorder | null = null;
+  private status: RoomStatus;
+  private stopTimers: (() => void)[] = [];
+  private stopping: Promise<void> | null = null;
+
+  private constructor(
+    readonly host: Host,
+    private readonly evaluator: Evaluator,
+    private readonly options: HostServiceOptions,
+    private readonly early: CoordinatorEvent[],
+  ) {
+    this.status = options.status;
+  }
+
+  /**
+   * The host on `member` (its coordinator in `status`) and its evaluation engine; nothing is
+   * recorded, written or timed until start(). Throws when a saved run does not hold together
+   * (Host.create).
+   */
+  static async create(options: HostServiceOptions): Promise<HostService> {
+    const { member, config, saved, params } = options;
+    // before the coordinator welcomes anyone: a volunteer may ask for the text at once
+    serveCorpus(member, options.corpus.bytes);
+    // the coordinator's events before the view is recorded wait for it
+    let service: HostService | null = null;
+    const early: CoordinatorEvent[] = [];
+    const host = await Host.create({
+      member,
+      config,
+      deadlineMs: options.deadlineMs,
+      unreachableHint: options.unreachableHint,
+      onEvent: (event) => {
+        if (service?.view) service.view.onEvent(event);
+        else early.push(event);
+        options.onEvent?.(event);
+      },
+      ...(saved ? { params: saved.params, momentum: saved.momentum, resume: saved.state } : params ? { params } : {}),
+    });
+    service = new HostService(host, options.createEvaluator(config, host.params()), options, early);
+    service.applyStatus(options.status);
+    return service;
+  }
+
+  /** The room view (start() records it). */
+  get recorder(): RoomViewRecorder {
+    if (!this.view) throw new Error('the room view is recorded from start() on');
+    return this.view;
+  }
+
+  /**
+   * The room view (going on from `history`, a resumed room's), checkpoints (now: a resume point
+   * before the first commit, and a resumed run's state rewritten without the credentials an old
+   * one carried; then at every round the replica adopts), the first evaluation, and the timers.
+   */
+  start(history: ViewHistory | null = null): void {
+    const { storage, timers } = this.options;
+    this.view = new RoomViewRecorder({
+      host: this.host,
+      roomId: this.options.roomId,
+      hostKind: this.options.hostKind,
+      ...(history && { startedAt: history.startedAt, continueFrom: history.continueFrom }),
+    });
+    for (const event of this.early.splice(0)) this.view.onEvent(event);
+    this.view.setStatus(this.status);
+    if (storage) {
+      this.saver = new RoomCheckpointSaver(
+        this.host,
+        (checkpoint) => storage.save(encodeRoomCheckpoint(checkpoint), checkpoint),
+        (error) => this.options.onError(error, 'checkpoint'),
+      );
+      this.saver.request(true);
+    }
+    this.evaluateSoon();
+    this.stopTimers = [
+      timers.every(this.options.evalEveryMs, () => this.evaluateSoon()),
+      timers.every(this.options.publishEveryMs, () => this.publish()),
+    ];
+  }
+
+  /** The room's status: no new rounds unless running; saved as the room stands. */
+  setStatus(status: RoomStatus): void {
+    this.applyStatus(status);
+    this.saver?.request(true);
+  }
+
+  /** Samples the room view and hands it, with the schedule step, to `onView`. */
+  publish(): void {
+    this.recorder.sample();
+    this.options.onView(this.recorder.update(), this.roomStep());
+  }
+
+  /** The room's schedule position in inner steps (resume-stable, unlike the median worker's). */
+  roomStep(): number {
+    return scheduleStep(this.host.config, this.host.coordinator.roomTokens);
+  }
+
+  /** θ_global's fragment hashes, joined: they name θ_global (equal keys, equal parameters). */
+  paramsKey(): string {
+    return this.host
+      .fragmentStates()
+      .map((f) => f.hash)
+      .join();
+  }
+
+  /** θ_global and the run state now, as the checkpoint's two files (a download). */
+  files(): RoomCheckpointFiles {
+    return encodeRoomCheckpoint(roomCheckpointOf(this.host));
+  }
+
+  metrics(): HostMetrics {
+    const { coordinator, member } = this.host;
+    const members = [...coordinator.members.values()];
+    const losses = members.map((m) => m.loss).filter((loss): loss is number => loss !== null);
+    return {
+      step: coordinator.medianStep,
+      tokens: coordinator.roomTokens,
+      trainLoss: losses.length === 0 ? null : losses.reduce((a, b) => a + b, 0) / losses.length,
+      evalLoss: this.evalLoss,
+      tokensPerSecond: members.reduce((sum, m) => sum + m.tokensPerSecond, 0),
+      bytesSent: member.bytesSent,
+      bytesReceived: member.bytesReceived,
+      members: members.length,
+    };
+  }
+
+  /**
+   * Stops: the timers and the coordinator's (no round deadline keeps a process alive), a last
+   * checkpoint, which does not wait for an evaluation in progress, then a last view with status
+   * 'stopped'. Nothing here waits on the network. Idempotent.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      for (const cancel of this.stopTimers) cancel();
+      this.host.close();
+      this.saver?.request(true);
+      await this.evaluating;
+      if (this.view) {
+        this.view.setStatus('stopped');
+        this.publish();
+        this.view.close();
+      }
+      await this.saver?.settled();
+      this.saver?.close();
+      this.evaluator.destroy();
+    })();
+    return this.stopping;
+  }
+
+  private applyStatus(status: RoomStatus): void {
+    this.status = status;
+    this.host.coordinator.paused = status !== 'running';
+    this.view?.setStatus(status);
+    if (status === 'running') this.host.coordinator.maybeOpenRounds();
+  }
+
+  private evaluateSoon(): void {
+    this.evaluating = this.evaluating
+      .then(() => this.evaluate())
+      .catch((error) => this.options.onError(error, 'evaluation'));
+  }
+
+  /** Validation loss of θ_global, unless θ_global has not moved since the last one. */
+  private async evaluate(): Promise<void> {
+    const hashes = this.paramsKey();
+    if (hashes === this.evaluatedHashes || this.stopping) return;
+    this.evaluatedHashes = hashes;
+    await this.evaluator.setParams(this.host.params());
+    const loss = await this.evaluator.evaluate(this.options.evalBatches);
+    this.evalLoss = Number.isFinite(loss) ? loss : null;
+    this.view?.setEvalLoss(this.evalLoss);
+    this.options.onEvaluated?.(this.evalLoss);
+  }
+}

@@ -1,0 +1,151 @@
+/**
+ * The volunteer as a service: what `shoal worker` and the volunteer page's room worker both run
+ * around the swarm Worker. Once the welcome names the run it loads the room's text, draws this
+ * volunteer's own batch stream from it and builds the training engine; it joins, trains, keeps
+ * the engine under a duty cycle when asked, and leaves cleanly (the step in progress finishes,
+ * every peer hears `leave`).
+ *
+ * It has no I/O of its own: the member (and its transport), the text's loader and the engine
+ * come in (trainerFor builds the usual one from a GPU device or none).
+ */
+import { BatchSampler, type Corpus, fnv1a32 } from '@shoal/data';
+import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
+import type { Capabilities, PeerId, RunConfig } from '@shoal/protocol';
+import type { Member } from '../member.ts';
+import { Worker } from '../worker.ts';
+
+/** This volunteer's batch stream: from its peer id, so two volunteers of a room draw different batches. */
+export function workerIndexFor(peerId: string): number {
+  return fnv1a32(new TextEncoder().encode(peerId)) & 0xffff;
+}
+
+/**
+ * The rest after a step of `stepMs` so the engine is busy at most `dutyCycle` of the time:
+ * busy / (busy + rest) = dutyCycle (clamped to 5 % … 100 %).
+ */
+export function restAfterStep(stepMs: number, dutyCycle: number): number {
+  const duty = Math.min(1, Math.max(0.05, dutyCycle));
+  return duty >= 1 ? 0 : stepMs * (1 / duty - 1);
+}
+
+/** The training engine for a run: WebGPU kernels on `device`, or the CPU engine without one. */
+export async function trainerFor(device: GPUDevice | null, config: RunConfig, params: Float32Array): Promise<Trainer> {
+  if (!device) return new CpuTrainer(config.model, config.train, params);
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead);
+  return GpuTrainer.create(device, config.model, config.train, params, kernels);
+}
+
+export interface VolunteerServiceOptions {
+  member: Member;
+  /** The host's peer id. */
+  coordinator: PeerId;
+  capabilities: Capabilities;
+  /** The run is known (the welcome), before anything is loaded: e.g. the mesh's message limit. */
+  onRun?(config: RunConfig): void;
+  /** The room's text for the run, checked against its fingerprint. */
+  loadCorpus(config: RunConfig): Promise<Corpus>;
+  /** The training engine for the run, on θ_global as the welcome gave it. */
+  createEngine(config: RunConfig, params: Float32Array): Promise<Trainer>;
+  /**
+   * The fraction of wall time the engine may be busy, read after every step (restAfterStep).
+   * Omitted: flat out, with only a zero-length sleep after each step, which lets the transport,
+   * the signaling socket and signals be served between steps that settle without a macrotask.
+   */
+  dutyCycle?: () => number;
+}
+
+export class VolunteerService {
+  readonly worker: Worker;
+  /** The welcome came and the training loop started. */
+  welcomed = false;
+  /** Join, then the training loop (start()): settles when the loop ends, rejects when it cannot train. */
+  running: Promise<void> = Promise.resolve();
+  /** Resolves with the reason the volunteer cannot train (its text or its engine failed). */
+  readonly failure: Promise<Error>;
+  /** The training loop alone (resolved until the welcome). */
+  private loop: Promise<void> = Promise.resolve();
+  private leaving: Promise<void> | null = null;
+
+  /** Builds the Worker; start() joins. */
+  constructor(private readonly options: VolunteerServiceOptions) {
+    const { member } = options;
+    let sampler: BatchSampler | null = null;
+    let failed: (error: Error) => void = () => {};
+    this.failure = new Promise<Error>((resolve) => {
+      failed = resolve;
+    });
+    let lastStepMs = 0;
+    /** Times each step, for the duty cycle's rest. */
+    const timed = (trainer: Trainer): Trainer =>
+      Object.assign(Object.create(trainer) as Trainer, {
+        step: async (...args: Parameters<Trainer['step']>) => {
+          const started = member.clock.now();
+          const loss = await trainer.step(...args);
+          lastStepMs = member.clock.now() - started;
+          return loss;
+        },
+      });
+    const { dutyCycle } = options;
+    this.worker = new Worker({
+      member,
+      coordinator: options.coordinator,
+      capabilities: options.capabilities,
+      createTrainer: async (config, params) => {
+        try {
+          options.onRun?.(config);
+          const corpus = await options.loadCorpus(config);
+          sampler = new BatchSampler(corpus.train, {
+            batchSize: config.train.batchSize,
+            seqLen: config.train.seqLen,
+            seed: config.data.seed,
+            worker: workerIndexFor(member.self),
+          });
+          const engine = await options.createEngine(config, params);
+          return dutyCycle ? timed(engine) : engine;
+        } catch (error) {
+          failed(error as Error);
+          throw error;
+        }
+      },
+      nextBatch: () => {
+        if (!sampler) throw new Error('a batch before the welcome');
+        return sampler.next();
+      },
+      sleepAfterStepMs: () => (dutyCycle ? restAfterStep(lastStepMs, dutyCycle()) : 0),
+    });
+  }
+
+  /** Says hello, waits for the welcome, trains until stopped: `running`. */
+  start(): Promise<void> {
+    this.running = this.worker.join().then(() => {
+      this.welcomed = true;
+      this.loop = this.worker.run();
+      return this.loop;
+    });
+    return this.running;
+  }
+
+  /**
+   * Stops after the step in progress (waiting at most `graceMs` for it), then says leave to every
+   * peer. The caller closes its transport and destroy()s. Idempotent.
+   */
+  leave(reason: string, graceMs: number): Promise<void> {
+    this.leaving ??= (async () => {
+      const { member } = this.options;
+      this.worker.stop();
+      let cancel = () => {};
+      const waited = new Promise<void>((resolve) => {
+        cancel = member.clock.setTimer(graceMs, resolve);
+      });
+      await Promise.race([this.loop.catch(() => {}), waited]);
+      cancel();
+      await member.broadcast(member.transport.peers(), { kind: 'leave', reason });
+    })();
+    return this.leaving;
+  }
+
+  /** Frees the engine. */
+  destroy(): void {
+    this.worker.destroy();
+  }
+}
