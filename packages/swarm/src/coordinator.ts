@@ -17,8 +17,6 @@ import { type MemberInfo, median, Roster } from './roster.ts';
 import { chooseParticipants, seenTokens, shardTable } from './round-plan.ts';
 import type { ShardDuties } from './shard-duty.ts';
 
-export type { MemberInfo } from './roster.ts';
-
 interface OpenRound {
   fragment: number;
   round: number;

@@ -25,8 +25,9 @@ import {
   type RoomViewRound,
   type RoomViewUpdate,
 } from '@shoal/protocol';
-import type { CoordinatorEvent, MemberInfo } from './coordinator.ts';
+import type { CoordinatorEvent } from './coordinator.ts';
 import type { Host } from './host.ts';
+import type { MemberInfo } from './roster.ts';
 
 export interface RoomViewRecorderOptions {
   host: Host;

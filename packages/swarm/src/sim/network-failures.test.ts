@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SimNetworkOptions } from './network.ts';
-import { message, outcome, record, simNetwork } from './test-helpers.ts';
+import { message, outcome, record, simNetwork } from './test-network.ts';
 
 /** A network of `peers`, all up for each other, every event recorded in `log`. */
 async function room(peers: string[], options: SimNetworkOptions) {

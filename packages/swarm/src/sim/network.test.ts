@@ -1,7 +1,7 @@
 import { TransportError } from '@shoal/protocol';
 import { describe, expect, it } from 'vitest';
 import { serializationMs } from './links.ts';
-import { message, outcome, record, simNetwork } from './test-helpers.ts';
+import { message, outcome, record, simNetwork } from './test-network.ts';
 
 // Sizes are chosen so that every time below is exact in binary floating point:
 // 1000 bytes at 8 Mbit/s take 1 ms, at 16 Mbit/s 0.5 ms; 125 bytes at 8 Mbit/s take 0.125 ms.
