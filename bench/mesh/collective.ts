@@ -1,7 +1,7 @@
 /**
  * One fragment's collective on a full mesh of Node MeshTransports (@roamhq/wrtc, loopback, all in
  * this process), with the real messages and the real codec work of a round, but no training and
- * no coordinator (ARCHITECTURE.md, "The collective"):
+ * no coordinator (docs/design.md, "The collective"):
  *
  * - Every peer holds a synthetic Δ for the fragment (about N(0, 10⁻³), its own seed), encoded once
  *   with the round's codec (fp4, blocks of 64, as the swarm's default) and cut at the shard
@@ -195,7 +195,7 @@ async function runRound(setup: RoundSetup) {
     const started = performance.now();
     const collector = collectors[owner] as ShardCollector;
     if (codecWork) {
-      const outcome = collector.add(from, WEIGHT, payload);
+      const outcome = collector.add(from, { codec: collector.job.codec.name, weight: WEIGHT, payload });
       if (!outcome.accepted) return settle(new Error(`owner ${ids[owner]} refused ${from}: ${outcome.message}`));
     }
     arrived[owner] = (arrived[owner] as number) + 1;

@@ -1,7 +1,7 @@
 /**
  * The boundary where bad input stops: a MessageReceiver decodes what a Transport delivers and
  * returns the message, or records why not in RejectionCounters and returns null. Nothing thrown
- * reaches the caller, whatever the bytes (ARCHITECTURE.md, "Threat model").
+ * reaches the caller, whatever the bytes (docs/design.md, "Threat model").
  *
  * Counters are by reason code ('hash', 'schema', 'wrong-run', or the swarm's own: 'stale-round',
  * 'not-a-participant', …), by peer, and the last few rejections with their sentences, for the

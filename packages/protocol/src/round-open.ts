@@ -1,6 +1,6 @@
 /**
  * round-open (coordinator → every replica): the schema of its body, and how a fragment is cut
- * into shards for the collective (ARCHITECTURE.md, "The collective").
+ * into shards for the collective (docs/design.md, "The collective").
  *
  * Shards are contiguous ranges [start, end) of the fragment's contiguous form (values, not
  * bytes), in ascending order, covering [0, fragmentSize) without gap or overlap. Every start is
@@ -29,7 +29,7 @@ export interface Shard extends ShardRange {
   owner: string;
   /**
    * A second participant that aggregates the same shard and reports only its result's hash
-   * (ARCHITECTURE-level design in docs/hostile-volunteers.md): a replica applies the owner's
+   * (design in docs/hostile-volunteers.md): a replica applies the owner's
    * result once the checker's hash agrees. Absent in rooms of older hosts.
    */
   checker?: string;

@@ -3,7 +3,7 @@
  * the network. Implemented by packages/mesh (WebRTC data channels) and by the in-memory transport
  * of packages/swarm (latency, bandwidth and crashes on a virtual clock).
  *
- * Contract (ARCHITECTURE.md, "Interfaces that several issues share"):
+ * Contract (docs/design.md, "Interfaces"):
  * - `self` is this member's peer id, the one other members address it by.
  * - Whole messages in, whole messages out: chunking, reassembly and their checks are the
  *   transport's job. A message is delivered once, intact, or not at all.

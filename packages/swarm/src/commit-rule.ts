@@ -1,5 +1,5 @@
 /**
- * When a round commits, and whom its failure is blamed on (ARCHITECTURE.md, "Apply, commit,
+ * When a round commits, and whom its failure is blamed on (docs/design.md, "Apply, commit,
  * abort"; docs/hostile-volunteers.md). Pure: the coordinator gathers the reports and acts on
  * what these return.
  */

@@ -1,7 +1,7 @@
 /**
  * The coordinator (it runs in the host, which is also a replica): the roster, heartbeats,
  * opening rounds from the median worker's progress, participants and shard owners, deadlines,
- * commit by hash agreement, owner reassignment, late joiners and leaving peers (ARCHITECTURE.md,
+ * commit by hash agreement, owner reassignment, late joiners and leaving peers (docs/design.md,
  * "Rounds in a room of unequal GPUs", "Apply, commit, abort", "The collective").
  *
  * Schedule: fragment p's round r opens when the median synced worker has done

@@ -1,5 +1,5 @@
 /**
- * The host (ARCHITECTURE.md, "The host is a replica"): the coordinator plus a replica of
+ * The host (docs/design.md, "The host is a replica"): the coordinator plus a replica of
  * θ_global and m that follows every round whether or not it trains, evaluates validation loss on
  * θ_global with its own engine, and serves state to late joiners. `shoal host`, the dashboard
  * and the simulator all run one.

@@ -1,5 +1,5 @@
 /**
- * A shard owner's side of the collective (ARCHITECTURE.md, "The collective"): for one shard of
+ * A shard owner's side of the collective (docs/design.md, "The collective"): for one shard of
  * one round, collect each participant's encoded Δ shard with its token weight, validate it
  * (its header names the round's codec and it decodes with it, finite values, a positive weight,
  * capped at the round's maximum), aggregate by the run's rule and encode the result once for

@@ -1,5 +1,5 @@
 /**
- * What every replica holds (ARCHITECTURE.md, "Apply, commit, abort"): θ_global and the outer
+ * What every replica holds (docs/design.md, "Apply, commit, abort"): θ_global and the outer
  * momentum m, per fragment in its contiguous form, the last committed round and its hash; and the
  * rounds in flight, whose shard results arrive one by one. When a round's last shard result is
  * in, the replica applies the outer step to copies (tentative), hashes θ' ‖ m' and reports the

@@ -1,6 +1,6 @@
 /**
  * The coordinator's roster: who is in the room, what each member last said of itself (hello,
- * heartbeats, hash reports), and who is benched (ARCHITECTURE.md, "Rounds in a room of unequal
+ * heartbeats, hash reports), and who is benched (docs/design.md, "Rounds in a room of unequal
  * GPUs"). It sends nothing but the roster itself; the coordinator decides when members come,
  * go, and fail their rounds.
  */

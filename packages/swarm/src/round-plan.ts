@@ -1,5 +1,5 @@
 /**
- * What a round-open names (ARCHITECTURE.md, "Rounds…", "The collective";
+ * What a round-open names (docs/design.md, "Rounds…", "The collective";
  * docs/hostile-volunteers.md): the participants, each shard's owner and checker, and the cap on
  * each participant's weight. Pure: the coordinator sends what these return.
  */

@@ -1,5 +1,5 @@
 /**
- * A worker's part in the rounds it is named in (ARCHITECTURE.md, "The algorithm", "Rounds…",
+ * A worker's part in the rounds it is named in (docs/design.md, "The algorithm", "Rounds…",
  * "The collective"):
  * - at its next inner-step boundary after a round-open naming it, it sends Δ = θ_global[p] −
  *   θ_local[p], encoded once with the round's codec and cut into the round's shards, to each
@@ -111,7 +111,7 @@ export class WorkerRounds {
   }
 
   /**
-   * Whether the inner loop must wait (ARCHITECTURE.md: only when a fragment's next round would
+   * Whether the inner loop must wait (docs/design.md: only when a fragment's next round would
    * start while its last one is still open): a round contributed to, not yet committed, H inner
    * steps after the contribution. τ = 0 is DiLoCo without overlap: the worker waits for every
    * round at once.

@@ -1,6 +1,6 @@
 /**
  * The buffers a GpuGpt binds its kernels to, for one batch shape, and how parameter tensors are
- * addressed in them. Memory (see ARCHITECTURE.md, "GPU memory"): parameters and gradients are
+ * addressed in them. Memory (see docs/design.md, "GPU memory"): parameters and gradients are
  * two flat buffers in the padded layout (layout.ts); activations and activation gradients live in
  * two arenas, each tensor its own aligned view (Dawn forbids overlapping writable views in one
  * dispatch). Forward keeps what backward reads, per layer; the activation gradients are per
