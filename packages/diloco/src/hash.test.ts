@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createFragmentHasher, type FragmentHashAlgorithm } from './hash.ts';
-import { gradientLike } from './test-helpers.ts';
+import { gradientLike } from './test-values.ts';
 
 /** Flips one bit of one float in a copy. */
 function flipBit(values: Float32Array, index: number, bit: number): Float32Array {

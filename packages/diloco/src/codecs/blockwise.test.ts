@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { firstDifference, gradientLike } from '../test-helpers.ts';
+import { firstDifference, gradientLike } from '../test-values.ts';
 import { createFp4Codec, createInt4Codec, createInt8Codec, DEFAULT_BLOCK_SIZE } from './blockwise.ts';
 import { type Codec, CodecError, encodedSlice } from './codec.ts';
 

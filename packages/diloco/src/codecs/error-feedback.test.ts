@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gradientLike } from '../test-helpers.ts';
+import { gradientLike } from '../test-values.ts';
 import { createFp4Codec, createInt4Codec, createInt8Codec } from './blockwise.ts';
 import type { Codec } from './codec.ts';
 import { ErrorFeedback } from './error-feedback.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { firstDifference, gradientLike } from '../test-helpers.ts';
+import { firstDifference, gradientLike } from '../test-values.ts';
 import { CodecError } from './codec.ts';
 import { bf16FromFloat32Bits, createBf16Codec, createFp32Codec } from './float.ts';
 
