@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { createProgram } from './program.ts';
+import { withRunOptionsMarkdown } from './run-options.ts';
 
 function command(name: string): Command {
   const found = createProgram().commands.find((c) => c.name() === name);
@@ -62,5 +64,10 @@ describe("the CLI's run options agree with the table", () => {
     }
     const lr = command('train').options.find((o) => o.long === '--lr');
     expect(lr?.defaultValue).toBe(RUN_OPTIONS.lr.default);
+  });
+
+  it("docs/cli.md's table is the one `npm run docs` writes from the table", () => {
+    const doc = readFileSync(new URL('../../../docs/cli.md', import.meta.url), 'utf8');
+    expect(withRunOptionsMarkdown(doc), 'run `npm run docs`').toBe(doc);
   });
 });
