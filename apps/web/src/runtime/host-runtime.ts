@@ -7,23 +7,11 @@
  * The checkpoint, in IndexedDB and downloaded, carries no credentials: the host secret stays in
  * the room's own record (checkpoint-store.ts), which the main thread keeps.
  */
-import { type Batch, type Corpus, corpusFromBytes, validationBatches } from '@shoal/data';
+import { type Corpus, corpusFromBytes } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import { createWireCodec, maxMessageBytesFor, type RoomStatus, type RunConfig } from '@shoal/protocol';
-import {
-  type CoordinatorEvent,
-  decodeRoomCheckpoint,
-  encodeRoomCheckpoint,
-  Host,
-  Member,
-  type RoomCheckpoint,
-  RoomCheckpointSaver,
-  RoomViewRecorder,
-  roomCheckpointOf,
-  runIdFor,
-  serveCorpus,
-  wallClock,
-} from '@shoal/swarm';
+import { createWireCodec, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
+import { decodeRoomCheckpoint, Member, type RoomCheckpoint, runIdFor, wallClock } from '@shoal/swarm';
+import { evalBatchesFor, HostService, scheduleStep, wallTimers } from '@shoal/swarm/services';
 import { loadRoomCorpus, loadRoomFiles, saveRoomCorpus, saveRoomFiles } from './checkpoint-store.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type { CheckpointInfo, DatasetInfo, HostInit, RuntimeControl, RuntimeOut } from './messages.ts';
@@ -33,22 +21,18 @@ type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
 
 export interface HostRuntime {
   handle(message: RuntimeControl): void;
-  /** Stops the timers and the checkpoints (a write in progress finishes); the room worker just ends. */
+  /**
+   * Stops the timers and the coordinator, writes a last checkpoint (HostService.stop); the room
+   * worker itself just ends with its page.
+   */
   close(): Promise<void>;
-}
-
-/** The room's schedule position in inner steps: its tokens ÷ tokens per step (resume-stable). */
-function roomStep(host: Host): number {
-  const { batchSize, seqLen } = host.config.train;
-  return Math.floor(host.coordinator.roomTokens / (batchSize * seqLen));
 }
 
 function infoOf(checkpoint: RoomCheckpoint): CheckpointInfo {
   const { state } = checkpoint;
-  const { batchSize, seqLen } = state.config.train;
   return {
     savedAt: state.savedAt,
-    step: Math.floor(state.roomTokens / (batchSize * seqLen)),
+    step: scheduleStep(state.config, state.roomTokens),
     tokens: state.roomTokens,
     fragments: state.fragments,
   };
@@ -94,106 +78,55 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
   post({ type: 'message-limit', bytes: maxMessageBytesFor(config) });
 
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.room.roomId));
-  serveCorpus(member, corpus.bytes);
-  let recorder: RoomViewRecorder | null = null;
-  const early: CoordinatorEvent[] = [];
-  const host = await Host.create({
+  const reportError = (error: unknown) => post({ type: 'error', message: String(error), fatal: false });
+  const service = await HostService.create({
     member,
     config,
+    corpus,
+    saved,
+    params: init.params,
     deadlineMs: init.deadlineMs,
-    onEvent: (event) => (recorder ? recorder.onEvent(event) : early.push(event)),
-    ...(saved
-      ? { params: saved.params, momentum: saved.momentum, resume: saved.state }
-      : init.params
-        ? { params: init.params }
-        : {}),
-  });
-  recorder = new RoomViewRecorder({
-    host,
     roomId: init.room.roomId,
     hostKind: 'dashboard',
-    ...(init.history && { startedAt: init.history.startedAt, continueFrom: init.history.last }),
+    status: init.status,
+    // validation loss of θ_global on one CPU engine, θ_global swapped in for each evaluation
+    createEvaluator: (run, params) => new CpuTrainer(run.model, run.train, params),
+    evalBatches: evalBatchesFor(corpus, config, init.evalBatches),
+    evalEveryMs: init.evalEveryMs,
+    publishEveryMs: init.viewEveryMs,
+    timers: wallTimers,
+    // at every round the replica adopts, apart from evaluation (a long evaluation never delays a
+    // save); also at the start (a resumed room's record from an older version is rewritten without
+    // the secret it carried) and when the status changes (a paused room is saved as it stands)
+    storage: {
+      async save(files, checkpoint) {
+        const info = infoOf(checkpoint);
+        await saveRoomFiles(init.room.roomId, { ...files, info });
+        post({ type: 'saved', checkpoint: info });
+      },
+    },
+    onView: (update, step) => post({ type: 'view', update, step }),
+    onError: reportError,
   });
-  for (const event of early) recorder.onEvent(event);
-  let status: RoomStatus = init.status;
-  const setStatus = (next: RoomStatus) => {
-    status = next;
-    host.coordinator.paused = next !== 'running';
-    recorder?.setStatus(next);
-    if (next === 'running') host.coordinator.maybeOpenRounds();
-  };
-  setStatus(status);
   transport.start();
   if (saved) post({ type: 'resumed', checkpoint: infoOf(saved) });
-
-  // Validation batches of the room's corpus, and one CPU engine that θ_global is swapped into.
-  const evalBatches: Batch[] = validationBatches(corpus.validation, {
-    batchSize: config.train.batchSize,
-    seqLen: config.train.seqLen,
-    count: init.evalBatches,
-  });
-  const evaluator = new CpuTrainer(config.model, config.train, host.params());
-  const hashes = () =>
-    host
-      .fragmentStates()
-      .map((f) => f.hash)
-      .join();
-  let evaluatedHashes = '';
-
-  const evaluate = async () => {
-    const now = hashes();
-    if (now === evaluatedHashes) return;
-    evaluatedHashes = now;
-    await evaluator.setParams(host.params());
-    const loss = await evaluator.evaluate(evalBatches);
-    recorder?.setEvalLoss(Number.isFinite(loss) ? loss : null);
-  };
-  const reportError = (error: unknown) => post({ type: 'error', message: String(error), fatal: false });
-  // At every round the replica adopts, apart from evaluation (a long evaluation never delays a
-  // save); also at the start (a resumed room's record from an older version is rewritten without
-  // the secret it carried) and when the status changes (a paused room is saved as it stands).
-  const saver = new RoomCheckpointSaver(
-    host,
-    async (snapshot) => {
-      const files = encodeRoomCheckpoint(snapshot);
-      const info = infoOf(snapshot);
-      await saveRoomFiles(init.room.roomId, { ...files, info });
-      post({ type: 'saved', checkpoint: info });
-    },
-    reportError,
-  );
-  saver.request(true);
-
-  let busy: Promise<void> = Promise.resolve();
-  const chain = (work: () => Promise<void>) => {
-    busy = busy.then(work).catch(reportError);
-  };
-  chain(evaluate);
-  const timers = [
-    setInterval(() => chain(evaluate), init.evalEveryMs),
-    setInterval(() => {
-      if (!recorder) return;
-      recorder.sample();
-      post({ type: 'view', update: recorder.update(), step: roomStep(host) });
-    }, init.viewEveryMs),
-  ];
+  service.start(init.history && { startedAt: init.history.startedAt, continueFrom: init.history.last });
 
   return {
     handle(message) {
       switch (message.type) {
         case 'status':
-          setStatus(message.status);
-          saver.request(true);
+          service.setStatus(message.status);
           return;
         case 'params': {
-          const params = host.params();
+          const params = service.host.params();
           // the fragment hashes name this θ_global (the sampler reuses its export while they hold)
-          post({ type: 'params', id: message.id, params, config, key: hashes() }, [params.buffer]);
+          post({ type: 'params', id: message.id, params, config, key: service.paramsKey() }, [params.buffer]);
           return;
         }
         case 'files': {
           // the download: θ_global and the run state now, without the room's credentials
-          const files = encodeRoomCheckpoint(roomCheckpointOf(host));
+          const files = service.files();
           post({ type: 'files', id: message.id, ...files, roomId: init.room.roomId }, [
             files.weights.buffer,
             files.state.buffer,
@@ -204,12 +137,6 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
           return;
       }
     },
-    async close() {
-      for (const timer of timers) clearInterval(timer);
-      host.close();
-      saver.close();
-      await Promise.all([busy, saver.settled()]);
-      evaluator.destroy();
-    },
+    close: () => service.stop(),
   };
 }

@@ -5,11 +5,11 @@
  * not slow the room down (ARCHITECTURE.md, roles). Pause, the duty-cycle cap and the host's
  * status arrive as messages.
  */
-import { BatchSampler, type Corpus, corpusFromBytes, fnv1a32 } from '@shoal/data';
+import { type Corpus, corpusFromBytes } from '@shoal/data';
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
-import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
 import { corpusLengthOf, createWireCodec, maxMessageBytesFor, type RoomStatus, type RunConfig } from '@shoal/protocol';
-import { fetchCorpusFrom, Member, runIdFor, Worker as SwarmWorker, wallClock } from '@shoal/swarm';
+import { fetchCorpusFrom, Member, runIdFor, wallClock } from '@shoal/swarm';
+import { trainerFor, VolunteerService } from '@shoal/swarm/services';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type { DatasetInfo, RuntimeControl, RuntimeOut, VolunteerInit, VolunteerStats } from './messages.ts';
 import type { PortTransport } from './port-transport.ts';
@@ -18,20 +18,6 @@ type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
 
 export interface VolunteerRuntime {
   handle(message: RuntimeControl): void;
-}
-
-/** This volunteer's batch stream: from its peer id, so two volunteers draw different batches. */
-export function workerIndexFor(peerId: string): number {
-  return fnv1a32(new TextEncoder().encode(peerId)) & 0xffff;
-}
-
-/**
- * The rest after a step of `stepMs` so the engine is busy at most `dutyCycle` of the time:
- * busy / (busy + rest) = dutyCycle.
- */
-export function restAfterStep(stepMs: number, dutyCycle: number): number {
-  const duty = Math.min(1, Math.max(0.05, dutyCycle));
-  return duty >= 1 ? 0 : stepMs * (1 / duty - 1);
 }
 
 export async function startVolunteer(
@@ -47,11 +33,8 @@ export async function startVolunteer(
   }
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.roomId));
   let dutyCycle = init.dutyCycle;
-  let lastStepMs = 0;
-  let sampler: BatchSampler | null = null;
   let hostStatus: RoomStatus = 'waiting';
   let localPause = false;
-  let welcomed = false;
   let stopped = false;
   let dataset: DatasetInfo | null = null;
 
@@ -77,52 +60,21 @@ export async function startVolunteer(
   };
   const phase = (): VolunteerStats['phase'] => {
     if (stopped || hostStatus === 'stopped') return 'stopped';
-    if (!welcomed) return 'connecting';
+    if (!volunteer.welcomed) return 'connecting';
     if (hostStatus === 'waiting') return 'waiting';
     return localPause || hostStatus === 'paused' ? 'paused' : 'training';
   };
 
-  /** Times each step, for the duty-cycle rest. */
-  const timed = (trainer: Trainer): Trainer =>
-    Object.assign(Object.create(trainer) as Trainer, {
-      step: async (...args: Parameters<Trainer['step']>) => {
-        const started = performance.now();
-        const loss = await trainer.step(...args);
-        lastStepMs = performance.now() - started;
-        return loss;
-      },
-    });
-
-  const worker = new SwarmWorker({
+  const volunteer = new VolunteerService({
     member,
     coordinator: init.coordinator,
     capabilities: { backend: init.backend, adapter, tokensPerSecond: 0 },
-    createTrainer: async (config, params) => {
-      post({ type: 'message-limit', bytes: maxMessageBytesFor(config) });
-      const corpus = await loadCorpus(config);
-      sampler = new BatchSampler(corpus.train, {
-        batchSize: config.train.batchSize,
-        seqLen: config.train.seqLen,
-        seed: config.data.seed,
-        worker: workerIndexFor(member.self),
-      });
-      const trainer: Trainer = gpu
-        ? await GpuTrainer.create(
-            gpu.device,
-            config.model,
-            config.train,
-            params,
-            await createGptKernels(gpu.device, config.model.nEmbd / config.model.nHead),
-          )
-        : new CpuTrainer(config.model, config.train, params);
-      return timed(trainer);
-    },
-    nextBatch: () => {
-      if (!sampler) throw new Error('a batch before the welcome');
-      return sampler.next();
-    },
-    stepMs: () => restAfterStep(lastStepMs, dutyCycle),
+    onRun: (config) => post({ type: 'message-limit', bytes: maxMessageBytesFor(config) }),
+    loadCorpus,
+    createEngine: (config, params) => trainerFor(gpu?.device ?? null, config, params),
+    dutyCycle: () => dutyCycle,
   });
+  const { worker } = volunteer;
 
   const applyPause = () => {
     const paused = localPause || hostStatus !== 'running';
@@ -153,14 +105,8 @@ export async function startVolunteer(
   };
   const statsTimer = setInterval(() => post({ type: 'stats', stats: stats() }), init.statsEveryMs);
 
-  let running: Promise<void> = Promise.resolve();
-  void worker
-    .join()
-    .then(() => {
-      welcomed = true;
-      running = worker.run();
-      return running;
-    })
+  volunteer
+    .start()
     .catch((error: unknown) =>
       post({ type: 'error', message: String((error as Error)?.message ?? error), fatal: true }),
     );
@@ -183,14 +129,12 @@ export async function startVolunteer(
         case 'leave':
           if (leaving) return;
           leaving = true;
-          worker.stop();
           void (async () => {
-            await Promise.race([running.catch(() => {}), new Promise((resolve) => setTimeout(resolve, 3_000))]);
-            await member.broadcast(transport.peers(), { kind: 'leave', reason: 'left the page' });
+            await volunteer.leave('left the page', 3_000);
             clearInterval(statsTimer);
             stopped = true;
             post({ type: 'stats', stats: stats() });
-            worker.destroy();
+            volunteer.destroy();
             gpu?.destroy();
             post({ type: 'left' });
           })();

@@ -7,6 +7,7 @@
 import { MOBY_DICK_URL } from '@shoal/data';
 import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
 import { readKeptView, type SignalClient } from '@shoal/signaling';
+import { HOST_DEFAULTS } from '@shoal/swarm/services';
 import { loadRoomFiles, loadRoomLink, type RoomLinkRecord, saveRoomLink } from '../runtime/checkpoint-store.ts';
 import type { HostInit, RuntimeEvent } from '../runtime/messages.ts';
 import { store } from '../store.ts';
@@ -20,13 +21,6 @@ import {
   watchUrlOf,
 } from './room-link.ts';
 
-export const HOST_DEFAULTS = {
-  evalEveryMs: 5_000,
-  evalBatches: 4,
-  viewEveryMs: 1_000,
-  deadlineMs: 30_000,
-};
-
 export interface HostSession {
   setStatus(status: RoomStatus): void;
   kick(peer: string): void;
@@ -36,8 +30,6 @@ export interface HostSession {
   /** The checkpoint pair now, for download. */
   files(): Promise<{ weights: Uint8Array; state: Uint8Array; roomId: string }>;
 }
-
-let current: HostSession | null = null;
 
 /**
  * A new room with `config` (and θ_global from `params` when the host picked a checkpoint, and
@@ -113,6 +105,9 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
   const charts = view && { startedAt: view.startedAt, last: view.points.at(-1) ?? null };
   return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId, history: charts });
 }
+
+/** The dashboard's evaluation and publication timing (the CLI's differ: HOST_DEFAULTS). */
+const dashboard = HOST_DEFAULTS.dashboard;
 
 function run(
   signal: SignalClient,
@@ -191,7 +186,10 @@ function run(
     ...start,
     status,
     corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
-    ...HOST_DEFAULTS,
+    evalEveryMs: dashboard.evalEveryMs,
+    evalBatches: dashboard.evalBatches,
+    viewEveryMs: dashboard.publishEveryMs,
+    deadlineMs: dashboard.deadlineMs,
   };
   worker.post(
     init,
@@ -206,7 +204,7 @@ function run(
     void mesh.close();
   });
 
-  const session: HostSession = {
+  return {
     setStatus(next) {
       status = next;
       link = { ...link, status: next };
@@ -233,8 +231,6 @@ function run(
       return { weights: reply.weights, state: reply.state, roomId: reply.roomId };
     },
   };
-  current = session;
-  return session;
 }
 
 function summaryNow() {
@@ -259,5 +255,3 @@ function statusPhase(status: RoomStatus): string {
       return 'Stopped. The last checkpoint is saved in this browser.';
   }
 }
-
-export const hostSession = () => current;
