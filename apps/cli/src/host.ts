@@ -20,7 +20,7 @@ import { maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import type { IceServer } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
 import { type CoordinatorEvent, createRunConfig, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
-import { evalBatchesFor, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
+import { evalBatchesFor, type HostMetrics, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
 import { readInput, writePrivateFiles } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
 import { aggregationOption, codecOption, presetOption, UsageError } from './usage.ts';
@@ -65,16 +65,8 @@ export type HostEvent =
   | { event: 'peer-left'; peer: string; reason: string }
   | { event: 'round-committed'; fragment: number; round: number; participants: number; hash: string }
   | { event: 'round-aborted'; fragment: number; round: number; reason: string }
-  | {
-      event: 'metrics';
-      step: number;
-      tokens: number;
-      trainLoss: number | null;
-      evalLoss: number | null;
-      tokensPerSecond: number;
-      bytesSent: number;
-      bytesReceived: number;
-    }
+  /** Every --metrics-every-ms, and after an evaluation of θ_global that moved. */
+  | ({ event: 'metrics' } & Omit<HostMetrics, 'members'>)
   | {
       event: 'checkpoint';
       path: string;
