@@ -1,7 +1,8 @@
 /**
  * `shoal host --server URL`: creates a room on the signaling server and runs its host headless
  * (ARCHITECTURE.md, "The host is a replica"): the coordinator plus a replica of θ_global on a
- * WebRTC mesh with every member the server announces. It evaluates θ_global on fixed validation
+ * WebRTC mesh with every member the server announces, run by the host service that the dashboard
+ * runs too (@shoal/swarm/services HostService; this file is its Node shell). It evaluates θ_global on fixed validation
  * batches with a CPU engine, writes θ_global as safetensors, and prints the join link and the
  * read-only watch link, whose page gets the room view this host publishes to the server every
  * --publish-every-ms (RoomViewRecorder); with --json, one JSON line per event on stdout (see
