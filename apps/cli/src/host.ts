@@ -1,9 +1,9 @@
 /**
  * `shoal host --server URL`: creates a room on the signaling server and runs its host headless
- * (ARCHITECTURE.md, "The host is a replica"): the coordinator plus a replica of θ_global on a
+ * (docs/design.md, "The host is a replica"): the coordinator plus a replica of θ_global on a
  * WebRTC mesh with every member the server announces, run by the host service that the dashboard
- * runs too (@shoal/swarm/services HostService; this file is its Node shell). It evaluates θ_global on fixed validation
- * batches with a CPU engine, writes θ_global as safetensors, and prints the join link and the
+ * runs too (HostService, @shoal/swarm/services; this file is its Node shell). It evaluates
+ * θ_global on fixed validation batches with a CPU engine, writes θ_global as safetensors, and prints the join link and the
  * read-only watch link, whose page gets the room view this host publishes to the server every
  * --publish-every-ms (RoomViewRecorder); with --json, one JSON line per event on stdout (see
  * HostEvent).
@@ -20,25 +20,17 @@ import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import type { IceServer } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
-import { type CoordinatorEvent, createRunConfig, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
+import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
+import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import { evalBatchesFor, type HostMetrics, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
 import { readInput, writePrivateFiles } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
-import { aggregationOption, codecOption, presetOption, UsageError } from './usage.ts';
+import { runOptionsFrom } from './run-options.ts';
+import { UsageError } from './usage.ts';
 
-export interface HostCliOptions {
+/** The run options (run-options.ts) and the host's own. */
+export interface HostCliOptions extends RunOptions {
   server: string;
-  preset: string;
-  innerSteps: number;
-  fragments: number;
-  overlap: number;
-  alpha: number;
-  codec: string;
-  aggregation: string;
-  lr: number;
-  batch: number;
-  steps: number;
-  seed: number;
   data?: string;
   checkpointDir?: string;
   /** A room checkpoint to continue: its directory, or its weights file. */
@@ -141,24 +133,10 @@ function loadRoomCheckpoint(resume: string): RoomCheckpoint {
 }
 
 function runConfigFrom(options: HostCliOptions): RunConfig {
-  const model = presetOption(options.preset);
-  const codec = codecOption(options.codec);
-  if (!(options.alpha >= 0 && options.alpha <= 1)) throw new UsageError(`--alpha must lie in [0, 1]`);
-  if (!(options.lr > 0)) throw new UsageError('--lr must be > 0');
   try {
-    return createRunConfig({
-      model,
-      train: { batchSize: options.batch, maxLr: options.lr, totalSteps: options.steps, seed: options.seed },
-      diloco: {
-        innerSteps: options.innerSteps,
-        fragments: options.fragments,
-        overlap: options.overlap,
-        alpha: options.alpha,
-        codec,
-        aggregation: aggregationOption(options.aggregation),
-      },
-      // moby-dick (every worker has it), or the file's name: workers pass the file with --data
-      // or receive it from the host over the mesh, and check it against the fingerprint
+    // moby-dick (every worker has it), or the file's name: workers pass the file with --data
+    // or receive it from the host over the mesh, and check it against the fingerprint
+    return runConfigOf(runOptionsFrom({ ...options }), {
       corpus: options.data === undefined ? 'moby-dick' : basename(options.data),
     });
   } catch (error) {
@@ -302,7 +280,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
       deadlineMs: options.deadlineMs,
       unreachableHint: room.iceServers.some((server) => [server.urls].flat().some((url) => /^turns?:/.test(url)))
         ? ''
-        : ' (ICE failed and no TURN server is configured: see the README on coturn)',
+        : ' (ICE failed and no TURN server is configured: see docs/turn.md)',
       roomId: room.roomId,
       hostKind: 'cli',
       status: 'running',

@@ -1,3 +1,4 @@
+import { HOST_DEFAULTS } from '@shoal/swarm/services';
 import { Command, InvalidArgumentError } from 'commander';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
@@ -38,6 +39,8 @@ export function parsePort(value: string): number {
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidArgumentError('expected a port, 0–65535');
   return port;
 }
+
+const HOST = HOST_DEFAULTS.cli;
 
 /** The `shoal` command and its subcommands, unparsed (main.ts parses process.argv). */
 export function createProgram(): Command {
@@ -150,7 +153,10 @@ export function createProgram(): Command {
       .requiredOption('--server <url>', 'the Shoal server, http(s)://host:port'),
     'host',
   )
-    .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); workers need the same file')
+    .option(
+      '--data <file>',
+      'UTF-8 text to train on (default: Moby Dick); workers without it receive it from the host over the mesh',
+    )
     .option(
       '--checkpoint-dir <dir>',
       'write θ_global and the run state to DIR/shoal-room{,.state}.safetensors at every commit and on exit (0600; the room credentials in DIR/room-credentials.json)',
@@ -204,7 +210,7 @@ export function createProgram(): Command {
     .option('--host <host>', 'address to bind', '0.0.0.0')
     .option(
       '--limit <name=value>',
-      'a signaling limit, repeatable: maxFrameBytes, messagesPerSecond, maxPeersPerRoom, maxRooms, idleTimeoutMs, emptyRoomGraceMs, … (README)',
+      'a signaling limit, repeatable: maxFrameBytes, messagesPerSecond, maxPeersPerRoom, maxRooms, idleTimeoutMs, emptyRoomGraceMs, … (docs/cli.md)',
       (value: string, previous: string[] = []) => [...previous, value],
     )
     .option(

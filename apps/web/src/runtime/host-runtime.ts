@@ -1,5 +1,5 @@
 /**
- * The dashboard's host, inside the room worker (ARCHITECTURE.md, "The host is a replica"): the
+ * The dashboard's host, inside the room worker (docs/design.md, "The host is a replica"): the
  * coordinator and a replica of θ_global on the mesh, validation loss of θ_global on a CPU engine,
  * the room view for the charts and the watch link, and checkpoints in IndexedDB at every round
  * the host's replica adopts (RoomCheckpointSaver: a closed or crashed tab loses at most the rounds

@@ -2,7 +2,7 @@
  * The volunteer's training, inside the room worker: the swarm Worker (inner AdamW steps on
  * WebGPU, or WebAssembly on the CPU; contributions, shard ownership, the replica) on the
  * PortTransport. Heartbeats go from here too, so a hidden tab's throttled main-thread timers do
- * not slow the room down (ARCHITECTURE.md, roles). Pause, the duty-cycle cap and the host's
+ * not slow the room down (docs/design.md, "Roles"). Pause, the duty-cycle cap and the host's
  * status arrive as messages.
  */
 import { type Corpus, corpusFromBytes } from '@shoal/data';

@@ -1,5 +1,5 @@
 /**
- * The host as a service (ARCHITECTURE.md, "The host is a replica"): what `shoal host` and the
+ * The host as a service (docs/design.md, "The host is a replica"): what `shoal host` and the
  * dashboard's room worker both run around a Host. It serves the room's text, records the room
  * view, evaluates θ_global whenever it moved, writes a checkpoint whenever it moved (and at
  * start, at a status change and on the way out), and samples the view for publication on a timer.
