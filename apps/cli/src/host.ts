@@ -132,7 +132,8 @@ function loadRoomCheckpoint(resume: string): RoomCheckpoint {
   }
 }
 
-function runConfigFrom(options: HostCliOptions): RunConfig {
+/** The room's run config from the command line's options (a UsageError when they do not fit). */
+export function runConfigFrom(options: HostCliOptions): RunConfig {
   try {
     // moby-dick (every worker has it), or the file's name: workers pass the file with --data
     // or receive it from the host over the mesh, and check it against the fingerprint

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
+import { type HostCliOptions, runConfigFrom } from './host.ts';
 import { createProgram } from './program.ts';
 import { withRunOptionsMarkdown } from './run-options.ts';
 
@@ -46,6 +47,20 @@ describe("the CLI's run options agree with the table", () => {
     });
     expect(seen).toMatchObject({ outerLr: 0.5, blockSize: 32, codec: 'int8', innerSteps: 50, seed: 1, lr: 3e-3 });
     for (const name of RUN_OPTION_NAMES) expect(seen[name]).toBeDefined();
+    // every run option reaches the room's config
+    const config = runConfigFrom(seen as unknown as HostCliOptions);
+    expect(config.diloco).toMatchObject({ outerLr: 0.5, codecBlockSize: 32, codec: 'int8', innerSteps: 50 });
+    expect(config.train).toMatchObject({ seqLen: 64, seed: 1, maxLr: 3e-3 });
+    await host.parseAsync(['--server', 'http://x', '--seq', '32', '--preset', 'tiny', '--data', '/tmp/a.txt'], {
+      from: 'user',
+    });
+    expect(runConfigFrom(seen as unknown as HostCliOptions)).toMatchObject({
+      train: { seqLen: 32 },
+      model: { nLayer: 4 },
+      data: { corpus: 'a.txt' },
+    });
+    await host.parseAsync(['--server', 'http://x', '--seq', '128'], { from: 'user' });
+    expect(() => runConfigFrom(seen as unknown as HostCliOptions)).toThrow(/block size 64/);
     await expect(host.parseAsync(['--server', 'http://x', '--alpha', '2'], { from: 'user' })).rejects.toThrow(
       /--alpha <α>' argument '2' is invalid. at most 1/,
     );
