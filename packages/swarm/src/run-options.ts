@@ -2,7 +2,8 @@
  * The options of a training run, defined once: name (camelCase: the host form's field, the URL
  * query's key, commander's attribute), flag, label, help, default and range. `shoal host`,
  * `shoal simulate`, the host dashboard's form and its URL query are all derived from this table,
- * and `runConfigOf` turns a set of values into the room's RunConfig.
+ * and `runConfigOf` turns a set of values into the room's RunConfig. Adding an option is an entry
+ * in the table (its type follows) and a line in `runConfigOf` saying where it goes.
  *
  * Defaults live here, except the inner optimiser's, which `defaultTrainConfig` (@shoal/model)
  * defines for every trainer and this table reads.
@@ -11,27 +12,6 @@ import { AGGREGATION_KINDS, aggregationRuleOf, CODEC_NAMES, type CodecName } fro
 import { defaultTrainConfig, type GptConfig, PRESETS, presetConfig } from '@shoal/model';
 import { MAX_CODEC_BLOCK_SIZE, type RunConfig } from '@shoal/protocol';
 import { z } from 'zod';
-
-/** A run's options as a person sets them. */
-export interface RunOptions {
-  preset: string;
-  innerSteps: number;
-  fragments: number;
-  overlap: number;
-  alpha: number;
-  codec: string;
-  blockSize: number;
-  aggregation: string;
-  outerLr: number;
-  outerMomentum: number;
-  lr: number;
-  batch: number;
-  seq: number;
-  steps: number;
-  seed: number;
-}
-
-export type RunOptionName = keyof RunOptions;
 
 interface SpecBase {
   /** The command-line flag, `--inner-steps`. */
@@ -63,7 +43,7 @@ export type RunOptionSpec = NumberOptionSpec | ChoiceOptionSpec;
 
 const TRAIN = defaultTrainConfig();
 
-export const RUN_OPTIONS: { readonly [K in RunOptionName]: RunOptionSpec } = {
+export const RUN_OPTIONS = {
   preset: {
     kind: 'choice',
     flag: '--preset',
@@ -227,7 +207,14 @@ export const RUN_OPTIONS: { readonly [K in RunOptionName]: RunOptionSpec } = {
     max: 2 ** 31 - 1,
     simulate: true,
   },
+} as const satisfies Record<string, RunOptionSpec>;
+
+/** A run's options as a person sets them: one field per entry of the table. */
+export type RunOptions = {
+  -readonly [K in keyof typeof RUN_OPTIONS]: (typeof RUN_OPTIONS)[K]['kind'] extends 'choice' ? string : number;
 };
+
+export type RunOptionName = keyof RunOptions;
 
 export const RUN_OPTION_NAMES = Object.keys(RUN_OPTIONS) as RunOptionName[];
 
