@@ -16,8 +16,8 @@
 import { parseArgs } from 'node:util';
 import { CpuTrainer } from '@shoal/model';
 import type { PeerId } from '@shoal/protocol';
-import { loadWrtc, untilSignal } from '../../apps/cli/src/room.ts';
-import { joinRoomAsWorker } from '../../apps/cli/src/worker.ts';
+import { loadWrtc } from '../../apps/cli/src/room.ts';
+import { joinRoomAsWorker, untilStopped } from '../../apps/cli/src/worker.ts';
 import { installHostility } from './hostile.ts';
 import { seededRandom } from './random.ts';
 
@@ -120,14 +120,7 @@ const watch = setInterval(() => {
   }
 }, 100);
 
-const stoppedBy = await Promise.race([
-  untilSignal(),
-  room.failure,
-  room.running.then(() => new Error(`the training loop ended${worker.stopReason ? `: ${worker.stopReason}` : ''}`)),
-  new Promise<Error>((resolve) =>
-    link.signal.on('close', ({ code }) => resolve(new Error(`the signaling socket closed (${code})`))),
-  ),
-]);
+const stoppedBy = await untilStopped(room);
 clearInterval(watch);
 hostility?.stop();
 await room.leave();

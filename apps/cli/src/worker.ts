@@ -84,6 +84,22 @@ export interface RoomWorker {
   leave(): Promise<void>;
 }
 
+/**
+ * What ends a worker's run: SIGINT/SIGTERM (the signal's name), or an Error saying why it cannot
+ * go on (the engine or the text failed, the loop ended, the signaling socket closed).
+ */
+export function untilStopped(room: RoomWorker): Promise<NodeJS.Signals | Error> {
+  const { worker, link } = room;
+  return Promise.race([
+    untilSignal(),
+    room.failure,
+    room.running.then(() => new Error(`the training loop ended${worker.stopReason ? `: ${worker.stopReason}` : ''}`)),
+    new Promise<Error>((resolve) =>
+      link.signal.on('close', ({ code }) => resolve(new Error(`the signaling socket closed (${code})`))),
+    ),
+  ]);
+}
+
 /** Joins the room, connects the mesh and starts training (what `shoal worker` is, minus the process). */
 export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<RoomWorker> {
   const signal = await connectSignaling(options.server);
@@ -169,14 +185,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     `joined as ${joined.peerId}`,
   );
   void worker.welcomed.then(() => log({ event: 'training', peer: joined.peerId }, 'welcomed: training'));
-  const stoppedBy = await Promise.race([
-    untilSignal(),
-    room.failure,
-    room.running.then(() => new Error(`the training loop ended${worker.stopReason ? `: ${worker.stopReason}` : ''}`)),
-    new Promise<Error>((resolve) =>
-      link.signal.on('close', ({ code }) => resolve(new Error(`the signaling socket closed (${code})`))),
-    ),
-  ]);
+  const stoppedBy = await untilStopped(room);
   await room.leave();
   release();
   log({ event: 'left', peer: joined.peerId, metrics: worker.metrics }, `left after ${worker.metrics.innerStep} steps`);
