@@ -95,6 +95,8 @@ export class Worker {
   private paused = false;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private welcome: Promise<void>;
+  /** Rejects when the welcome's run cannot start here (its text or its engine failed). */
+  private setupFailed: Promise<never>;
 
   constructor(private readonly options: WorkerOptions) {
     const { member } = options;
@@ -102,10 +104,16 @@ export class Worker {
     this.welcome = new Promise((resolve) => {
       resolveWelcome = resolve;
     });
+    let failSetup: (error: unknown) => void = () => {};
+    this.setupFailed = new Promise<never>((_, reject) => {
+      failSetup = reject;
+    });
+    // join() reports it; a worker that nobody joins has nobody to tell
+    this.setupFailed.catch(() => {});
     member.on('welcome', (from, message) => {
       if (from !== options.coordinator) return;
       if (this.config) return this.onWelcomeBack(message.config, message.stateFrom, message.fragments);
-      void this.start(message.config, message.stateFrom, message.fragments).then(resolveWelcome);
+      void this.start(message.config, message.stateFrom, message.fragments).then(resolveWelcome, failSetup);
     });
     member.on('round-open', (from, message) => this.onOpen(from, message));
     member.on('contribution', (from, message) => {
@@ -210,11 +218,14 @@ export class Worker {
     }
   }
 
-  /** Says hello and waits for the welcome (and for the state, when joining late). */
+  /**
+   * Says hello and waits for the welcome (and for the state, when joining late); rejects when the
+   * welcome's run cannot start here (the text or the engine failed).
+   */
   async join(): Promise<void> {
     await this.options.member.waitForPeer(this.options.coordinator);
     await this.hello();
-    await this.welcome;
+    await Promise.race([this.welcome, this.setupFailed]);
   }
 
   /** Resolves at the coordinator's welcome (and the state, when joining late). */

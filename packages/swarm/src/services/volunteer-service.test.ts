@@ -31,8 +31,7 @@ describe('the volunteer service', () => {
   }, 60_000);
 
   it('reports why it cannot train when the text does not load', async () => {
-    // the swarm Worker leaves its welcome's failure unhandled (and never welcomed): `failure` is
-    // how a shell learns of it
+    // `failure` is how a shell learns of it, and start() rejects with it; nothing is left unhandled
     const unhandled: unknown[] = [];
     const collect = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', collect);
@@ -44,13 +43,14 @@ describe('the volunteer service', () => {
           throw new Error('no such text');
         },
       });
-      void v0.start();
+      const started = v0.start();
       await room.clock.runAsync({ until: 1_000 });
       expect((await v0.failure).message).toBe('no such text');
+      await expect(started).rejects.toThrow('no such text');
       expect(v0.welcomed).toBe(false);
       v0.destroy();
       await new Promise((resolve) => setImmediate(resolve));
-      expect(unhandled.map((e) => (e as Error).message)).toEqual(['no such text']);
+      expect(unhandled).toEqual([]);
     } finally {
       process.off('unhandledRejection', collect);
     }

@@ -20,12 +20,12 @@ export function workerIndexFor(peerId: string): number {
 }
 
 /**
- * The rest after a step of `stepMs` so the engine is busy at most `dutyCycle` of the time:
+ * The rest after a step that took `measuredStepMs`, so the engine is busy at most `dutyCycle` of the time:
  * busy / (busy + rest) = dutyCycle (clamped to 5 % … 100 %).
  */
-export function restAfterStep(stepMs: number, dutyCycle: number): number {
+export function restAfterStep(measuredStepMs: number, dutyCycle: number): number {
   const duty = Math.min(1, Math.max(0.05, dutyCycle));
-  return duty >= 1 ? 0 : stepMs * (1 / duty - 1);
+  return duty >= 1 ? 0 : measuredStepMs * (1 / duty - 1);
 }
 
 /** The training engine for a run: WebGPU kernels on `device`, or the CPU engine without one. */
@@ -122,6 +122,8 @@ export class VolunteerService {
       this.loop = this.worker.run();
       return this.loop;
     });
+    // a run that cannot start rejects `running` and resolves `failure`: the shells watch failure
+    this.running.catch(() => {});
     return this.running;
   }
 
