@@ -38,11 +38,11 @@ export interface WorkerOptions {
   /** This worker's batches (its own seed or shard of the corpus). */
   nextBatch(): Batch;
   /**
-   * How long the clock sleeps after each inner step, ms: the modelled compute time of a step in
-   * the simulator, a rest that keeps a volunteer's engine under its duty cycle, 0 (or omitted)
-   * for a worker that trains flat out.
+   * How long the clock sleeps after each inner step, ms, given the step's measured time: the
+   * modelled compute time of a step in the simulator, a rest that keeps a volunteer's engine under
+   * its duty cycle, 0 (or omitted) for a worker that trains flat out.
    */
-  sleepAfterStepMs?: () => number;
+  sleepAfterStepMs?: (measuredStepMs: number) => number;
 }
 
 export interface WorkerMetrics extends RoundCounters {
@@ -277,7 +277,7 @@ export class Worker {
       const loss = await member.clock.track(this.trainer.step(this.options.nextBatch(), lr));
       // On a real clock at least a zero-length sleep, so timers, the mesh and signals get served
       // between steps of a synchronous (CPU) engine.
-      await member.clock.sleep(this.options.sleepAfterStepMs?.() ?? 0);
+      await member.clock.sleep(this.options.sleepAfterStepMs?.(member.clock.now() - started) ?? 0);
       const tokens = train.batchSize * train.seqLen;
       this.metrics.innerStep++;
       this.metrics.tokens += tokens;

@@ -101,7 +101,12 @@ export async function createServiceRoom(options: { status?: HostServiceOptions['
   });
 
   /** A volunteer on the network whose engine spends STEP_MS of its clock per step. */
-  const addVolunteer = (peer: string, overrides: Partial<VolunteerServiceOptions> = {}) => {
+  /** A volunteer on the CPU engine whose steps take STEP_MS on its clock; `onEngine` sees its engine. */
+  const addVolunteer = (
+    peer: string,
+    overrides: Partial<VolunteerServiceOptions> = {},
+    onEngine: (engine: Trainer) => void = () => {},
+  ) => {
     let spent = 0;
     const own: SwarmClock = {
       now: () => clock.now() + spent,
@@ -117,6 +122,7 @@ export async function createServiceRoom(options: { status?: HostServiceOptions['
         spent += STEP_MS;
         return step(...args);
       };
+      onEngine(trainer);
       return trainer;
     };
     return new VolunteerService({

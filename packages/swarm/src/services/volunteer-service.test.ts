@@ -7,8 +7,14 @@ describe('the volunteer service', () => {
     const room = await createServiceRoom();
     room.service.start();
     const runs: string[] = [];
-    const v0 = room.addVolunteer('v0', {
-      onRun: (config) => runs.push(config.data.corpus),
+    // θ_global merged in must reach the engine that trains, not a copy of it
+    const merges: boolean[] = [];
+    const v0 = room.addVolunteer('v0', { onRun: (config) => runs.push(config.data.corpus) }, (engine) => {
+      const setParams = engine.setParams.bind(engine);
+      engine.setParams = function (this: unknown, next: Float32Array) {
+        merges.push(this === engine);
+        return setParams(next);
+      };
     });
     const running = v0.start();
     expect(v0.welcomed).toBe(false);
@@ -16,6 +22,8 @@ describe('the volunteer service', () => {
     expect(v0.welcomed).toBe(true);
     expect(runs).toEqual([corpus.name]);
     expect(room.committed().length).toBeGreaterThanOrEqual(1);
+    expect(merges.length).toBeGreaterThan(0);
+    expect(merges.every(Boolean)).toBe(true);
     // duty cycle 0.5: a step of STEP_MS, then as long a rest
     const { tokens, tokensPerSecond } = v0.worker.metrics;
     const { batchSize, seqLen } = room.config.train;

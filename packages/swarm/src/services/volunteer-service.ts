@@ -74,17 +74,6 @@ export class VolunteerService {
     this.failure = new Promise<Error>((resolve) => {
       failed = resolve;
     });
-    let lastStepMs = 0;
-    /** Times each step, for the duty cycle's rest. */
-    const timed = (trainer: Trainer): Trainer =>
-      Object.assign(Object.create(trainer) as Trainer, {
-        step: async (...args: Parameters<Trainer['step']>) => {
-          const started = member.clock.now();
-          const loss = await trainer.step(...args);
-          lastStepMs = member.clock.now() - started;
-          return loss;
-        },
-      });
     const { dutyCycle } = options;
     this.worker = new Worker({
       member,
@@ -100,8 +89,8 @@ export class VolunteerService {
             seed: config.data.seed,
             worker: workerIndexFor(member.self),
           });
-          const engine = await options.createEngine(config, params);
-          return dutyCycle ? timed(engine) : engine;
+          // the engine itself: the worker sets θ into it at every merge, and reads Δ out of it
+          return await options.createEngine(config, params);
         } catch (error) {
           failed(error as Error);
           throw error;
@@ -111,7 +100,7 @@ export class VolunteerService {
         if (!sampler) throw new Error('a batch before the welcome');
         return sampler.next();
       },
-      sleepAfterStepMs: () => (dutyCycle ? restAfterStep(lastStepMs, dutyCycle()) : 0),
+      sleepAfterStepMs: (measuredStepMs) => (dutyCycle ? restAfterStep(measuredStepMs, dutyCycle()) : 0),
     });
   }
 
