@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
 import type { Command } from 'commander';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type HostCliOptions, runConfigFrom } from './host.ts';
 import { createProgram } from './program.ts';
 import { withRunOptionsMarkdown } from './run-options.ts';
@@ -84,5 +84,25 @@ describe("the CLI's run options agree with the table", () => {
   it("docs/cli.md's table is the one `npm run docs` writes from the table", () => {
     const doc = readFileSync(new URL('../../../docs/cli.md', import.meta.url), 'utf8');
     expect(withRunOptionsMarkdown(doc), 'run `npm run docs`').toBe(doc);
+  });
+
+  it('shoal simulate runs on the options it parsed (a dry run, in process)', async () => {
+    const printed: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((line: string) => printed.push(line));
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      await createProgram().parseAsync(
+        ['simulate', '--dry-run', '--tokens', '20000', '--methods', 'streaming-fp4', '--block-size', '32', '--json'],
+        { from: 'user' },
+      );
+    } finally {
+      log.mockRestore();
+      stderr.mockRestore();
+    }
+    expect(process.exitCode ?? 0).toBe(0);
+    const { methods } = JSON.parse(printed.at(-1) as string);
+    expect(methods).toHaveLength(1);
+    expect(methods[0]).toMatchObject({ name: 'streaming-fp4', evalLoss: null });
+    expect(methods[0].bytesPerWorker).toBeGreaterThan(0);
   });
 });
