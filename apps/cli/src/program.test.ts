@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
 import type { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
@@ -67,6 +68,12 @@ describe("the CLI's run options agree with the table", () => {
     await expect(host.parseAsync(['--server', 'http://x', '--codec', 'zip'], { from: 'user' })).rejects.toThrow(
       /unknown codec "zip"/,
     );
+  });
+
+  it("shoal host's timing defaults are HOST_DEFAULTS.cli", () => {
+    const options = command('host').options;
+    const defaults = Object.fromEntries(options.map((o) => [o.attributeName(), o.defaultValue]));
+    expect(defaults).toMatchObject(HOST_DEFAULTS.cli);
   });
 
   it('train, simulate and attacks share the seed, learning rate and preset defaults', () => {

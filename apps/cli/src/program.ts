@@ -1,4 +1,4 @@
-import { HOST_DEFAULTS } from '@shoal/swarm/services';
+import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { Command, InvalidArgumentError } from 'commander';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
@@ -165,20 +165,20 @@ export function createProgram(): Command {
       '--resume <checkpoint>',
       "continue a room's run from a checkpoint directory (or its shoal-room.safetensors); takes the room back if the server still has it",
     )
-    .option('--eval-every-ms <ms>', 'validation loss of θ_global every ms', parsePositiveInt, 30_000)
-    .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 4)
-    .option('--metrics-every-ms <ms>', 'a metrics line every ms', parsePositiveInt, 5_000)
+    .option('--eval-every-ms <ms>', 'validation loss of θ_global every ms', parsePositiveInt, HOST.evalEveryMs)
+    .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, HOST.evalBatches)
+    .option('--metrics-every-ms <ms>', 'a metrics line every ms', parsePositiveInt, HOST.metricsEveryMs)
     .option(
       '--publish-every-ms <ms>',
       "sample the room view and publish it to the watch link's viewers every ms",
       parsePositiveInt,
-      2_000,
+      HOST.publishEveryMs,
     )
     .option(
       '--deadline-ms <ms>',
       'shard owners give up after ms; the coordinator on a round after twice that',
       parsePositiveInt,
-      30_000,
+      HOST.deadlineMs,
     )
     .option('--json', 'one JSON line per event on stdout')
     .action(guarded(hostCommand));

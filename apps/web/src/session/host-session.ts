@@ -7,7 +7,7 @@
 import { MOBY_DICK_URL } from '@shoal/data';
 import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
 import { readKeptView, type SignalClient } from '@shoal/signaling';
-import { HOST_DEFAULTS } from '@shoal/swarm/services';
+import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { loadRoomFiles, loadRoomLink, type RoomLinkRecord, saveRoomLink } from '../runtime/checkpoint-store.ts';
 import type { HostInit, RuntimeEvent } from '../runtime/messages.ts';
 import { store } from '../store.ts';

@@ -30,17 +30,7 @@ import {
 } from '../room-checkpoint.ts';
 import { RoomViewRecorder } from '../room-view.ts';
 
-/**
- * A host's timing and evaluation defaults, per kind of host: the CLI's flags (`--eval-every-ms`,
- * `--eval-batches`, `--publish-every-ms`, `--metrics-every-ms`, `--deadline-ms`) and the
- * dashboard's. The two kinds have evaluated and published at different rates since each was
- * written (the dashboard's charts are watched live; a headless host writes a log): one shared
- * value would change one of them.
- */
-export const HOST_DEFAULTS = {
-  cli: { evalEveryMs: 30_000, evalBatches: 4, publishEveryMs: 2_000, metricsEveryMs: 5_000, deadlineMs: 30_000 },
-  dashboard: { evalEveryMs: 5_000, evalBatches: 4, publishEveryMs: 1_000, deadlineMs: 30_000 },
-} as const;
+export { HOST_DEFAULTS } from './host-defaults.ts';
 
 /** Something done every `ms` until the returned function is called (setInterval, or a fake). */
 export interface Timers {
