@@ -306,7 +306,8 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     });
   } catch (error) {
     await link.close();
-    throw new UsageError(`cannot resume from ${options.resume}: ${(error as Error).message}`);
+    const message = (error as Error).message;
+    throw new UsageError(options.resume ? `cannot resume from ${options.resume}: ${message}` : message);
   }
   // The room line comes first (the --json contract), as soon as the room is known; then what was
   // resumed; then checkpoints and rounds.

@@ -42,6 +42,9 @@ describe('the run options table', () => {
     expect(parseRunOption('codec', 'zip').error).toMatch(/unknown codec "zip": choose fp32, bf16, int8, int4, fp4/);
     expect(parseRunOption('aggregation', 'median').error).toMatch(/clipped-mean, trimmed-mean, mean/);
     expect(parseRunOption('preset', 'tiny')).toEqual({ value: 'tiny' });
+    // the codecs' scales cover pairs of 4-bit values
+    expect(parseRunOption('blockSize', '3').error).toBe('a multiple of 2');
+    expect(parseRunOption('blockSize', '1').error).toBe('at least 2');
   });
 });
 

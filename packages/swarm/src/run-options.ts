@@ -31,6 +31,8 @@ export interface NumberOptionSpec extends SpecBase {
   default: number;
   min: number;
   max: number;
+  /** The value must be a multiple of this. */
+  step?: number;
 }
 
 export interface ChoiceOptionSpec extends SpecBase {
@@ -113,10 +115,11 @@ export const RUN_OPTIONS = {
     flag: '--block-size',
     metavar: 'n',
     label: 'Codec block',
-    help: 'values that share one scale in the codec',
+    help: 'values that share one scale in the codec (even)',
     default: 64,
-    min: 1,
+    min: 2,
     max: MAX_CODEC_BLOCK_SIZE,
+    step: 2,
     simulate: true,
   },
   aggregation: {
@@ -231,7 +234,8 @@ function schemaOf(spec: RunOptionSpec): z.ZodType<number | string> {
   }
   let schema = z.number({ error: 'not a number' });
   if (spec.kind === 'integer') schema = schema.int({ error: 'a whole number' });
-  return schema.min(spec.min, { error: `at least ${spec.min}` }).max(spec.max, { error: `at most ${spec.max}` });
+  schema = schema.min(spec.min, { error: `at least ${spec.min}` }).max(spec.max, { error: `at most ${spec.max}` });
+  return 'step' in spec && spec.step ? schema.multipleOf(spec.step, { error: `a multiple of ${spec.step}` }) : schema;
 }
 
 /** Checks a whole set of values (each field against its range); unknown keys are refused. */
