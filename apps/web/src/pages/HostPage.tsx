@@ -69,9 +69,13 @@ export function HostPage({ roomId }: { roomId: string | null }) {
 function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) {
   const [{ values: initial, errors: queryErrors }] = useState(() => parseRunQuery(location.search));
   const [values, setValues] = useState<RunOptions>(initial);
-  const [raw, setRaw] = useState<Record<string, string>>(() =>
-    Object.fromEntries(Object.entries(initial).map(([k, v]) => [k, String(v)])),
-  );
+  // a field whose query value was refused shows that value beside its error, to be corrected
+  const [raw, setRaw] = useState<Record<string, string>>(() => {
+    const query = new URLSearchParams(location.search);
+    return Object.fromEntries(
+      RUN_OPTION_NAMES.map((name) => [name, (queryErrors[name] && query.get(name)) || String(initial[name])]),
+    );
+  });
   const [errors, setErrors] = useState<RunOptionErrors>(queryErrors);
   const [checkpoint, setCheckpoint] = useState<{ name: string; params: Float32Array; model: GptConfig } | null>(null);
   const [dataset, setDataset] = useState<'moby-dick' | 'upload'>('moby-dick');
@@ -94,10 +98,16 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
     if (error === undefined) setValues((v) => ({ ...v, [name]: value }));
   };
   const forget = async (roomId: string) => {
-    await forgetRoom(roomId);
-    setSaved((rooms) => rooms.filter(({ link }) => link.roomId !== roomId));
+    if (!confirm(`Forget room ${roomId}? Its checkpoint, text and host key are deleted from this browser.`)) return;
+    try {
+      await forgetRoom(roomId);
+      setSaved((rooms) => rooms.filter(({ link }) => link.roomId !== roomId));
+    } catch (error) {
+      setProblem(`Could not forget ${roomId}: ${(error as Error).message}`);
+    }
   };
-  const fieldsValid = !Object.values(errors).some(Boolean);
+  // a refused choice in the query falls back to the default, which the select shows: not a blocker
+  const fieldsValid = !RUN_OPTION_NAMES.some((name) => RUN_OPTIONS[name].kind !== 'choice' && errors[name]);
   const invalid = !fieldsValid || textError !== undefined;
   useEffect(() => {
     if (fieldsValid) history.replaceState(null, '', `/host${runQueryOf(values)}`);

@@ -32,4 +32,11 @@ describe("the host form's fields agree with the run options table", () => {
       }
     }
   });
+
+  it('shows a refused query value beside its error, to be corrected', async () => {
+    const html = await renderForm('?innerSteps=abc&preset=huge');
+    expect(html).toMatch(/name="innerSteps"[^>]*value="abc"/);
+    expect(html).toContain('abc is not a number');
+    expect(html).toContain('unknown model &quot;huge&quot;');
+  });
 });
