@@ -78,7 +78,7 @@ export interface RoomWorker {
   worker: Worker;
   /** join() then run(); settles when the loop ends. */
   running: Promise<void>;
-  /** Rejects with the reason the worker cannot train (the engine or the corpus failed). */
+  /** Resolves with the reason the worker cannot train (the engine or the corpus failed). */
   failure: Promise<Error>;
   /** Stops after the step in progress, says leave to every peer and the server, closes. */
   leave(): Promise<void>;
@@ -129,10 +129,14 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
   // Hello only once the mesh reaches every member already in the room: the coordinator names a
   // worker in rounds as soon as it says hello, and does not yet check who can reach whom.
   const announced = [joined.hostId, ...joined.peers].filter((peer) => peer !== member.self);
+  let timer: NodeJS.Timeout | undefined;
   await Promise.race([
     Promise.all(announced.map((peer) => member.waitForPeer(peer))),
-    new Promise((resolve) => setTimeout(resolve, 20_000)),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, 20_000);
+    }),
   ]);
+  clearTimeout(timer);
   const running = volunteer.start();
   const { worker, failure } = volunteer;
   let leaving: Promise<void> | null = null;
