@@ -1,10 +1,9 @@
 /**
- * `shoal host` stops on SIGTERM even when the signaling server goes away at the same moment
- * (issue 14): a `shoal server`, a host with --checkpoint-dir and one `shoal worker --backend cpu`
+ * `shoal host` stops on SIGTERM even when the signaling server goes away at the same moment: a `shoal server`, a host with --checkpoint-dir and one `shoal worker --backend cpu`
  * as child processes on real WebRTC over loopback. Once rounds commit, the server is frozen
  * (SIGSTOP: a server whose machine vanished, whose end of the socket never closes or answers) and
- * the host gets SIGTERM at the same moment. The host must exit cleanly within 10 s (it had waited
- * out ws's 30 s closing handshake), and the checkpoint it leaves must load and hold every round
+ * the host gets SIGTERM at the same moment. The host must exit cleanly within 10 s (not wait out
+ * ws's 30 s closing handshake), and the checkpoint it leaves must load and hold every round
  * it printed as committed.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

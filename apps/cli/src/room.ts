@@ -48,11 +48,11 @@ export function serverBase(server: string): string {
 
 /**
  * How long closing the signaling socket waits for the server's answer before it drops the
- * connection. ws waits 30 s by default, and a server that has gone away without closing its end
- * (a machine that vanished, a process stopped) never answers: a stopping `shoal host` or
- * `shoal worker` stayed alive that long.
+ * connection. A server that has gone away without closing its end (a machine that vanished, a
+ * process stopped) never answers, and ws's default of 30 s would keep a stopping `shoal host` or
+ * `shoal worker` alive that long.
  */
-export const SIGNAL_CLOSE_TIMEOUT_MS = 1_000;
+const SIGNAL_CLOSE_TIMEOUT_MS = 1_000;
 
 /** ws's WebSocket with the short closing handshake (its `closeTimeout` option). */
 class SignalSocket extends WebSocket {

@@ -66,7 +66,7 @@ export type ResolvedMeshOptions = Required<
   >
 >;
 
-export function resolveResolvedMeshOptions(config: MeshTransportOptions): ResolvedMeshOptions {
+export function resolveMeshOptions(config: MeshTransportOptions): ResolvedMeshOptions {
   const options = {
     maxChunkBytes: config.maxChunkBytes ?? 16 * 1024,
     highWaterMark: config.highWaterMark ?? 1024 * 1024,

@@ -51,7 +51,7 @@ import {
   type MeshStats,
   type MeshTransportOptions,
   type ResolvedMeshOptions,
-  resolveResolvedMeshOptions,
+  resolveMeshOptions,
   type SignalData,
 } from './mesh-options.ts';
 import type { PeerBufferStats } from './peer-buffers.ts';
@@ -87,7 +87,7 @@ export class MeshTransport implements Transport, KeyedTransport {
     this.peerKeys = config.peerKeys ?? new PeerKeyRegistry();
     this.now = config.now ?? (() => performance.now());
     this.rejections = config.rejections ?? new RejectionCounters({ now: () => Date.now() });
-    this.options = resolveResolvedMeshOptions(config);
+    this.options = resolveMeshOptions(config);
     this.maxMessageBytes = checkMessageLimit(config.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES);
     this.peerBudgetBytes = config.maxPeerBufferedBytes ?? peerBudgetFor(this.maxMessageBytes);
     this.heartbeat = setInterval(() => this.beat(), this.options.heartbeatIntervalMs);

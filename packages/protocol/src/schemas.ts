@@ -76,8 +76,8 @@ export function corpusLengthOf(fingerprint: string): number {
 
 export const blockSizeSchema = z.int().min(1).max(MAX_CODEC_BLOCK_SIZE);
 
-export const roleSchema = z.enum(['worker', 'replica', 'spectator']);
 /** worker: trains and contributes; replica: holds θ_global but does not train (a host); spectator: watches. */
+export const roleSchema = z.enum(['worker', 'replica', 'spectator']);
 
 export const capabilitiesSchema = z.object({
   /** The compute backend, or 'none' for a member that does not train. */

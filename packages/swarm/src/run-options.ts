@@ -128,7 +128,10 @@ export const RUN_OPTIONS = {
     metavar: 'rule',
     label: 'Aggregation',
     help: "how shard owners combine the volunteers' Δ (clipped-mean and trimmed-mean resist a hostile one)",
-    default: AGGREGATION_KINDS[0],
+    // robust by default: each Δ is scaled to at most twice the median norm before the weighted
+    // mean, so one volunteer cannot steer θ_global with a scaled Δ, and a clean room loses nothing
+    // (docs/hostile-volunteers.md, "Which aggregation")
+    default: 'clipped-mean',
     choices: AGGREGATION_KINDS,
     simulate: true,
   },
@@ -286,6 +289,18 @@ export function runQueryOf(values: RunOptions): string {
   return text ? `?${text}` : '';
 }
 
+/** The settings of a room that are not a person's options. */
+const ROOM_DILOCO = {
+  fragmentMode: 'sequential',
+  errorFeedback: false,
+  hashAlgorithm: 'xxh128',
+  // A contribution's weight (its inner steps) counts at most this many times the median's.
+  weightCapFactor: 4,
+  // Half the participants must report the committed hash: a round survives a crash or two. The
+  // coordinator also needs a strict majority of participants and host together, host included.
+  quorum: 0.5,
+} as const satisfies Partial<RunConfig['diloco']>;
+
 /**
  * The room's run configuration for these values. `model` (a checkpoint's) replaces the preset's;
  * `corpus` names the text (Moby Dick by default). Throws a RangeError with a message for a person
@@ -333,15 +348,3 @@ export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corp
     heartbeatMs: 1000,
   };
 }
-
-/** The settings of a room that are not a person's options. */
-export const ROOM_DILOCO = {
-  fragmentMode: 'sequential',
-  errorFeedback: false,
-  hashAlgorithm: 'xxh128',
-  // A contribution's weight (its inner steps) counts at most this many times the median's.
-  weightCapFactor: 4,
-  // Half the participants must report the committed hash: a round survives a crash or two. The
-  // coordinator also needs a strict majority of participants and host together, host included.
-  quorum: 0.5,
-} as const satisfies Partial<RunConfig['diloco']>;
