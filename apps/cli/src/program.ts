@@ -46,7 +46,7 @@ const HOST = HOST_DEFAULTS.cli;
 export function createProgram(): Command {
   const program = new Command('shoal')
     .description("Train a GPT-style language model on volunteers' GPUs, in their browsers.")
-    .showHelpAfterError();
+    .showHelpAfterError('(--help lists the options)');
 
   program
     .command('doctor')

@@ -75,13 +75,14 @@ describe('shoal simulate', () => {
 
   it.each([
     [['--methods', 'dp,gossip'], /unknown method gossip/],
-    [['--fragments', '3'], /--fragments 3 exceeds nano's 2 blocks/],
-    [['--codec', 'fp8'], /unknown codec fp8/],
+    [['--fragments', '3'], /3 fragments exceed the model's 2 blocks/],
+    [['--codec', 'fp8'], /'--codec <codec>' argument 'fp8' is invalid. unknown codec "fp8": choose fp32, bf16/],
     [
       ['--aggregation', 'median'],
-      /--aggregation: unknown aggregation "median": choose clipped-mean, trimmed-mean, mean/,
+      /'--aggregation <rule>' argument 'median' is invalid. unknown aggregation "median": choose clipped-mean, trimmed-mean, mean/,
     ],
-    [['--alpha', '2'], /--alpha must lie in \[0, 1\]/],
+    [['--alpha', '2'], /'--alpha <α>' argument '2' is invalid. at most 1/],
+    [['--block-size', '3'], /'--block-size <n>' argument '3' is invalid. a multiple of 2/],
     [['--preset', 'huge'], /huge/],
   ])('refuses %j with one line and exit 1', (args, message) => {
     const { status, stderr } = simulate(args as string[]);
