@@ -285,7 +285,13 @@ export class Coordinator {
     const n = participants.length;
     const round = (this.lastRound[p] as number) + 1;
     this.lastRound[p] = round;
-    this.nextOpenStep[p] = (this.nextOpenStep[p] as number) + diloco.innerSteps;
+    // The next round of p is H steps on, on the grid; grid points the room has already passed are
+    // skipped: a round carries all the training since the last one, and rounds opened back to back
+    // to catch up would carry none, so their outer steps would apply momentum alone.
+    const H = diloco.innerSteps;
+    let next = (this.nextOpenStep[p] as number) + H;
+    while (next <= this.medianStep) next += H;
+    this.nextOpenStep[p] = next;
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));
     const weightCaps = participants.map((peer) => seenTokens(this.members.get(peer) as MemberInfo, p, this.config));
