@@ -4,9 +4,10 @@
  * commit by hash agreement, owner reassignment, late joiners and leaving peers (docs/design.md,
  * "Rounds in a room of unequal GPUs", "Apply, commit, abort", "The collective").
  *
- * Schedule: fragment p's round r opens when the median synced worker has done
- * H·r + ⌊p·H/P⌋ inner steps (staggered as in the paper), and never while p's previous round is
- * open: at most one round in flight per fragment.
+ * Schedule: fragment p's round opens when the median synced worker reaches the next point of
+ * its grid, H·r + ⌊p·H/P⌋ inner steps (staggered as in the paper), and never while p's previous
+ * round is open: at most one round in flight per fragment. Points the median passed meanwhile
+ * are skipped.
  */
 import { type Codec, createCodec, type Fragment } from '@shoal/diloco';
 import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
