@@ -183,7 +183,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
         `training on ${corpus.name} (${corpus.bytes.length} bytes, ${source === 'mesh' ? 'received from the host' : source === 'file' ? 'from --data' : 'bundled'})`,
       ),
   });
-  const { joined, link, worker } = room;
+  const { joined, worker } = room;
   log(
     { event: 'joined', roomId: joined.roomId, peer: joined.peerId, host: joined.hostId },
     `joined as ${joined.peerId}`,
