@@ -25,7 +25,6 @@ import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import { evalBatchesFor, type HostMetrics, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
 import { readInput, writePrivateFiles } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
-import { runOptionsFrom } from './run-options.ts';
 import { UsageError } from './usage.ts';
 
 /** The run options (run-options.ts) and the host's own. */
@@ -137,7 +136,7 @@ export function runConfigFrom(options: HostCliOptions): RunConfig {
   try {
     // moby-dick (every worker has it), or the file's name: workers pass the file with --data
     // or receive it from the host over the mesh, and check it against the fingerprint
-    return runConfigOf(runOptionsFrom({ ...options }), {
+    return runConfigOf(options, {
       corpus: options.data === undefined ? 'moby-dick' : basename(options.data),
     });
   } catch (error) {

@@ -13,7 +13,6 @@ import { METHODS, type MethodName, type MethodResult, type SimulateOptions, simu
 import { RUN_OPTIONS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
-import { runOptionsFrom } from './run-options.ts';
 import { UsageError } from './usage.ts';
 
 /** The run options (all but --steps: the schedule spans --tokens) and the simulator's own. */
@@ -58,7 +57,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   // the room's config for these options: each checked against its range, and against the model
   let config: RunConfig;
   try {
-    config = runConfigOf({ ...runOptionsFrom({ ...options }), steps: RUN_OPTIONS.steps.default });
+    config = runConfigOf({ ...options, steps: RUN_OPTIONS.steps.default });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }

@@ -241,13 +241,13 @@ function schemaOf(spec: RunOptionSpec): z.ZodType<number | string> {
   return 'step' in spec && spec.step ? schema.multipleOf(spec.step, { error: `a multiple of ${spec.step}` }) : schema;
 }
 
-/** Checks a whole set of values (each field against its range); unknown keys are refused. */
-export const runOptionsSchema = z.strictObject(
-  Object.fromEntries(RUN_OPTION_NAMES.map((name) => [name, schemaOf(RUN_OPTIONS[name])])) as Record<
-    RunOptionName,
-    z.ZodType<number | string>
-  >,
-);
+/** Each option's schema, built once. */
+const OPTION_SCHEMAS = Object.fromEntries(
+  RUN_OPTION_NAMES.map((name) => [name, schemaOf(RUN_OPTIONS[name])]),
+) as Record<RunOptionName, z.ZodType<number | string>>;
+
+/** Checks a whole set of values, each field against its range (other keys, a command's own, pass). */
+export const runOptionsSchema = z.object(OPTION_SCHEMAS);
 
 /** One option's value from text (a flag's argument, a query value, a form field), or why not. */
 export function parseRunOption(
@@ -256,7 +256,7 @@ export function parseRunOption(
 ): { value: number | string; error?: undefined } | { value?: undefined; error: string } {
   const spec = RUN_OPTIONS[name];
   const input = spec.kind === 'choice' ? raw : raw.trim() === '' ? Number.NaN : Number(raw);
-  const result = schemaOf(spec).safeParse(input);
+  const result = OPTION_SCHEMAS[name].safeParse(input);
   if (result.success) return { value: result.data };
   const message = result.error.issues[0]?.message ?? 'invalid';
   return { error: spec.kind === 'choice' || !Number.isNaN(input) ? message : `${raw || '(empty)'} is not a number` };
@@ -325,7 +325,6 @@ export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corp
     batchSize: values.batch,
     seqLen: values.seq,
     maxLr: values.lr,
-    minLr: values.lr / 10,
     totalSteps: values.steps,
     seed: values.seed,
   });
