@@ -56,10 +56,7 @@ export function roomConfigOf(values: RunOptions, model?: GptConfig, text?: Uploa
     const problem = checkUploadedText(text, values.seq);
     if (problem) throw new Error(problem);
   }
-  const config = runConfigOf(values, {
-    ...(model ? { model } : {}),
-    corpus: text ? textNameOf(text.name) : 'moby-dick',
-  });
+  const config = runConfigOf(values, { model, corpus: text ? textNameOf(text.name) : 'moby-dick' });
   config.data.fingerprint = text ? corpusFingerprint(text.bytes) : MOBY_DICK_FINGERPRINT;
   return config;
 }
