@@ -14,6 +14,7 @@ export * from './replica-node.ts';
 export * from './room-checkpoint.ts';
 export * from './room-view.ts';
 export type { MemberInfo } from './roster.ts';
+export * from './round-bytes.ts';
 export * from './run-id.ts';
 export * from './sim/index.ts';
 export * from './simulate.ts';
