@@ -31,9 +31,12 @@ describe('roundUploadBytes', () => {
       expect(ratio).toBeGreaterThan((3 * workers - 2) / workers);
       expect(ratio).toBeLessThan(((3 * workers - 2) / workers) * 1.01);
     }
+    // a signature adds 100 bytes to a contribution and 101 to a shard result or hash report
+    const room = { values, workers: 4, codec: 'fp4' as const, blockSize: 64 };
+    expect(roundUploadBytes(room) - roundUploadBytes({ ...room, signed: false })).toBe(6 * 100 + 8 * 101 + 101);
     // one participant: its result goes to the host, nobody checks it
     const alone = roundUploadBytes({ values, workers: 1, codec: 'fp4', blockSize: 64 });
-    expect(alone / encodedBytes(values, 'fp4', 64)).toBeCloseTo(1, 3);
+    expect(alone / encodedBytes(values, 'fp4', 64)).toBeCloseTo(1, 2);
   });
 
   it("is what the simulator's transport carries for the collective, within 2%", async () => {
@@ -91,6 +94,7 @@ describe('roundUploadBytes', () => {
           codec: 'fp4',
           blockSize,
           peerIdChars: 2, // the simulator's "w0"
+          signed: false, // and its members have no keys
         }),
       0,
     );

@@ -35,11 +35,14 @@ export interface RoundBytesInput {
    * ids (9 random bytes, base64url), 2 in the simulator ("w0").
    */
   peerIdChars?: number;
-  /** Whether contributions, shard results and hash reports carry a signature (a room with keys). */
+  /**
+   * Whether contributions, shard results and hash reports carry a signature: true (the default)
+   * in a room, where every peer has a key pair; false in the simulator, whose members have none.
+   */
   signed?: boolean;
 }
 
-/** `{"signature":"…"}`: an Ed25519 or P-256 signature is 64 bytes, 86 characters of base64url. */
+/** `,"signature":"…"` added to a body: an Ed25519 or P-256 signature is 64 bytes, 86 characters of base64url. */
 const SIGNATURE_JSON_CHARS = ',"signature":""'.length + 86;
 /** A contribution weight as JSON: tokens since the last contribution, a few hundred thousand. */
 const WEIGHT_DIGITS = 6;
@@ -65,12 +68,13 @@ function shardResultJsonChars(participants: number, peerIdChars: number, check: 
  * most one block, so owners differ by that much).
  */
 export function roundUploadBytes(input: RoundBytesInput): number {
-  const { values, workers: M, codec: codecName, signed = false } = input;
+  const { values, workers: M, codec: codecName, signed = true } = input;
   const peerIdChars = input.peerIdChars ?? 12;
   if (!Number.isSafeInteger(M) || M < 1) throw new RangeError(`workers must be an integer ≥ 1, got ${M}`);
   const codec = createCodec(codecName, { blockSize: input.blockSize });
   const checked = M >= 2;
-  const contributionHeader = HEADER_BYTES + '{}'.length + (signed ? SIGNATURE_JSON_CHARS : 0);
+  // `{}`, or `{"signature":"…"}`: no comma before it
+  const contributionHeader = HEADER_BYTES + (signed ? SIGNATURE_JSON_CHARS + 1 : '{}'.length);
   const resultHeader = HEADER_BYTES + shardResultJsonChars(M, peerIdChars, false, signed);
   const checkBytes = HEADER_BYTES + shardResultJsonChars(M, peerIdChars, true, signed);
   const hashReport =
