@@ -1,8 +1,10 @@
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
-import { Command, InvalidArgumentError } from 'commander';
+import { parseRunOption } from '@shoal/swarm/run-options';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
 import { hostCommand } from './host.ts';
+import { planCommand } from './plan.ts';
 import { runOption, withRunOptions } from './run-options.ts';
 import { serverCommand } from './server.ts';
 import { simulateCommand } from './simulate.ts';
@@ -126,6 +128,53 @@ export function createProgram(): Command {
     .option('--dry-run', 'model time and bytes without training (no evaluation)')
     .option('--json', 'end with one JSON line {"methods": [...]}')
     .action(guarded(simulateCommand));
+
+  const parsePositive = (value: string) => {
+    const n = parseNumber(value);
+    if (!(n > 0)) throw new InvalidArgumentError('expected a number > 0');
+    return n;
+  };
+  program
+    .command('plan')
+    .description(
+      "recommend a room's run options from the scaling laws and the wall-clock model: inner and outer lr, batch, H, P, τ, codec",
+    )
+    .addOption(
+      new Option('--preset <name>', 'model size: nano | tiny | small | base')
+        .argParser((raw: string) => {
+          const { value, error } = parseRunOption('preset', raw);
+          if (error !== undefined) throw new InvalidArgumentError(error);
+          return value;
+        })
+        .conflicts('params'),
+    )
+    .option('--params <N>', 'the model as a parameter count (e.g. 35e6) instead of a preset', (value: string) => {
+      const n = parseNumber(value);
+      if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of parameters ≥ 1');
+      return n;
+    })
+    .option('--workers <M>', 'expected volunteers', parsePositiveInt, 4)
+    .option(
+      '--tokens <D>',
+      'token budget, all volunteers together (default: 20 per parameter, Chinchilla)',
+      parsePositive,
+    )
+    .addOption(
+      new Option('--gpu-tflops <n>', "each volunteer's GPU, TFLOP/s (default: 10, as shoal simulate)").argParser(
+        parsePositive,
+      ),
+    )
+    .addOption(
+      new Option('--tokens-per-second <n>', "each volunteer's measured training throughput, tokens/s")
+        .argParser(parsePositive)
+        .conflicts('gpuTflops'),
+    )
+    .option('--link-mbps <n>', "each volunteer's uplink (and downlink), Mbit/s", parsePositive, 10)
+    .option('--latency-ms <ms>', 'one-way latency between volunteers', parseNumber, 50)
+    .option('--seq <T>', "tokens per sequence (default: the preset's block size; 2048 with --params)", parsePositiveInt)
+    .addOption(new Option('--json', 'print one JSON line, ending with the recommended options').conflicts('asFlags'))
+    .option('--as-flags', 'print only the flags, for shoal host $(shoal plan … --as-flags) and shoal simulate')
+    .action(guarded(planCommand));
 
   program
     .command('attacks')
