@@ -3,6 +3,7 @@
  * Start / pause / stop, the numbers, charts and tables, checkpoints and sampling.
  */
 import { decodeWeights, type GptConfig } from '@shoal/model';
+import { type PlanOptions, plan } from '@shoal/swarm/plan';
 import {
   parseRunOption,
   parseRunQuery,
@@ -35,6 +36,60 @@ const DATASETS = [
     label: 'A text file of yours (UTF-8, up to 64 MiB): volunteers receive it from this page over the mesh',
   },
 ] as const;
+
+/** The Recommend fields as typed: expected volunteers and each one's link and GPU. */
+export interface RecommendFields {
+  workers: string;
+  linkMbps: string;
+  latencyMs: string;
+  gpuTflops: string;
+}
+
+const RECOMMEND_FIELDS: { name: keyof RecommendFields; label: string; help: string; initial: string }[] = [
+  { name: 'workers', label: 'Expected volunteers', help: 'how many will train at once', initial: '4' },
+  { name: 'linkMbps', label: 'Their uplink, Mbit/s', help: 'a home uplink is 5–50', initial: '10' },
+  { name: 'latencyMs', label: 'Latency, ms', help: 'one way, between volunteers', initial: '50' },
+  {
+    name: 'gpuTflops',
+    label: 'Their GPU, TFLOP/s',
+    help: 'sustained fp32 training speed (a laptop 2–5, a desktop card 10–30)',
+    initial: '10',
+  },
+];
+
+/**
+ * The planner's recommendation (@shoal/swarm/plan, docs/plan.md) for `preset` and the typed
+ * fields: the run options to fill in (the preset stays as chosen), a summary and the planner's
+ * notes, or why not.
+ */
+export function recommendation(
+  preset: string,
+  fields: RecommendFields,
+): { options: Omit<PlanOptions, 'preset'>; summary: string; notes: string[] } | { error: string } {
+  const number = (text: string) => (text.trim() === '' ? Number.NaN : Number(text));
+  try {
+    const result = plan({
+      preset,
+      workers: number(fields.workers),
+      linkMbps: number(fields.linkMbps),
+      latencyMs: number(fields.latencyMs),
+      gpuTflops: number(fields.gpuTflops),
+    });
+    const { preset: _, ...options } = result.options;
+    const { utilization, roundMs, overlapMs } = result.timing;
+    const loss =
+      result.fit.expectedLoss === null
+        ? 'no loss prediction (extrapolated)'
+        : `paper's loss ${result.fit.expectedLoss.toFixed(2)}`;
+    const summary =
+      `${(100 * utilization).toFixed(1)}% compute utilisation predicted${result.meetsTarget ? '' : ' (below 95%)'}; ` +
+      `a round ${(roundMs / 1000).toFixed(1)} s against τ steps of ${(overlapMs / 1000).toFixed(1)} s; ${loss}.`;
+    return { options, summary, notes: result.notes };
+  } catch (error) {
+    const label = (name: string) => RECOMMEND_FIELDS.find((f) => f.name === name)?.label ?? name;
+    return { error: (error as Error).message.replace(/^(\w+):/, (_, name: string) => `${label(name)}:`) };
+  }
+}
 
 export function HostPage({ roomId }: { roomId: string | null }) {
   const [session, setSession] = useState<HostSession | null>(null);
@@ -87,6 +142,10 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
   const [busy, setBusy] = useState(false);
   const [problem, setProblem] = useState<string | null>(null);
   const [saved, setSaved] = useState<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]>([]);
+  const [recommendFields, setRecommendFields] = useState<RecommendFields>(
+    () => Object.fromEntries(RECOMMEND_FIELDS.map((f) => [f.name, f.initial])) as unknown as RecommendFields,
+  );
+  const [recommended, setRecommended] = useState<ReturnType<typeof recommendation> | null>(null);
   useEffect(() => {
     listRooms().then(setSaved, () => setSaved([]));
   }, []);
@@ -104,6 +163,13 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
       setSaved((rooms) => rooms.filter(({ link }) => link.roomId !== roomId));
     } catch (error) {
       setProblem(`Could not forget ${roomId}: ${(error as Error).message}`);
+    }
+  };
+  const recommend = () => {
+    const result = recommendation(values.preset, recommendFields);
+    setRecommended(result);
+    if ('options' in result) {
+      for (const [name, value] of Object.entries(result.options)) update(name as RunOptionName, String(value));
     }
   };
   // a refused choice in the query falls back to the default, which the select shows: not a blocker
@@ -264,6 +330,46 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
               : 'θ_global starts from these weights (safetensors, nanoGPT names) instead of the seeded init.'}
           </small>
         </label>
+        <fieldset className="span-2 field recommend" aria-describedby="recommend-result">
+          <legend>Recommend settings for this model</legend>
+          {RECOMMEND_FIELDS.map((f) => (
+            <label className="inline" key={f.name} htmlFor={`plan-${f.name}`} title={f.help}>
+              <span>{f.label}</span>
+              <input
+                id={`plan-${f.name}`}
+                name={`plan-${f.name}`}
+                inputMode="decimal"
+                size={6}
+                value={recommendFields[f.name]}
+                onChange={(e) => setRecommendFields((r) => ({ ...r, [f.name]: e.target.value }))}
+              />
+            </label>
+          ))}
+          <button type="button" onClick={recommend} disabled={checkpoint !== null}>
+            Recommend
+          </button>
+          <output id="recommend-result" aria-live="polite" className="small">
+            {checkpoint !== null ? (
+              <span className="muted">The planner knows the presets; a checkpoint's model is not one.</span>
+            ) : recommended === null ? (
+              <span className="muted">
+                Fills H, P, τ, codec, both learning rates, batch and sequence from the DiLoCo scaling laws and the link
+                (docs/plan.md).
+              </span>
+            ) : 'error' in recommended ? (
+              <span className="field-error">{recommended.error}</span>
+            ) : (
+              <>
+                <span>{recommended.summary}</span>
+                <ul className="plain muted">
+                  {recommended.notes.map((note) => (
+                    <li key={note}>{note}</li>
+                  ))}
+                </ul>
+              </>
+            )}
+          </output>
+        </fieldset>
         <div className="span-2 actions">
           <button type="submit" className="primary" disabled={invalid || busy}>
             {busy ? 'Creating…' : 'Create room'}

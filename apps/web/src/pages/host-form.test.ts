@@ -1,4 +1,4 @@
-import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
+import { parseRunOption, RUN_OPTION_NAMES, RUN_OPTIONS, type RunOptionName } from '@shoal/swarm/run-options';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it, vi } from 'vitest';
@@ -38,5 +38,53 @@ describe("the host form's fields agree with the run options table", () => {
     expect(html).toMatch(/name="innerSteps"[^>]*value="abc"/);
     expect(html).toContain('abc is not a number');
     expect(html).toContain('unknown model &quot;huge&quot;');
+  });
+});
+
+describe("the host form's Recommend", () => {
+  it('has labelled fields for the volunteers and their link and GPU, a Recommend button and a live result', async () => {
+    const html = await renderForm('');
+    for (const name of ['workers', 'linkMbps', 'latencyMs', 'gpuTflops']) {
+      expect(html).toMatch(
+        new RegExp(`<label[^>]*for="plan-${name}"[^>]*><span>[^<]+</span><input[^>]*id="plan-${name}"`),
+      );
+    }
+    expect(html).toMatch(/<fieldset[^>]*aria-describedby="recommend-result"/);
+    expect(html).toMatch(/<button type="button"[^>]*>Recommend<\/button>/);
+    expect(html).toMatch(/<output id="recommend-result" aria-live="polite"/);
+  });
+
+  it('recommends the planner’s options for the chosen preset, with its notes', async () => {
+    const { recommendation } = await import('./HostPage.tsx');
+    const { plan } = await import('@shoal/swarm/plan');
+    const result = recommendation('small', { workers: '8', linkMbps: '10', latencyMs: '50', gpuTflops: '10' });
+    if (!('options' in result)) throw new Error(result.error);
+    const { preset, ...expected } = plan({
+      preset: 'small',
+      workers: 8,
+      linkMbps: 10,
+      latencyMs: 50,
+      gpuTflops: 10,
+    }).options;
+    expect(result.options).toEqual(expected);
+    // every recommended value is a form field, and the form's parser takes it as it is
+    for (const [name, value] of Object.entries(result.options)) {
+      expect(RUN_OPTION_NAMES).toContain(name);
+      expect(parseRunOption(name as RunOptionName, String(value))).toEqual({ value });
+    }
+    expect(result.summary).toMatch(
+      /^\d+\.\d% compute utilisation predicted; a round [\d.]+ s against τ steps of [\d.]+ s; no loss prediction \(extrapolated\)\.$/,
+    );
+    expect(result.notes.join(' ')).toMatch(/below the fits' range/);
+  });
+
+  it('says which field is wrong', async () => {
+    const { recommendation } = await import('./HostPage.tsx');
+    expect(recommendation('small', { workers: '0', linkMbps: '10', latencyMs: '50', gpuTflops: '10' })).toEqual({
+      error: 'Expected volunteers: at least 1 volunteer',
+    });
+    expect(recommendation('small', { workers: '4', linkMbps: '', latencyMs: '50', gpuTflops: '10' })).toEqual({
+      error: 'Their uplink, Mbit/s: the link must be a number',
+    });
   });
 });
