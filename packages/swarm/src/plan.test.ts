@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FIT_PARAMS, JOINT_FITS, jointFit, outerLrFor, PAPER_SEQ_LEN, plan, TARGET_UTILIZATION } from './plan.ts';
 import { roundUploadBytes } from './round-bytes.ts';
-import { RUN_OPTION_DEFAULTS, runConfigOf, runOptionsSchema } from './run-options.ts';
+import { RUN_OPTION_DEFAULTS, RUN_OPTIONS, runConfigOf, runOptionsSchema } from './run-options.ts';
 
 const room = { workers: 8, linkMbps: 10, latencyMs: 50 };
 
@@ -67,7 +67,12 @@ describe('plan', () => {
     expect(p.options).toMatchObject({ preset: 'small', codec: 'fp4', seq: 256 });
     // the bytes are Shoal's own formula for the largest fragment
     expect(p.timing.roundUploadBytes).toBeGreaterThanOrEqual(
-      roundUploadBytes({ values: 10_844_160 / p.options.fragments, workers: 8, codec: 'fp4', blockSize: 64 }),
+      roundUploadBytes({
+        values: Math.floor(10_844_160 / p.options.fragments),
+        workers: 8,
+        codec: 'fp4',
+        blockSize: RUN_OPTIONS.blockSize.default,
+      }),
     );
     // a smaller H would not: the link would be busy more than 95% of the time, or a round outlast τ
     const faster = plan({ ...room, preset: 'small', linkMbps: 1000 });
