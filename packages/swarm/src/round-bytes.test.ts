@@ -39,69 +39,73 @@ describe('roundUploadBytes', () => {
     expect(alone / encodedBytes(values, 'fp4', 64)).toBeCloseTo(1, 2);
   });
 
-  it("is what the simulator's transport carries for the collective, within 2%", async () => {
-    // Count every byte the workers send, by kind, as the simulator's own network sees it.
-    const sent = new Map<number, number>();
-    const join = SimNetwork.prototype.join;
-    vi.spyOn(SimNetwork.prototype, 'join').mockImplementation(function (this: SimNetwork, peer: string) {
-      const transport = join.call(this, peer);
-      if (peer !== 'host') {
-        this.onSend(peer, (_to, bytes) => {
-          const kind = bytes[6] as number;
-          sent.set(kind, (sent.get(kind) ?? 0) + bytes.byteLength);
-          return 'deliver';
-        });
-      }
-      return transport;
-    });
-    const opened: { fragment: number; participants: number }[] = [];
-    const workers = 4;
-    const blockSize = 64;
-    const result = await simulateMethod('streaming-fp4', {
-      preset: 'nano',
-      workers,
-      batch: 4,
-      lr: 3e-3,
-      innerSteps: 10,
-      fragments: 2,
-      overlap: 2,
-      alpha: 0.5,
-      codec: 'fp4',
-      codecBlockSize: blockSize,
-      tokens: 40 * workers * 4 * 64,
-      seed: 1,
-      gpuTflops: 10,
-      stepMs: 1000,
-      linkMbps: 10,
-      latencyMs: 50,
-      dryRun: true,
-      createTrainer: () => Promise.reject(new Error('a dry run trains nothing')),
-      trainTokens: new Uint8Array(64 * 64),
-      evalBatches: [],
-      onEvent: (event) => {
-        if (event.event === 'round-opened') opened.push(event);
-      },
-    });
-    expect(result.abortedRounds).toBe(0);
-    expect(opened.length).toBeGreaterThanOrEqual(6);
-    const fragments = buildFragments(buildLayout(presetConfig('nano')), 2, 'sequential');
-    const predicted = opened.reduce(
-      (n, { fragment, participants }) =>
-        n +
-        roundUploadBytes({
-          values: (fragments[fragment] as { size: number }).size,
-          workers: participants,
-          codec: 'fp4',
-          blockSize,
-          peerIdChars: 2, // the simulator's "w0"
-          signed: false, // and its members have no keys
-        }),
-      0,
-    );
-    const carried = [...sent].filter(([kind]) => COLLECTIVE.has(kind)).reduce((n, [, bytes]) => n + bytes, 0) / workers;
-    expect(carried / predicted).toBeGreaterThan(0.98);
-    expect(carried / predicted).toBeLessThan(1.02);
-    // and the collective is nearly all a worker sends (the rest: hellos and heartbeats)
-    expect(carried / result.bytesPerWorker).toBeGreaterThan(0.85);
-  }, 60_000);
+  it.each([64, 1024])(
+    "is what the simulator's transport carries for the collective, within 2% (blocks of %i)",
+    async (blockSize) => {
+      // Count every byte the workers send, by kind, as the simulator's own network sees it.
+      const sent = new Map<number, number>();
+      const join = SimNetwork.prototype.join;
+      vi.spyOn(SimNetwork.prototype, 'join').mockImplementation(function (this: SimNetwork, peer: string) {
+        const transport = join.call(this, peer);
+        if (peer !== 'host') {
+          this.onSend(peer, (_to, bytes) => {
+            const kind = bytes[6] as number;
+            sent.set(kind, (sent.get(kind) ?? 0) + bytes.byteLength);
+            return 'deliver';
+          });
+        }
+        return transport;
+      });
+      const opened: { fragment: number; participants: number }[] = [];
+      const workers = 4;
+      const result = await simulateMethod('streaming-fp4', {
+        preset: 'nano',
+        workers,
+        batch: 4,
+        lr: 3e-3,
+        innerSteps: 10,
+        fragments: 2,
+        overlap: 2,
+        alpha: 0.5,
+        codec: 'fp4',
+        codecBlockSize: blockSize,
+        tokens: 40 * workers * 4 * 64,
+        seed: 1,
+        gpuTflops: 10,
+        stepMs: 1000,
+        linkMbps: 10,
+        latencyMs: 50,
+        dryRun: true,
+        createTrainer: () => Promise.reject(new Error('a dry run trains nothing')),
+        trainTokens: new Uint8Array(64 * 64),
+        evalBatches: [],
+        onEvent: (event) => {
+          if (event.event === 'round-opened') opened.push(event);
+        },
+      });
+      expect(result.abortedRounds).toBe(0);
+      expect(opened.length).toBeGreaterThanOrEqual(6);
+      const fragments = buildFragments(buildLayout(presetConfig('nano')), 2, 'sequential');
+      const predicted = opened.reduce(
+        (n, { fragment, participants }) =>
+          n +
+          roundUploadBytes({
+            values: (fragments[fragment] as { size: number }).size,
+            workers: participants,
+            codec: 'fp4',
+            blockSize,
+            peerIdChars: 2, // the simulator's "w0"
+            signed: false, // and its members have no keys
+          }),
+        0,
+      );
+      const carried =
+        [...sent].filter(([kind]) => COLLECTIVE.has(kind)).reduce((n, [, bytes]) => n + bytes, 0) / workers;
+      expect(carried / predicted).toBeGreaterThan(0.98);
+      expect(carried / predicted).toBeLessThan(1.02);
+      // and the collective is nearly all a worker sends (the rest: hellos and heartbeats)
+      expect(carried / result.bytesPerWorker).toBeGreaterThan(0.85);
+    },
+    60_000,
+  );
 });
