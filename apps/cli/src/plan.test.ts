@@ -1,5 +1,6 @@
 import { simulateMethod } from '@shoal/swarm';
 import { plan } from '@shoal/swarm/plan';
+import { RUN_OPTIONS } from '@shoal/swarm/run-options';
 import type { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
 import { type HostCliOptions, runConfigFrom } from './host.ts';
@@ -136,6 +137,7 @@ describe('shoal plan', () => {
       overlap: options.overlap,
       alpha: 0.5,
       codec: options.codec as 'fp4',
+      codecBlockSize: RUN_OPTIONS.blockSize.default,
       outerLr: options.outerLr,
       // two rounds of every fragment (a dry run's cost is the encoding, per round)
       tokens: 2 * options.innerSteps * workers * options.batch * options.seq,
