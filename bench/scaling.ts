@@ -13,14 +13,14 @@
  *   evaluates θ_global on the same validation batches.
  *
  *   npm run bench:scaling -- [--presets nano,tiny] [--replicas 1,2,4,8] [--global-batch 32]
- *     [--seq 64] [--tokens 1228800] [--inner-steps 30] [--lr 3e-3] [--outer-lr 1:0.4,2:0.7,4:0.7,8:1]
+ *     [--seq 64] [--tokens 921600] [--inner-steps 30] [--lr 3e-3] [--outer-lr 0.7]
  *     [--outer-momentum 0.9] [--seed 1] [--eval-batches 16]
  *     [--out bench/results/scaling-<cores>core.json] [--doc docs/scaling.md] [--no-save]
  *
  * --outer-lr takes one η for every M, `M:η` pairs, or several bare values to sweep: then every M
  * runs with each and the gap uses the best, as the paper takes the best η per size and M.
  * Prints a table per preset and one JSON line; unless --no-save, writes the JSON to --out and
- * the tables into --doc between its `bench:scaling` markers. About 25 minutes on 2 cores.
+ * the tables into --doc between its `bench:scaling` markers. About 18 minutes of CPU time.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -36,10 +36,10 @@ const { values: args } = parseArgs({
     replicas: { type: 'string', default: '1,2,4,8' },
     'global-batch': { type: 'string', default: '32' },
     seq: { type: 'string', default: '64' },
-    tokens: { type: 'string', default: String(600 * 32 * 64) },
+    tokens: { type: 'string', default: String(450 * 32 * 64) },
     'inner-steps': { type: 'string', default: '30' },
     lr: { type: 'string', default: '3e-3' },
-    'outer-lr': { type: 'string', default: '1:0.4,2:0.7,4:0.7,8:1' },
+    'outer-lr': { type: 'string', default: '0.7' },
     'outer-momentum': { type: 'string', default: '0.9' },
     seed: { type: 'string', default: '1' },
     'eval-batches': { type: 'string', default: '16' },
@@ -121,6 +121,10 @@ interface Row {
 }
 
 const started = performance.now();
+const cpuSeconds = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+};
 const corpus = loadCorpus({ seqLen });
 const evalBatches = validationBatches(corpus.validation, {
   batchSize: globalBatch,
@@ -290,7 +294,8 @@ function conditions(): string {
   const etaText = replicas.map((M) => `M = ${M}: ${(etas.get(M) ?? []).join(', ')}`).join('; ');
   return (
     `Measured by \`npm run bench:scaling\` on ${new Date().toISOString().slice(0, 10)} at commit ${commit}, ` +
-    `${machine}; ${((performance.now() - started) / 60_000).toFixed(1)} minutes in all. ` +
+    `${machine}; ${((performance.now() - started) / 60_000).toFixed(1)} minutes in all ` +
+    `(${(cpuSeconds() / 60).toFixed(1)} minutes of this process's CPU time). ` +
     `Global batch ${globalBatch} sequences × ${seqLen} tokens, ${steps} steps ` +
     `(${(steps * globalBatch * seqLen).toLocaleString('en-US')} tokens) per run, inner AdamW lr ${lr} ` +
     `(warmup ${Math.min(100, Math.floor(steps / 10))} steps, cosine to lr/10), H = ${innerSteps}, ` +
@@ -299,7 +304,32 @@ function conditions(): string {
   );
 }
 
-const doc = [conditions(), '', markdown()].join('\n');
+/** The two questions, read off the table: the first preset against the last. */
+function verdicts(): string[] {
+  const lines: string[] = [];
+  const [small, large] = [presets[0], presets.at(-1)];
+  if (small !== undefined && large !== undefined && small !== large) {
+    for (const M of replicas) {
+      const [a, b] = [best(small, M), best(large, M)];
+      if (!a || !b) continue;
+      // The law: L_M / L_dp falls as N grows, for every M (the fitted exponents α_M < α_dp).
+      const verdict = b.gapPercent < a.gapPercent ? 'falls, as the law predicts' : 'rises, against the law';
+      lines.push(
+        `- M = ${M}: DiLoCo's loss relative to dp ${verdict}, from ${signed(a.gapPercent, 2)} on ${small} ` +
+          `to ${signed(b.gapPercent, 2)} on ${large}.`,
+      );
+    }
+  }
+  for (const preset of presets) {
+    const r = best(preset, 1);
+    if (!r) continue;
+    const verb = r.gapPercent < 0 ? 'beats' : 'does not beat';
+    lines.push(`- ${preset}: M = 1 DiLoCo ${verb} dp (${signed(r.gapPercent, 2)}).`);
+  }
+  return lines;
+}
+
+const doc = [conditions(), '', markdown(), '', ...verdicts()].join('\n');
 console.log(`\n${doc}`);
 const summary = {
   bench: 'scaling',
@@ -313,6 +343,7 @@ const summary = {
   outerMomentum,
   seed,
   minutes: (performance.now() - started) / 60_000,
+  cpuMinutes: cpuSeconds() / 60,
   rows,
 };
 const json = JSON.stringify(summary);
