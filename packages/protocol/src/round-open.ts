@@ -129,11 +129,19 @@ export const roundOpenBody = z
      * last named for this fragment (minor 2): a claimed weight is capped at it too.
      */
     weightCaps: z.array(z.int().min(1)).max(MAX_PARTICIPANTS).optional(),
+    /**
+     * Per participant (same order), its time per inner step as the coordinator measures it (from
+     * heartbeats), ms: a worker faster than the others waits that much less for their rounds.
+     */
+    stepMs: z.array(z.number().positive().max(3_600_000)).max(MAX_PARTICIPANTS).optional(),
   })
   .superRefine((body, context) => {
     const problem = shardTableProblem(body.shards, body.participants, body.fragmentSize, body.blockSize);
     if (problem) context.addIssue({ code: 'custom', ...problem });
     if (body.weightCaps && body.weightCaps.length !== body.participants.length) {
       context.addIssue({ code: 'custom', path: ['weightCaps'], message: 'one cap per participant' });
+    }
+    if (body.stepMs && body.stepMs.length !== body.participants.length) {
+      context.addIssue({ code: 'custom', path: ['stepMs'], message: 'one step time per participant' });
     }
   });

@@ -296,6 +296,10 @@ export class Coordinator {
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));
     const weightCaps = participants.map((peer) => seenTokens(this.members.get(peer) as MemberInfo, p, this.config));
+    const stepMs = stepTimes(
+      participants.map((peer) => (this.members.get(peer) as MemberInfo).tokensPerSecond),
+      this.config,
+    );
     const message: RoundOpenMessage = {
       kind: 'round-open',
       fragment: p,
@@ -310,6 +314,7 @@ export class Coordinator {
       baseHash: this.committedHash[p] ?? this.options.replica.fragment(p).hash,
       maxWeight,
       weightCaps,
+      ...(stepMs ? { stepMs } : {}),
     };
     const { clock } = this.member;
     const open: OpenRound = {
@@ -488,4 +493,20 @@ export class Coordinator {
     this.options.duties?.endRound(fragment, round);
     this.maybeOpenRounds();
   }
+}
+
+/**
+ * Each participant's time per inner step, ms, from the tokens per second its heartbeats report
+ * (one that reported none takes the median of the others'); undefined when none did.
+ */
+export function stepTimes(tokensPerSecond: number[], config: RunConfig): number[] | undefined {
+  const tokensPerStep = config.train.batchSize * config.train.seqLen;
+  const known = tokensPerSecond.filter((t) => Number.isFinite(t) && t > 0);
+  if (known.length === 0) return undefined;
+  const sorted = [...known].sort((a, b) => a - b);
+  const typical = sorted[Math.floor((sorted.length - 1) / 2)] as number;
+  return tokensPerSecond.map((t) => {
+    const ms = (tokensPerStep * 1000) / (Number.isFinite(t) && t > 0 ? t : typical);
+    return Math.min(3_600_000, Math.max(1e-3, ms));
+  });
 }

@@ -79,7 +79,7 @@ describe('a worker that joins late', () => {
   });
 
   it('while a round is open: a commit overtakes its state transfer, it fetches that fragment again, then matches and contributes', async () => {
-    const { requests, transfers, hellos } = await lateJoin(3_100);
+    const { requests, transfers, hellos } = await lateJoin(3_250);
     // Fragment 0 was served at round 2 while round 3 was committing: fetched again, at round 3.
     expect(requests.map((r) => r.message.fragment)).toEqual([0, 1, 0]);
     expect(transfers.filter((t) => t.message.fragment === 0).map((t) => t.message.round)).toEqual([2, 3]);

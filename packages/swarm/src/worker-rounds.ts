@@ -5,8 +5,13 @@
  *   θ_local[p], encoded once with the round's codec and cut into the round's shards, to each
  *   shard's owner and checker, weighted by the tokens it trained since its last contribution to
  *   p; it keeps the encoded shards until the round ends, so a reassigned owner can be served again;
- * - it merges θ_local[p] ← α·θ_local[p] + (1 − α)·θ_global[p] at the first inner step at or after
- *   its contribution step + τ at which the round has committed.
+ * - it merges θ_local[p] ← α·θ_local[p] + (1 − α)·θ_global[p] at its contribution step + τ, and
+ *   waits there for the commit (Streaming DiLoCo's blocking receive);
+ * - H steps after a contribution to p, the next round of p is due: it waits there for the open.
+ * Both waits are stretched by a slack for a worker faster than the room's median, and the second
+ * is given up after a while (a coordinator that opens nothing). So a round carries H steps of
+ * training and merges τ steps late whatever the link's speed: the loss follows H, τ and α, not the
+ * network (docs/design.md, "Bounded staleness").
  * At most one round in flight per fragment: a fragment's next contribution waits for the merge
  * of its previous round.
  */
@@ -23,6 +28,7 @@ import type { PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
 import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
 import type { ReplicaNode } from './replica-node.ts';
+import { median } from './roster.ts';
 
 /** The counters a worker's rounds move (part of the worker's metrics). */
 export interface RoundCounters {
@@ -37,6 +43,11 @@ export interface RoundCounters {
   /** Times θ_local went non-finite and was replaced by θ_global. */
   recoveries: number;
 }
+
+/** A round open this many times as long as the median of its recent ones is stuck (see `stuck`). */
+const STUCK_FACTOR = 3;
+/** Recent round durations a worker keeps. */
+const DURATIONS_KEPT = 8;
 
 export interface RoundInFlight {
   open: RoundOpenMessage;
@@ -68,6 +79,13 @@ export class WorkerRounds {
   private readonly rounds = new Map<number, RoundInFlight>();
   /** Rounds opened for this worker whose contribution is due at the next step boundary. */
   private readonly pendingOpens = new Map<number, RoundInFlight>();
+  /**
+   * Per fragment, the step of this worker's last contribution to it, while the next round is
+   * awaited there (see overdue); undefined before its first round, and once the wait was given up.
+   */
+  private readonly lastContribution: (number | undefined)[] = [];
+  /** How long its last rounds took from open to commit, ms (the newest last). */
+  private readonly durations: number[] = [];
 
   constructor(private readonly options: WorkerRoundsOptions) {
     this.tokensSince = options.fragments.map(() => 0);
@@ -111,20 +129,66 @@ export class WorkerRounds {
   }
 
   /**
-   * Whether the inner loop must wait (docs/design.md: only when a fragment's next round would
-   * start while its last one is still open): a round contributed to, not yet committed, H inner
-   * steps after the contribution. τ = 0 is DiLoCo without overlap: the worker waits for every
-   * round at once.
+   * Whether the inner loop must wait for a merge: a round contributed to and not committed τ +
+   * `slack` inner steps after the contribution, when its merge is due (and never later than H
+   * steps after it, when the fragment's next round would start). τ = 0 is DiLoCo without
+   * overlap: the worker waits for every round at once.
    */
-  blocking(): boolean {
+  blocking(slack = 0): boolean {
     const { overlap, innerSteps } = this.options.config.diloco;
-    const patience = overlap === 0 ? 0 : innerSteps;
+    const patience = overlap === 0 ? 0 : Math.min(innerSteps, overlap + slack);
     const step = this.options.counters.innerStep;
     const contributed = [...this.rounds.values()].filter((r) => r.payloads !== null);
+    const now = this.options.member.clock.now();
     return (
-      contributed.some((r) => r.committedAt === null && step >= r.contributionStep + patience) ||
+      contributed.some(
+        (r) =>
+          r.committedAt === null &&
+          (step >= r.contributionStep + innerSteps || (step >= r.contributionStep + patience && !this.stuck(r, now))),
+      ) ||
       (overlap === 0 && contributed.length > 0)
     );
+  }
+
+  /**
+   * A round open for much longer than this worker's recent rounds took (a shard owner withholding
+   * its result until the host referees it): the inner loop trains on past its merge step, up to H,
+   * rather than let one member stall the room. Rounds slowed by the link are all slow alike, so
+   * they are waited for, and the merge step stays τ.
+   */
+  private stuck(round: RoundInFlight, now: number): boolean {
+    if (this.durations.length === 0) return false;
+    return now - round.openedAt > STUCK_FACTOR * median(this.durations);
+  }
+
+  /**
+   * The fragments whose next round is overdue here: H + `slack` inner steps since this worker's
+   * last contribution to them, and no round of them opened since. Without this wait a worker whose
+   * steps are fast next to the network would train on alone, and its rounds, fewer and further
+   * apart, would each carry many rounds' worth of steps.
+   */
+  overdue(slack = 0): number[] {
+    const H = this.options.config.diloco.innerSteps;
+    const step = this.options.counters.innerStep;
+    const late: number[] = [];
+    for (const [p, last] of this.lastContribution.entries()) {
+      if (last === undefined || this.pendingOpens.has(p) || this.rounds.has(p)) continue;
+      if (step >= last + H + slack) late.push(p);
+    }
+    return late;
+  }
+
+  /**
+   * Sets when each fragment's first round is due, for a worker that starts with the room: at
+   * H + offsets[p] steps, the room's first grid point of p (see Coordinator).
+   */
+  arm(offsets: number[]): void {
+    for (const [p, offset] of offsets.entries()) this.lastContribution[p] = this.options.counters.innerStep + offset;
+  }
+
+  /** Stops waiting for fragment p's next round (none came): the wait resumes after its next contribution. */
+  excuse(p: number): void {
+    this.lastContribution[p] = undefined;
   }
 
   /** The replica adopted (fragment, round): it merges when due. */
@@ -132,6 +196,8 @@ export class WorkerRounds {
     const inFlight = this.rounds.get(p);
     if (inFlight?.open.round !== round) return;
     inFlight.committedAt = this.options.counters.innerStep;
+    this.durations.push(this.options.member.clock.now() - inFlight.openedAt);
+    if (this.durations.length > DURATIONS_KEPT) this.durations.shift();
     if (this.options.feedback[p]?.pending) this.options.feedback[p]?.commit();
   }
 
@@ -143,6 +209,7 @@ export class WorkerRounds {
   /** Fragment p's θ_global here is stale: its rounds cannot be contributed to or merged. */
   diverged(p: number): void {
     this.drop(p);
+    this.excuse(p);
     this.pendingOpens.delete(p); // named in a round whose base it lacks: it cannot contribute
   }
 
@@ -152,6 +219,7 @@ export class WorkerRounds {
       if (round.committedAt === null) this.drop(p);
     }
     this.pendingOpens.clear();
+    this.lastContribution.length = 0;
   }
 
   /** Merges finished rounds and sends due contributions; runs between inner steps. */
@@ -260,6 +328,7 @@ export class WorkerRounds {
     round.payloads = round.open.shards.map((shard) => encodedSlice(codec, encoded, shard.start, shard.end));
     round.weight = Math.max(1, this.tokensSince[p] as number);
     round.contributionStep = counters.innerStep;
+    this.lastContribution[p] = counters.innerStep;
     this.tokensSince[p] = 0;
     counters.contributions++;
     for (const [k, shard] of round.open.shards.entries()) {

@@ -25,6 +25,7 @@ import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
 import { ReplicaState } from './replica.ts';
 import { type ReplicaEvents, ReplicaNode } from './replica-node.ts';
+import { median } from './roster.ts';
 import { roundCodec } from './round-codec.ts';
 import { ShardDuties } from './shard-duty.ts';
 import { type RoundCounters, WorkerRounds } from './worker-rounds.ts';
@@ -50,9 +51,16 @@ export interface WorkerMetrics extends RoundCounters {
   loss: number | null;
   /** Tokens of its last inner step over the step's wall time (the sleep after it included). */
   tokensPerSecond: number;
-  /** Time spent waiting on the network instead of training (τ = 0 only), ms. */
+  /** Time spent waiting on the network instead of training (a due merge or a due round), ms. */
   stalledMs: number;
+  /** Times it stopped waiting for an overdue round that did not come, and trained on. */
+  overdueExcused: number;
 }
+
+/** Step times within this ratio count as one pace (no slack between them). */
+const EQUAL_PACE = 1.25;
+/** How long a worker waits for an overdue round before training on, in heartbeat periods. */
+const OVERDUE_PATIENCE_HEARTBEATS = 3;
 
 export class Worker {
   readonly metrics: WorkerMetrics = {
@@ -62,6 +70,7 @@ export class Worker {
     tokensPerSecond: 0,
     stalls: 0,
     stalledMs: 0,
+    overdueExcused: 0,
     contributions: 0,
     merges: 0,
     clampedContributions: 0,
@@ -93,6 +102,8 @@ export class Worker {
   private synced = false;
   private stopped = false;
   private paused = false;
+  /** Steps this worker may train past a due merge or a due round before waiting (slacksFrom). */
+  private slack = { merge: 0, round: 0 };
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private welcome: Promise<void>;
   /** Rejects when the welcome's run cannot start here (its text or its engine failed). */
@@ -297,14 +308,55 @@ export class Worker {
   /** Waits while a round blocks the inner loop (WorkerRounds.blocking): the simulator's lost compute time. */
   private async waitForRounds(): Promise<void> {
     const { clock } = this.options.member;
+    const heartbeatMs = this.config?.heartbeatMs ?? 1000;
     let waited = false;
-    while (!this.stopped && this.rounds?.blocking()) {
+    let overdueSince: number | null = null;
+    while (!this.stopped && this.rounds) {
+      const late = this.awaitsRounds() ? this.rounds.overdue(this.slack.round) : [];
+      if (late.length === 0) overdueSince = null;
+      else if (overdueSince === null) overdueSince = clock.now();
+      else if (clock.now() - overdueSince > OVERDUE_PATIENCE_HEARTBEATS * heartbeatMs) {
+        // no round came: the coordinator is paused, or waits on others; train on, and wait again
+        // from the next contribution
+        for (const p of late) this.rounds.excuse(p);
+        this.metrics.overdueExcused++;
+        continue;
+      }
+      if (late.length === 0 && !this.rounds.blocking(this.slack.merge)) break;
+      // the coordinator opens rounds from the steps heartbeats report: report this one at once
+      if (late.length > 0 && (!waited || clock.now() - this.lastHeartbeat >= heartbeatMs)) this.heartbeat();
       await clock.sleep(5);
       this.metrics.stalledMs += 5;
       waited = true;
       await this.atBoundary();
     }
     if (waited) this.metrics.stalls++;
+  }
+
+  /** Whether this worker takes part in rounds now, so that it waits for an overdue one. */
+  private awaitsRounds(): boolean {
+    return this.synced && !this.coordinatorLost && !this.paused && this.pendingSync.size === 0;
+  }
+
+  /**
+   * The slacks, in steps, from a round-open's step times (docs/design.md, "Bounded staleness"):
+   * a worker ρ times as fast as the median participant trains H·(ρ − 1) steps past a due round
+   * before waiting for it (at most H·(weightCapFactor − 1)); one faster than the slowest
+   * participant trains past its due merge by that one's step in its own steps (the slowest
+   * contributes at its next step boundary, so the round commits that much later). Both are 0 in a
+   * room of equals (within 25%): there a merge lands exactly τ steps after its contribution and a
+   * round carries exactly H steps.
+   */
+  private slacksFrom(open: RoundOpenMessage, self: number): { merge: number; round: number } {
+    const times = open.stepMs;
+    const mine = times?.[self];
+    if (!times || !mine || !this.config) return { merge: 0, round: 0 };
+    const { innerSteps: H, overlap, weightCapFactor } = this.config.diloco;
+    const aboveMedian = median(times) / mine;
+    const aboveSlowest = Math.max(...times) / mine;
+    const round = aboveMedian < EQUAL_PACE ? 0 : Math.round(H * Math.min(weightCapFactor - 1, aboveMedian - 1));
+    const merge = aboveSlowest < EQUAL_PACE ? 0 : Math.min(H, Math.ceil(aboveSlowest * (overlap + 1)) - overlap);
+    return { merge, round };
   }
 
   /**
@@ -400,6 +452,11 @@ export class Worker {
       feedback,
     });
     for (const f of welcomed) this.replica.trust(f.fragment, f.hash, f.round);
+    if (!stateFrom) {
+      // with the room from its start: fragment p's first round is due at H + ⌊p·H/P⌋ steps
+      const { innerSteps: H, fragments: P } = config.diloco;
+      this.rounds.arm(fragments.map((f) => Math.floor((f.index * H) / P)));
+    }
     if (stateFrom) {
       this.lateJoiner = true;
       this.replica.fetch(stateFrom, [...pendingSync]);
@@ -437,7 +494,12 @@ export class Worker {
 
   private onOpen(from: PeerId, open: RoundOpenMessage): void {
     if (from !== this.options.coordinator) return;
-    if (!open.participants.includes(this.options.member.self)) return;
+    const self = open.participants.indexOf(this.options.member.self);
+    if (self < 0) {
+      this.rounds?.excuse(open.fragment); // left out of it (benched, unreachable): nothing to wait for
+      return;
+    }
+    this.slack = this.slacksFrom(open, self);
     const codec = roundCodec(open);
     // A shard it owns is aggregated whatever this replica holds (aggregation needs no θ_global):
     // a named owner that stayed away would leave every replica without that shard's result.
