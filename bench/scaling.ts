@@ -20,7 +20,7 @@
  * --outer-lr takes one η for every M, `M:η` pairs, or several bare values to sweep: then every M
  * runs with each and the gap uses the best, as the paper takes the best η per size and M.
  * Prints a table per preset and one JSON line; unless --no-save, writes the JSON to --out and
- * the tables into --doc between its `bench:scaling` markers. About 18 minutes of CPU time.
+ * the tables into --doc between its `bench:scaling` markers. About 20 minutes of CPU time.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
