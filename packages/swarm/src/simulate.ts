@@ -28,7 +28,7 @@ import {
   trainingStepFlops,
 } from '@shoal/model';
 import { createWireCodec, MESSAGE_SPECS, type RunConfig } from '@shoal/protocol';
-import { createRunConfig } from './config.ts';
+import { createRunConfig, DEFAULT_DILOCO } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
@@ -50,10 +50,10 @@ export interface SimulateOptions {
   overlap: number;
   alpha: number;
   codec: CodecName;
-  /** Outer Nesterov learning rate and momentum (DiLoCo's 0.7 and 0.9 by default). */
+  /** Outer Nesterov learning rate and momentum (the run options' defaults when omitted). */
   outerLr?: number;
   outerMomentum?: number;
-  /** Values per codec scale (64 by default). */
+  /** Values per codec scale (the run options' default when omitted). */
   codecBlockSize?: number;
   /** How shard owners combine the Δ (the run config's default when omitted). */
   aggregation?: AggregationRule;
@@ -254,9 +254,9 @@ function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions,
     diloco: {
       ...diloco,
       innerSteps: options.innerSteps,
-      codecBlockSize: options.codecBlockSize ?? 64,
-      outerLr: options.outerLr ?? 0.7,
-      outerMomentum: options.outerMomentum ?? 0.9,
+      codecBlockSize: options.codecBlockSize ?? DEFAULT_DILOCO.codecBlockSize,
+      outerLr: options.outerLr ?? DEFAULT_DILOCO.outerLr,
+      outerMomentum: options.outerMomentum ?? DEFAULT_DILOCO.outerMomentum,
       ...(options.aggregation ? { aggregation: options.aggregation } : {}),
     },
     heartbeatMs: 1000,
