@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { shardRanges, shardTableProblem } from './round-open.ts';
+import { roundOpenBody, shardRanges, shardTableProblem } from './round-open.ts';
 
 describe('shardRanges', () => {
   it('covers the fragment with block-aligned shards that differ by at most one block', () => {
@@ -39,5 +39,29 @@ describe('shardRanges', () => {
     expect(() => shardRanges(0, 64, 2)).toThrow(/fragmentSize/);
     expect(() => shardRanges(10, 0, 2)).toThrow(/blockSize/);
     expect(() => shardRanges(10, 2, 1.5)).toThrow(/count/);
+  });
+});
+
+describe('roundOpenBody', () => {
+  const body = {
+    participants: ['a', 'b'],
+    shards: [
+      { owner: 'a', checker: 'b', start: 0, end: 64 },
+      { owner: 'b', checker: 'a', start: 64, end: 100 },
+    ],
+    fragmentSize: 100,
+    blockSize: 64,
+    deadlineMs: 60_000,
+    roomTokens: 0,
+    baseHash: '0'.repeat(64),
+    maxWeight: 1024,
+  };
+
+  it('takes one step time per participant, positive, or none', () => {
+    expect(roundOpenBody.safeParse(body).success).toBe(true);
+    expect(roundOpenBody.safeParse({ ...body, stepMs: [100, 500] }).success).toBe(true);
+    expect(roundOpenBody.safeParse({ ...body, stepMs: [100] }).success).toBe(false);
+    expect(roundOpenBody.safeParse({ ...body, stepMs: [100, 0] }).success).toBe(false);
+    expect(roundOpenBody.safeParse({ ...body, stepMs: [100, Number.POSITIVE_INFINITY] }).success).toBe(false);
   });
 });

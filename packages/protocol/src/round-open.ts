@@ -130,8 +130,9 @@ export const roundOpenBody = z
      */
     weightCaps: z.array(z.int().min(1)).max(MAX_PARTICIPANTS).optional(),
     /**
-     * Per participant (same order), its time per inner step as the coordinator measures it (from
-     * heartbeats), ms: a worker faster than the others waits that much less for their rounds.
+     * Per participant (same order), its time per inner step, ms (minor 4): what its heartbeats
+     * claim, bounded by what the coordinator measured between them. A worker faster than the
+     * others waits that much later for their rounds (docs/design.md, "Bounded staleness").
      */
     stepMs: z.array(z.number().positive().max(3_600_000)).max(MAX_PARTICIPANTS).optional(),
   })

@@ -297,7 +297,7 @@ export class Coordinator {
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));
     const weightCaps = participants.map((peer) => seenTokens(this.members.get(peer) as MemberInfo, p, this.config));
     const stepMs = stepTimes(
-      participants.map((peer) => (this.members.get(peer) as MemberInfo).tokensPerSecond),
+      participants.map((peer) => this.members.get(peer) as MemberInfo),
       this.config,
     );
     const message: RoundOpenMessage = {
@@ -496,17 +496,20 @@ export class Coordinator {
 }
 
 /**
- * Each participant's time per inner step, ms, from the tokens per second its heartbeats report
- * (one that reported none takes the median of the others'); undefined when none did.
+ * Each participant's time per inner step, ms: the step time its heartbeats claim (tokens per
+ * second), but never more than this coordinator measured between its heartbeats (a member cannot
+ * pass for slower than it is, to stretch everyone's merges); one that claimed nothing takes the
+ * median of the others'. Undefined when none did.
  */
-export function stepTimes(tokensPerSecond: number[], config: RunConfig): number[] | undefined {
+export function stepTimes(infos: MemberInfo[], config: RunConfig): number[] | undefined {
   const tokensPerStep = config.train.batchSize * config.train.seqLen;
-  const known = tokensPerSecond.filter((t) => Number.isFinite(t) && t > 0);
+  const claimed = infos.map(({ tokensPerSecond: t }) => (Number.isFinite(t) && t > 0 ? (tokensPerStep * 1000) / t : 0));
+  const known = claimed.filter((ms) => ms > 0);
   if (known.length === 0) return undefined;
-  const sorted = [...known].sort((a, b) => a - b);
-  const typical = sorted[Math.floor((sorted.length - 1) / 2)] as number;
-  return tokensPerSecond.map((t) => {
-    const ms = (tokensPerStep * 1000) / (Number.isFinite(t) && t > 0 ? t : typical);
-    return Math.min(3_600_000, Math.max(1e-3, ms));
+  const typical = median(known);
+  return claimed.map((ms, i) => {
+    const measured = (infos[i] as MemberInfo).measuredStepMs;
+    const bounded = measured > 0 ? Math.min(ms || typical, measured) : ms || typical;
+    return Math.min(3_600_000, Math.max(1e-3, bounded));
   });
 }

@@ -30,11 +30,19 @@ describe('pausing', () => {
     const room = await createRoom({ workers: 2 });
     room.host.coordinator.paused = true;
     room.startAll();
-    await room.clock.runAsync({ until: 3_000 });
+    await room.clock.runAsync({ until: 6_000 });
     expect(room.host.fragmentStates().every((f) => f.round === 0)).toBe(true);
     expect(room.aborted()).toEqual([]);
+    // the workers waited where their first round was due (H = 10 steps of 100 ms), then, none
+    // coming for three heartbeats (of 200 ms), trained on, no longer waiting for any fragment
+    for (const { worker } of room.workers) {
+      expect(worker.metrics.overdueExcused).toBe(1);
+      expect(worker.metrics.stalledMs).toBeGreaterThanOrEqual(600);
+      expect(worker.metrics.stalledMs).toBeLessThan(700);
+      expect(worker.metrics.innerStep).toBeGreaterThanOrEqual(50);
+    }
     room.host.coordinator.paused = false;
-    await room.finish(6_000);
+    await room.finish(9_000);
     expect(room.host.coordinator.committedRounds).toBeGreaterThan(2);
   });
 });

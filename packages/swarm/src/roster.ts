@@ -41,6 +41,14 @@ export interface MemberInfo {
   misses: number;
   /** Excluded from rounds until this many rounds have opened in the room (0: not benched). */
   benchedUntil: number;
+  /**
+   * Its wall time per inner step as this coordinator measures it (steps between consecutive
+   * heartbeats over this clock's time between them, averaged; 0 until it has one): a bound on the
+   * step time it claims, so a member cannot pass for slower than it is.
+   */
+  measuredStepMs: number;
+  /** Its step and this clock at its last heartbeat, for measuredStepMs. */
+  paceMark: { step: number; at: number } | null;
 }
 
 /** What a hello tells of a newcomer; the rest of its MemberInfo starts empty. */
@@ -107,6 +115,8 @@ export class Roster {
       misses: 0,
       benchedUntil: 0,
       stepAtLastRound: new Array<number>(this.fragmentCount).fill(0),
+      measuredStepMs: 0,
+      paceMark: null,
     };
     this.members.set(info.peer, info);
     return info;
@@ -124,6 +134,12 @@ export class Roster {
     info.reachable = new Set(message.reachable);
     info.rejected = message.rejectedContributions ?? {};
     info.lastSeen = now;
+    const mark = info.paceMark;
+    if (mark && message.innerStep > mark.step && now > mark.at) {
+      const sample = (now - mark.at) / (message.innerStep - mark.step);
+      info.measuredStepMs = info.measuredStepMs > 0 ? (info.measuredStepMs + sample) / 2 : sample;
+    }
+    info.paceMark = { step: message.innerStep, at: now }; // a heartbeat without steps (paused) restarts it
   }
 
   /** A member's status from its hash reports; the roster goes out when it changes. A bench stands. */

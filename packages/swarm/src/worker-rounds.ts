@@ -8,8 +8,9 @@
  * - it merges θ_local[p] ← α·θ_local[p] + (1 − α)·θ_global[p] at its contribution step + τ, and
  *   waits there for the commit (Streaming DiLoCo's blocking receive);
  * - H steps after a contribution to p, the next round of p is due: it waits there for the open.
- * Both waits are stretched by a slack for a worker faster than the room's median, and the second
- * is given up after a while (a coordinator that opens nothing). So a round carries H steps of
+ * In a room of unequal workers each wait is stretched by a slack from the round-open's step times
+ * (a faster worker waits later), and the second is given up after a while (a coordinator that
+ * opens nothing). So a round carries H steps of
  * training and merges τ steps late whatever the link's speed: the loss follows H, τ and α, not the
  * network (docs/design.md, "Bounded staleness").
  * At most one round in flight per fragment: a fragment's next contribution waits for the merge
@@ -60,6 +61,8 @@ export interface RoundInFlight {
   committedAt: number | null;
   /** When its round-open arrived (clock ms). */
   openedAt: number;
+  /** Steps past contribution + τ it may train before waiting for the commit (Worker.slacksFrom). */
+  mergeSlack: number;
 }
 
 export interface WorkerRoundsOptions {
@@ -84,6 +87,8 @@ export class WorkerRounds {
    * awaited there (see overdue); undefined before its first round, and once the wait was given up.
    */
   private readonly lastContribution: (number | undefined)[] = [];
+  /** Per fragment, the steps past its next due round this worker may train (set at each open). */
+  private readonly roundSlack: number[] = [];
   /** How long its last rounds took from open to commit, ms (the newest last). */
   private readonly durations: number[] = [];
 
@@ -101,8 +106,12 @@ export class WorkerRounds {
     return this.pendingOpens.size > 0 || this.rounds.size > 0;
   }
 
-  /** A round-open naming this worker: it contributes at the next step boundary. */
-  open(open: RoundOpenMessage, codec: Codec): void {
+  /**
+   * A round-open naming this worker: it contributes at the next step boundary. `slack`: steps past
+   * its due merge, and past the fragment's next due round, it may train before waiting.
+   */
+  open(open: RoundOpenMessage, codec: Codec, slack = { merge: 0, round: 0 }): void {
+    this.roundSlack[open.fragment] = slack.round;
     this.pendingOpens.set(open.fragment, {
       open,
       codec,
@@ -111,6 +120,7 @@ export class WorkerRounds {
       contributionStep: 0,
       committedAt: null,
       openedAt: this.options.member.clock.now(),
+      mergeSlack: slack.merge,
     });
   }
 
@@ -130,13 +140,13 @@ export class WorkerRounds {
 
   /**
    * Whether the inner loop must wait for a merge: a round contributed to and not committed τ +
-   * `slack` inner steps after the contribution, when its merge is due (and never later than H
+   * its slack inner steps after the contribution, when its merge is due (and never later than H
    * steps after it, when the fragment's next round would start). τ = 0 is DiLoCo without
    * overlap: the worker waits for every round at once.
    */
-  blocking(slack = 0): boolean {
+  blocking(): boolean {
     const { overlap, innerSteps } = this.options.config.diloco;
-    const patience = overlap === 0 ? 0 : Math.min(innerSteps, overlap + slack);
+    const patience = (r: RoundInFlight) => (overlap === 0 ? 0 : Math.min(innerSteps, overlap + r.mergeSlack));
     const step = this.options.counters.innerStep;
     const contributed = [...this.rounds.values()].filter((r) => r.payloads !== null);
     const now = this.options.member.clock.now();
@@ -144,7 +154,8 @@ export class WorkerRounds {
       contributed.some(
         (r) =>
           r.committedAt === null &&
-          (step >= r.contributionStep + innerSteps || (step >= r.contributionStep + patience && !this.stuck(r, now))),
+          (step >= r.contributionStep + innerSteps ||
+            (step >= r.contributionStep + patience(r) && !this.stuck(r, now))),
       ) ||
       (overlap === 0 && contributed.length > 0)
     );
@@ -162,18 +173,18 @@ export class WorkerRounds {
   }
 
   /**
-   * The fragments whose next round is overdue here: H + `slack` inner steps since this worker's
-   * last contribution to them, and no round of them opened since. Without this wait a worker whose
+   * The fragments whose next round is overdue here: H steps, plus the slack of its last round,
+   * since this worker's last contribution to them, and no round of them opened since. Without this wait a worker whose
    * steps are fast next to the network would train on alone, and its rounds, fewer and further
    * apart, would each carry many rounds' worth of steps.
    */
-  overdue(slack = 0): number[] {
+  overdue(): number[] {
     const H = this.options.config.diloco.innerSteps;
     const step = this.options.counters.innerStep;
     const late: number[] = [];
     for (const [p, last] of this.lastContribution.entries()) {
       if (last === undefined || this.pendingOpens.has(p) || this.rounds.has(p)) continue;
-      if (step >= last + H + slack) late.push(p);
+      if (step >= last + H + (this.roundSlack[p] ?? 0)) late.push(p);
     }
     return late;
   }
@@ -184,6 +195,11 @@ export class WorkerRounds {
    */
   arm(offsets: number[]): void {
     for (const [p, offset] of offsets.entries()) this.lastContribution[p] = this.options.counters.innerStep + offset;
+  }
+
+  /** Stops waiting for any fragment's next round (a coordinator that opens none). */
+  excuseAll(): void {
+    this.lastContribution.length = 0;
   }
 
   /** Stops waiting for fragment p's next round (none came): the wait resumes after its next contribution. */

@@ -102,8 +102,6 @@ export class Worker {
   private synced = false;
   private stopped = false;
   private paused = false;
-  /** Steps this worker may train past a due merge or a due round before waiting (slacksFrom). */
-  private slack = { merge: 0, round: 0 };
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private welcome: Promise<void>;
   /** Rejects when the welcome's run cannot start here (its text or its engine failed). */
@@ -312,19 +310,21 @@ export class Worker {
     let waited = false;
     let overdueSince: number | null = null;
     while (!this.stopped && this.rounds) {
-      const late = this.awaitsRounds() ? this.rounds.overdue(this.slack.round) : [];
+      const late = this.awaitsRounds() ? this.rounds.overdue() : [];
       if (late.length === 0) overdueSince = null;
       else if (overdueSince === null) overdueSince = clock.now();
       else if (clock.now() - overdueSince > OVERDUE_PATIENCE_HEARTBEATS * heartbeatMs) {
         // no round came: the coordinator is paused, or waits on others; train on, and wait again
-        // from the next contribution
-        for (const p of late) this.rounds.excuse(p);
+        // from the next contribution (for every fragment: a coordinator that opens none of these
+        // opens none of the others)
+        this.rounds.excuseAll();
         this.metrics.overdueExcused++;
         continue;
       }
-      if (late.length === 0 && !this.rounds.blocking(this.slack.merge)) break;
-      // the coordinator opens rounds from the steps heartbeats report: report this one at once
-      if (late.length > 0 && (!waited || clock.now() - this.lastHeartbeat >= heartbeatMs)) this.heartbeat();
+      if (late.length === 0 && !this.rounds.blocking()) break;
+      // the coordinator opens rounds from the steps heartbeats report: report an overdue one at
+      // once, and stay seen (and counted) through a long wait
+      if ((late.length > 0 && !waited) || clock.now() - this.lastHeartbeat >= heartbeatMs) this.heartbeat();
       await clock.sleep(5);
       this.metrics.stalledMs += 5;
       waited = true;
@@ -351,11 +351,11 @@ export class Worker {
     const times = open.stepMs;
     const mine = times?.[self];
     if (!times || !mine || !this.config) return { merge: 0, round: 0 };
-    const { innerSteps: H, overlap, weightCapFactor } = this.config.diloco;
+    const { innerSteps: H, weightCapFactor } = this.config.diloco;
     const aboveMedian = median(times) / mine;
     const aboveSlowest = Math.max(...times) / mine;
     const round = aboveMedian < EQUAL_PACE ? 0 : Math.round(H * Math.min(weightCapFactor - 1, aboveMedian - 1));
-    const merge = aboveSlowest < EQUAL_PACE ? 0 : Math.min(H, Math.ceil(aboveSlowest * (overlap + 1)) - overlap);
+    const merge = aboveSlowest < EQUAL_PACE ? 0 : Math.min(H, Math.ceil(aboveSlowest));
     return { merge, round };
   }
 
@@ -499,7 +499,6 @@ export class Worker {
       this.rounds?.excuse(open.fragment); // left out of it (benched, unreachable): nothing to wait for
       return;
     }
-    this.slack = this.slacksFrom(open, self);
     const codec = roundCodec(open);
     // A shard it owns is aggregated whatever this replica holds (aggregation needs no θ_global):
     // a named owner that stayed away would leave every replica without that shard's result.
@@ -511,7 +510,7 @@ export class Worker {
       this.scheduleOffset = Math.max(0, Math.round(open.roomTokens / perStep) - this.metrics.innerStep);
       this.lateJoiner = false;
     }
-    this.rounds?.open(open, codec);
+    this.rounds?.open(open, codec, this.slacksFrom(open, self));
   }
 
   /** The step-boundary work of its rounds: merges and due contributions. */
