@@ -1,5 +1,6 @@
 import { simulateMethod } from '@shoal/swarm';
 import { plan } from '@shoal/swarm/plan';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { RUN_OPTIONS } from '@shoal/swarm/run-options';
 import type { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
@@ -31,7 +32,7 @@ async function shoalPlan(args: string[]): Promise<{ lines: string[]; errors: str
 }
 
 /** The options `shoal <name>` parses from `args` (its action replaced: nothing runs). */
-async function parsedBy(name: 'host' | 'simulate', args: string[]): Promise<Record<string, unknown>> {
+async function parsedBy(name: 'host' | 'simulate' | 'plan', args: string[]): Promise<Record<string, unknown>> {
   const cmd = command(name);
   let seen: Record<string, unknown> = {};
   cmd.action((options) => {
@@ -96,6 +97,35 @@ describe('shoal plan', () => {
     expect(small).toMatch(/expected loss\s+extrapolated: no prediction/);
     const inRange = (await shoalPlan(['--params', '1e8', '--link-mbps', '100'])).lines.join('\n');
     expect(inRange).toMatch(/expected loss\s+3\.\d{3}/);
+  });
+
+  it('plan and simulate model the same room by default, ROOM_MODEL_DEFAULTS, and their help shows it', async () => {
+    const { workers, gpuTflops, linkMbps, latencyMs } = ROOM_MODEL_DEFAULTS;
+    expect(await parsedBy('simulate', [])).toMatchObject({ workers, gpuTflops, linkMbps, latencyMs });
+    // plan's --gpu-tflops has no commander default (it would reach the planner beside --tokens-per-second) …
+    const planned = await parsedBy('plan', ['--preset', 'small']);
+    expect(planned).toMatchObject({ workers, linkMbps, latencyMs });
+    expect(planned.gpuTflops).toBeUndefined();
+    // … the planner applies it, and the table says which
+    const table = (await shoalPlan(['--preset', 'small'])).lines[0];
+    expect(table).toBe(
+      `small (10.8M params), ${workers} volunteers at ${gpuTflops} TFLOP/s, ${linkMbps} Mbit/s, ${latencyMs} ms`,
+    );
+    expect(plan({ preset: 'small', workers, linkMbps, latencyMs }).timing.stepMs).toBe(
+      plan({ preset: 'small', workers, linkMbps, latencyMs, gpuTflops }).timing.stepMs,
+    );
+    for (const name of ['plan', 'simulate']) {
+      // one entry per option, its wrapped description joined
+      const entries = command(name)
+        .helpInformation()
+        .split(/\n\s+(?=-)/)
+        .map((entry) => entry.replace(/\s+/g, ' '));
+      const entry = (flag: string) => entries.find((e) => e.startsWith(`${flag} `)) ?? `no ${flag} in ${name}'s help`;
+      expect(entry('--workers <M>')).toMatch(new RegExp(`\\(default: ${workers}\\)$`));
+      expect(entry('--gpu-tflops <n>')).toMatch(new RegExp(`default: ${gpuTflops}\\b`));
+      expect(entry('--link-mbps <n>')).toMatch(new RegExp(`\\(default: ${linkMbps}\\)$`));
+      expect(entry('--latency-ms <ms>')).toMatch(new RegExp(`\\(default: ${latencyMs}\\)$`));
+    }
   });
 
   it('refuses bad input with one clear line and exit code 1', async () => {

@@ -5,6 +5,7 @@
  * the flags, for `shoal host $(shoal plan … --as-flags)` and `shoal simulate $(…) --dry-run`.
  */
 import { formatCount, type Plan, type PlanOptions, plan } from '@shoal/swarm/plan';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { RUN_OPTIONS } from '@shoal/swarm/run-options';
 import { UsageError } from './usage.ts';
 
@@ -46,7 +47,9 @@ function report(p: Plan, input: PlanCliOptions): string[] {
     ? `${p.model.preset} (${formatCount(p.model.params)} params)`
     : `${formatCount(p.model.params)} params`;
   const throughput =
-    input.tokensPerSecond !== undefined ? `${input.tokensPerSecond} tokens/s` : `${input.gpuTflops ?? 10} TFLOP/s`;
+    input.tokensPerSecond !== undefined
+      ? `${input.tokensPerSecond} tokens/s`
+      : `${input.gpuTflops ?? ROOM_MODEL_DEFAULTS.gpuTflops} TFLOP/s`;
   const rows: [string, string][] = [
     ['H, inner steps', String(o.innerSteps)],
     ['P, fragments', String(o.fragments)],
@@ -86,8 +89,8 @@ export async function planCommand(input: PlanCliOptions): Promise<void> {
       params: input.params,
       workers: input.workers,
       tokens: input.tokens,
-      // 10 TFLOP/s unless measured tokens/s are given (the default of shoal simulate)
-      gpuTflops: input.tokensPerSecond === undefined ? (input.gpuTflops ?? 10) : input.gpuTflops,
+      // without either, the planner takes ROOM_MODEL_DEFAULTS.gpuTflops, as shoal simulate does
+      gpuTflops: input.gpuTflops,
       tokensPerSecond: input.tokensPerSecond,
       linkMbps: input.linkMbps,
       latencyMs: input.latencyMs,

@@ -1,4 +1,5 @@
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { parseRunOption } from '@shoal/swarm/run-options';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { doctorCommand } from './doctor.ts';
@@ -110,7 +111,7 @@ export function createProgram(): Command {
       .description(
         'M workers and a host in one process on the real engine, over a simulated network: dp vs DiLoCo vs Streaming DiLoCo',
       )
-      .option('--workers <M>', 'simulated workers', parsePositiveInt, 4),
+      .option('--workers <M>', 'simulated workers', parsePositiveInt, ROOM_MODEL_DEFAULTS.workers),
     'simulate',
   )
     .option('--tokens <n>', 'training tokens per method, all workers together', parsePositiveInt, 1_000_000)
@@ -121,10 +122,15 @@ export function createProgram(): Command {
     )
     .option('--backend <backend>', 'cpu | webgpu', parseBackend, 'cpu')
     .option('--csv <dir>', 'write each method’s loss curve to DIR/<method>.csv')
-    .option('--gpu-tflops <n>', 'modelled GPU speed for the compute time per inner step', parseNumber, 10)
+    .option(
+      '--gpu-tflops <n>',
+      'modelled GPU speed for the compute time per inner step',
+      parseNumber,
+      ROOM_MODEL_DEFAULTS.gpuTflops,
+    )
     .option('--step-ms <ms>', 'compute time per inner step (overrides --gpu-tflops)', parseNumber)
-    .option('--link-mbps <n>', 'each peer’s up and down link, Mbit/s', parseNumber, 10)
-    .option('--latency-ms <ms>', 'one-way latency between peers', parseNumber, 50)
+    .option('--link-mbps <n>', 'each peer’s up and down link, Mbit/s', parseNumber, ROOM_MODEL_DEFAULTS.linkMbps)
+    .option('--latency-ms <ms>', 'one-way latency between peers', parseNumber, ROOM_MODEL_DEFAULTS.latencyMs)
     .option('--dry-run', 'model time and bytes without training (no evaluation)')
     .option('--json', 'end with one JSON line {"methods": [...]}')
     .action(guarded(simulateCommand));
@@ -153,24 +159,31 @@ export function createProgram(): Command {
       if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of parameters ≥ 1');
       return n;
     })
-    .option('--workers <M>', 'expected volunteers', parsePositiveInt, 4)
+    .option('--workers <M>', 'expected volunteers', parsePositiveInt, ROOM_MODEL_DEFAULTS.workers)
     .option(
       '--tokens <D>',
       'token budget, all volunteers together (default: 20 per parameter, Chinchilla)',
       parsePositive,
     )
     .addOption(
-      new Option('--gpu-tflops <n>', "each volunteer's GPU, TFLOP/s (default: 10, as shoal simulate)").argParser(
-        parsePositive,
-      ),
+      // no commander default, which would reach the planner beside --tokens-per-second: the planner applies it
+      new Option(
+        '--gpu-tflops <n>',
+        `each volunteer's GPU, TFLOP/s (default: ${ROOM_MODEL_DEFAULTS.gpuTflops}, as shoal simulate)`,
+      ).argParser(parsePositive),
     )
     .addOption(
       new Option('--tokens-per-second <n>', "each volunteer's measured training throughput, tokens/s")
         .argParser(parsePositive)
         .conflicts('gpuTflops'),
     )
-    .option('--link-mbps <n>', "each volunteer's uplink (and downlink), Mbit/s", parsePositive, 10)
-    .option('--latency-ms <ms>', 'one-way latency between volunteers', parseNumber, 50)
+    .option(
+      '--link-mbps <n>',
+      "each volunteer's uplink (and downlink), Mbit/s",
+      parsePositive,
+      ROOM_MODEL_DEFAULTS.linkMbps,
+    )
+    .option('--latency-ms <ms>', 'one-way latency between volunteers', parseNumber, ROOM_MODEL_DEFAULTS.latencyMs)
     .option('--seq <T>', "tokens per sequence (default: the preset's block size; 2048 with --params)", parsePositiveInt)
     .addOption(new Option('--json', 'print one JSON line, ending with the recommended options').conflicts('asFlags'))
     .option('--as-flags', 'print only the flags, for shoal host $(shoal plan … --as-flags) and shoal simulate')

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { FIT_PARAMS, JOINT_FITS, jointFit, outerLrFor, PAPER_SEQ_LEN, plan, TARGET_UTILIZATION } from './plan.ts';
+import {
+  FIT_PARAMS,
+  formatCount,
+  JOINT_FITS,
+  jointFit,
+  outerLrFor,
+  PAPER_SEQ_LEN,
+  plan,
+  TARGET_UTILIZATION,
+} from './plan.ts';
 import { roundUploadBytes } from './round-bytes.ts';
 import { RUN_OPTION_DEFAULTS, RUN_OPTIONS, runConfigOf, runOptionsSchema } from './run-options.ts';
 
@@ -43,8 +52,39 @@ describe('plan', () => {
     expect(nano.options.lr).toBeLessThanOrEqual(0.01);
     expect(nano.options.lr).toBe(Number(Math.min(0.01, jointFit(JOINT_FITS.innerLr, 35e6, 8)).toPrecision(3)));
     expect(nano.notes.join(' ')).toMatch(/below the fits' range/);
-    // at least 500 steps in the budget
-    expect(nano.timing.steps).toBeGreaterThanOrEqual(500);
+  });
+
+  it('below the range, leaves at least 500 steps in the budget: the batch is rounded down, not to the nearest', () => {
+    for (const workers of [1, 2, 4, 8]) {
+      const p = plan({ ...room, preset: 'nano', workers });
+      const { seq } = p.options;
+      const D = 20 * p.model.params;
+      expect(p.tokens).toBe(D);
+      expect(p.timing.steps, `M = ${workers}`).toBeGreaterThanOrEqual(500);
+      expect(p.timing.steps).toBe(Math.ceil(D / (workers * p.options.batch * seq)));
+      const rounded = Math.round(
+        (jointFit(JOINT_FITS.globalBatch, p.model.params, workers) * PAPER_SEQ_LEN) / (workers * seq),
+      );
+      const note = p.notes.find((n) => n.includes('fewer than 500 steps'));
+      if (D / (workers * rounded * seq) >= 500) {
+        // the fit's batch already leaves enough: kept, and no note
+        expect(p.options.batch, `M = ${workers}`).toBe(rounded);
+        expect(note).toBeUndefined();
+      } else {
+        // the largest batch that leaves 500 steps, and a note that says what it leaves
+        expect(p.options.batch, `M = ${workers}`).toBe(Math.floor(D / (500 * workers * seq)));
+        expect(note).toBe(
+          `A batch of ${rounded} per volunteer would leave fewer than 500 steps in ${formatCount(D)} tokens: ` +
+            `it is made ${p.options.batch}, which leaves ${p.timing.steps}.`,
+        );
+      }
+    }
+    // M = 4 is the reviewer's case: 4823 tokens a step over 4 × 64 is 18.8 sequences, 18 and not 19
+    expect(plan({ ...room, preset: 'nano', workers: 4 }).options.batch).toBe(18);
+    // when even a batch of 1 leaves too few, it says so instead
+    const crowded = plan({ ...room, preset: 'nano', workers: 100 });
+    expect(crowded.options.batch).toBe(1);
+    expect(crowded.notes.join(' ')).toMatch(/Even a batch of 1 per volunteer leaves only 377 steps/);
   });
 
   it('recommends options the run options table accepts, that make a room', () => {

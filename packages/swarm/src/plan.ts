@@ -18,6 +18,7 @@
 import { buildFragments, type CodecName, type FragmentMode } from '@shoal/diloco';
 import { buildLayout, type GptConfig, presetConfig, trainingStepFlops } from '@shoal/model';
 import { z } from 'zod';
+import { ROOM_MODEL_DEFAULTS } from './room-model-defaults.ts';
 import { roundUploadBytes } from './round-bytes.ts';
 import { RUN_OPTION_DEFAULTS, RUN_OPTIONS, type RunOptions, runConfigOf } from './run-options.ts';
 
@@ -47,9 +48,9 @@ export const PAPER_SEQ_LEN = 2048;
 /** The compute utilisation a plan must reach. */
 export const TARGET_UTILIZATION = 0.95;
 
-/** Below the fit's range γ grows as N^−0.88 (1.4 for nano): it is held at its 35M value and at most this. */
+/** Below the fit's range the γ fit grows past any sane lr (docs/plan.md): γ is held at its 35M value and at most this. */
 const EXTRAPOLATED_LR_CEILING = 0.01;
-/** Below the fit's range, B stays small enough for this many inner steps in the run. */
+/** Below the fit's range, the batch per volunteer is rounded down if need be to leave at least this many inner steps. */
 const MIN_STEPS = 500;
 /** One-way latencies in a round after the contribution leaves: to the owner, the result back, the hash report, the commit. */
 const ROUND_LATENCIES = 4;
@@ -89,12 +90,12 @@ export const planInputSchema = z.object({
   /** Expected volunteers M. */
   workers: z
     .number({ error: 'volunteers must be a number' })
-    .int('volunteers: a whole number')
+    .int('a whole number of volunteers')
     .min(1, 'at least 1 volunteer')
     .max(10_000, 'at most 10000 volunteers'),
   /** Token budget D, all volunteers together (default 20·N). */
   tokens: z.number({ error: 'tokens must be a number' }).positive('tokens must be positive').optional(),
-  /** Each volunteer's GPU, TFLOP/s (default 10, as `shoal simulate`) … */
+  /** Each volunteer's GPU, TFLOP/s (default ROOM_MODEL_DEFAULTS.gpuTflops, as `shoal simulate`) … */
   gpuTflops: z.number({ error: 'TFLOP/s must be a number' }).positive('TFLOP/s must be positive').optional(),
   /** … or its measured training throughput, tokens/s. */
   tokensPerSecond: z.number({ error: 'tokens/s must be a number' }).positive('tokens/s must be positive').optional(),
@@ -238,19 +239,13 @@ export function plan(input: PlanInput): Plan {
   const fittedLr = jointFit(JOINT_FITS.innerLr, N, M);
   const fittedBatch = jointFit(JOINT_FITS.globalBatch, N, M);
   let lr = fittedLr;
-  let batchTokens = fittedBatch * PAPER_SEQ_LEN;
+  const batchTokens = fittedBatch * PAPER_SEQ_LEN;
   if (N < FIT_PARAMS.min) {
     lr = Math.min(jointFit(JOINT_FITS.innerLr, FIT_PARAMS.min, M), EXTRAPOLATED_LR_CEILING);
     notes.push(
       `N = ${formatCount(N)} is below the fits' range (35M … 2.4B): the inner lr fit would give ${signif(fittedLr, 2)}; ` +
         `it is held at its 35M value, at most ${EXTRAPOLATED_LR_CEILING} (${signif(lr, 2)}).`,
     );
-    if (D / batchTokens < MIN_STEPS) {
-      batchTokens = D / MIN_STEPS;
-      notes.push(
-        `The extrapolated batch would leave fewer than ${MIN_STEPS} steps in ${formatCount(D)} tokens: it is made smaller.`,
-      );
-    }
     notes.push(
       `The batch fit is extrapolated below its range (${signif(fittedBatch, 2)} sequences of ${PAPER_SEQ_LEN} tokens).`,
     );
@@ -273,20 +268,36 @@ export function plan(input: PlanInput): Plan {
     notes.push('No expected loss: the loss fit would extrapolate outside 35M … 2.4B parameters.');
   }
   const wantBatch = batchTokens / (M * seq);
-  const batch = clamp(Math.round(wantBatch), RUN_OPTIONS.batch.min, RUN_OPTIONS.batch.max);
+  let batch = clamp(Math.round(wantBatch), RUN_OPTIONS.batch.min, RUN_OPTIONS.batch.max);
   if (Math.abs(batch - wantBatch) > 0.5) {
     notes.push(`The batch per volunteer would be ${signif(wantBatch, 2)} sequences: clamped to ${batch}.`);
+  }
+  // Checked on the whole batch: the extrapolated B rounded to the nearest whole batch could leave
+  // fewer steps than B itself. The largest batch that leaves MIN_STEPS is rounded down.
+  if (N < FIT_PARAMS.min && D / (M * batch * seq) < MIN_STEPS) {
+    const largest = Math.floor(D / (MIN_STEPS * M * seq));
+    const was = batch;
+    batch = clamp(largest, RUN_OPTIONS.batch.min, batch);
+    const left = Math.ceil(D / (M * batch * seq));
+    notes.push(
+      largest >= RUN_OPTIONS.batch.min
+        ? `A batch of ${was} per volunteer would leave fewer than ${MIN_STEPS} steps in ${formatCount(D)} tokens: ` +
+            `it is made ${batch}, which leaves ${formatCount(left)}.`
+        : `Even a batch of 1 per volunteer leaves only ${left} steps in ${formatCount(D)} tokens, fewer than ${MIN_STEPS}: ` +
+            'a larger token budget or fewer volunteers would help.',
+    );
   }
   const lrOption = signif(clamp(lr, RUN_OPTIONS.lr.min, RUN_OPTIONS.lr.max));
   const globalBatchTokens = M * batch * seq;
   const steps = Math.max(1, Math.ceil(D / globalBatchTokens));
 
   // --- the wall-clock model
+  const stepFlops = model ? trainingStepFlops(model, batch, seq) : 6 * N * batch * seq;
+  const gpuFlops = (given.gpuTflops ?? ROOM_MODEL_DEFAULTS.gpuTflops) * 1e12;
   const stepMs =
     given.tokensPerSecond !== undefined
       ? ((batch * seq) / given.tokensPerSecond) * 1000
-      : ((model ? trainingStepFlops(model, batch, seq) : 6 * N * batch * seq) / ((given.gpuTflops ?? 10) * 1e12)) *
-        1000;
+      : (stepFlops / gpuFlops) * 1000;
   const linkBytesPerMs = (given.linkMbps * 1e6) / 8 / 1000;
   const maxFragments = model ? Math.min(model.nLayer, RUN_OPTIONS.fragments.max) : MAX_FRAGMENTS_WITHOUT_LAYERS;
   const fragmentSizes = new Map<number, number[]>();

@@ -3,7 +3,8 @@
  * Start / pause / stop, the numbers, charts and tables, checkpoints and sampling.
  */
 import { decodeWeights, type GptConfig } from '@shoal/model';
-import { type PlanOptions, plan } from '@shoal/swarm/plan';
+import { formatCount, type PlanOptions, plan } from '@shoal/swarm/plan';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import {
   parseRunOption,
   parseRunQuery,
@@ -38,57 +39,166 @@ const DATASETS = [
 ] as const;
 
 /** The Recommend fields as typed: expected volunteers and each one's link and GPU. */
-export interface RecommendFields {
-  workers: string;
-  linkMbps: string;
-  latencyMs: string;
-  gpuTflops: string;
-}
+export type RecommendFields = Record<keyof typeof ROOM_MODEL_DEFAULTS, string>;
 
-const RECOMMEND_FIELDS: { name: keyof RecommendFields; label: string; help: string; initial: string }[] = [
-  { name: 'workers', label: 'Expected volunteers', help: 'how many will train at once', initial: '4' },
-  { name: 'linkMbps', label: 'Their uplink, Mbit/s', help: 'a home uplink is 5–50', initial: '10' },
-  { name: 'latencyMs', label: 'Latency, ms', help: 'one way, between volunteers', initial: '50' },
+const RECOMMEND_FIELDS: {
+  name: keyof RecommendFields;
+  label: string;
+  help: string;
+  inputMode: 'numeric' | 'decimal';
+}[] = [
+  { name: 'workers', label: 'Expected volunteers', help: 'how many will train at once', inputMode: 'numeric' },
+  { name: 'linkMbps', label: 'Their uplink, Mbit/s', help: 'a home uplink is 5–50', inputMode: 'decimal' },
+  { name: 'latencyMs', label: 'Latency, ms', help: 'one way, between volunteers', inputMode: 'decimal' },
   {
     name: 'gpuTflops',
     label: 'Their GPU, TFLOP/s',
     help: 'sustained fp32 training speed (a laptop 2–5, a desktop card 10–30)',
-    initial: '10',
+    inputMode: 'decimal',
   },
 ];
 
+/** The options Recommend fills in: the planner's (the preset stays as chosen) and Schedule steps. */
+export type RecommendedOptions = Omit<PlanOptions, 'preset'> & Pick<RunOptions, 'steps'>;
+export type Recommendation =
+  | { options: RecommendedOptions; summary: string; notes: string[] }
+  | { error: string; field?: keyof RecommendFields };
+
 /**
- * The planner's recommendation (@shoal/swarm/plan, docs/plan.md) for `preset` and the typed
- * fields: the run options to fill in (the preset stays as chosen), a summary and the planner's
- * notes, or why not.
+ * The token budget the form trains, or null without a whole number of volunteers: each of them
+ * runs the schedule's `steps` inner steps of `batch × seq` tokens.
+ */
+export function formTokenBudget(form: Pick<RunOptions, 'steps' | 'batch' | 'seq'>, workers: string): number | null {
+  const M = Number(workers);
+  return workers.trim() !== '' && Number.isInteger(M) && M >= 1 ? form.steps * form.batch * form.seq * M : null;
+}
+
+/**
+ * The planner's recommendation (@shoal/swarm/plan, docs/plan.md) for `preset`, the typed fields
+ * and the form's token budget (formTokenBudget): the run options to fill in, with Schedule steps
+ * set so the budget stays at the recommended batch and sequence, a summary and the planner's
+ * notes; or why not, and which field is wrong.
  */
 export function recommendation(
   preset: string,
   fields: RecommendFields,
-): { options: Omit<PlanOptions, 'preset'>; summary: string; notes: string[] } | { error: string } {
+  form: Pick<RunOptions, 'steps' | 'batch' | 'seq'>,
+): Recommendation {
   const number = (text: string) => (text.trim() === '' ? Number.NaN : Number(text));
   try {
     const result = plan({
       preset,
       workers: number(fields.workers),
+      tokens: formTokenBudget(form, fields.workers) ?? undefined,
       linkMbps: number(fields.linkMbps),
       latencyMs: number(fields.latencyMs),
       gpuTflops: number(fields.gpuTflops),
     });
-    const { preset: _, ...options } = result.options;
-    const { utilization, roundMs, overlapMs } = result.timing;
+    const { preset: _, ...planned } = result.options;
+    const { utilization, roundMs, overlapMs, steps } = result.timing;
     const loss =
       result.fit.expectedLoss === null
         ? 'no loss prediction (extrapolated)'
         : `paper's loss ${result.fit.expectedLoss.toFixed(2)}`;
     const summary =
+      `${formatCount(result.tokens)} tokens: ${steps} steps of ${planned.batch} × ${planned.seq} per volunteer; ` +
       `${(100 * utilization).toFixed(1)}% compute utilisation predicted${result.meetsTarget ? '' : ' (below 95%)'}; ` +
       `a round ${(roundMs / 1000).toFixed(1)} s against τ steps of ${(overlapMs / 1000).toFixed(1)} s; ${loss}.`;
-    return { options, summary, notes: result.notes };
+    return { options: { ...planned, steps }, summary, notes: result.notes };
   } catch (error) {
-    const label = (name: string) => RECOMMEND_FIELDS.find((f) => f.name === name)?.label ?? name;
-    return { error: (error as Error).message.replace(/^(\w+):/, (_, name: string) => `${label(name)}:`) };
+    const message = (error as Error).message;
+    const field = RECOMMEND_FIELDS.find((f) => message.startsWith(`${f.name}:`));
+    return field
+      ? { error: `${field.label}:${message.slice(field.name.length + 1)}`, field: field.name }
+      : { error: message };
   }
+}
+
+/** A recommendation and what it was made from: it is shown only while the form still has those. */
+export interface MadeRecommendation {
+  preset: string;
+  fields: RecommendFields;
+  result: Recommendation;
+}
+
+/** The Recommend fieldset: the fields, what budget it plans for, the button and the result. */
+export function RecommendSettings(props: {
+  preset: string;
+  fields: RecommendFields;
+  onField: (name: keyof RecommendFields, text: string) => void;
+  budget: number | null;
+  made: MadeRecommendation | null;
+  checkpoint: boolean;
+  onRecommend: () => void;
+}) {
+  const { fields, made } = props;
+  const current =
+    made?.preset === props.preset && RECOMMEND_FIELDS.every((f) => made.fields[f.name] === fields[f.name])
+      ? made.result
+      : null;
+  const wrong = current && 'error' in current ? current.field : undefined;
+  return (
+    <fieldset className="span-2 field recommend">
+      <legend>Recommend settings for this model</legend>
+      {RECOMMEND_FIELDS.map((f) => (
+        <div key={f.name}>
+          <label className="inline" htmlFor={`plan-${f.name}`}>
+            <span>{f.label}</span>
+            <input
+              id={`plan-${f.name}`}
+              name={`plan-${f.name}`}
+              inputMode={f.inputMode}
+              size={6}
+              value={fields[f.name]}
+              aria-invalid={wrong === f.name}
+              aria-describedby={`plan-${f.name}-help${wrong === f.name ? ' recommend-error' : ''}`}
+              onChange={(e) => props.onField(f.name, e.target.value)}
+            />
+          </label>
+          <small id={`plan-${f.name}-help`} className="muted">
+            {f.help}
+          </small>
+        </div>
+      ))}
+      <p id="recommend-budget" className="small muted">
+        It plans for the form's token budget, {RUN_OPTIONS.steps.label} × {RUN_OPTIONS.batch.label} ×{' '}
+        {RUN_OPTIONS.seq.label} × expected volunteers
+        {props.budget === null ? '' : ` (now ${formatCount(props.budget)} tokens)`}, and sets {RUN_OPTIONS.steps.label}{' '}
+        so that the budget stays at the batch it recommends.
+      </p>
+      <button
+        type="button"
+        onClick={props.onRecommend}
+        disabled={props.checkpoint}
+        aria-describedby="recommend-budget recommend-result"
+      >
+        Recommend
+      </button>
+      <output id="recommend-result" aria-live="polite" className="small">
+        {props.checkpoint ? (
+          <span className="muted">The planner knows the presets; a checkpoint's model is not one.</span>
+        ) : current === null ? (
+          <span className="muted">
+            Fills H, P, τ, codec, both learning rates, batch, sequence and schedule steps from the DiLoCo scaling laws
+            and the link (docs/plan.md).
+          </span>
+        ) : 'error' in current ? (
+          <span className="field-error" id="recommend-error">
+            {current.error}
+          </span>
+        ) : (
+          <>
+            <span>{current.summary}</span>
+            <ul className="plain muted">
+              {current.notes.map((note) => (
+                <li key={note}>{note}</li>
+              ))}
+            </ul>
+          </>
+        )}
+      </output>
+    </fieldset>
+  );
 }
 
 export function HostPage({ roomId }: { roomId: string | null }) {
@@ -142,10 +252,10 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
   const [busy, setBusy] = useState(false);
   const [problem, setProblem] = useState<string | null>(null);
   const [saved, setSaved] = useState<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]>([]);
-  const [recommendFields, setRecommendFields] = useState<RecommendFields>(
-    () => Object.fromEntries(RECOMMEND_FIELDS.map((f) => [f.name, f.initial])) as unknown as RecommendFields,
+  const [recommendFields, setRecommendFields] = useState(
+    () => Object.fromEntries(Object.entries(ROOM_MODEL_DEFAULTS).map(([k, v]) => [k, String(v)])) as RecommendFields,
   );
-  const [recommended, setRecommended] = useState<ReturnType<typeof recommendation> | null>(null);
+  const [recommended, setRecommended] = useState<MadeRecommendation | null>(null);
   useEffect(() => {
     listRooms().then(setSaved, () => setSaved([]));
   }, []);
@@ -166,8 +276,8 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
     }
   };
   const recommend = () => {
-    const result = recommendation(values.preset, recommendFields);
-    setRecommended(result);
+    const result = recommendation(values.preset, recommendFields, values);
+    setRecommended({ preset: values.preset, fields: recommendFields, result });
     if ('options' in result) {
       for (const [name, value] of Object.entries(result.options)) update(name as RunOptionName, String(value));
     }
@@ -330,46 +440,15 @@ function RoomForm({ onCreated }: { onCreated: (session: HostSession) => void }) 
               : 'θ_global starts from these weights (safetensors, nanoGPT names) instead of the seeded init.'}
           </small>
         </label>
-        <fieldset className="span-2 field recommend" aria-describedby="recommend-result">
-          <legend>Recommend settings for this model</legend>
-          {RECOMMEND_FIELDS.map((f) => (
-            <label className="inline" key={f.name} htmlFor={`plan-${f.name}`} title={f.help}>
-              <span>{f.label}</span>
-              <input
-                id={`plan-${f.name}`}
-                name={`plan-${f.name}`}
-                inputMode="decimal"
-                size={6}
-                value={recommendFields[f.name]}
-                onChange={(e) => setRecommendFields((r) => ({ ...r, [f.name]: e.target.value }))}
-              />
-            </label>
-          ))}
-          <button type="button" onClick={recommend} disabled={checkpoint !== null}>
-            Recommend
-          </button>
-          <output id="recommend-result" aria-live="polite" className="small">
-            {checkpoint !== null ? (
-              <span className="muted">The planner knows the presets; a checkpoint's model is not one.</span>
-            ) : recommended === null ? (
-              <span className="muted">
-                Fills H, P, τ, codec, both learning rates, batch and sequence from the DiLoCo scaling laws and the link
-                (docs/plan.md).
-              </span>
-            ) : 'error' in recommended ? (
-              <span className="field-error">{recommended.error}</span>
-            ) : (
-              <>
-                <span>{recommended.summary}</span>
-                <ul className="plain muted">
-                  {recommended.notes.map((note) => (
-                    <li key={note}>{note}</li>
-                  ))}
-                </ul>
-              </>
-            )}
-          </output>
-        </fieldset>
+        <RecommendSettings
+          preset={values.preset}
+          fields={recommendFields}
+          onField={(name, text) => setRecommendFields((r) => ({ ...r, [name]: text }))}
+          budget={formTokenBudget(values, recommendFields.workers)}
+          made={recommended}
+          checkpoint={checkpoint !== null}
+          onRecommend={recommend}
+        />
         <div className="span-2 actions">
           <button type="submit" className="primary" disabled={invalid || busy}>
             {busy ? 'Creating…' : 'Create room'}

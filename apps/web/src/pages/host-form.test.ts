@@ -42,49 +42,139 @@ describe("the host form's fields agree with the run options table", () => {
 });
 
 describe("the host form's Recommend", () => {
-  it('has labelled fields for the volunteers and their link and GPU, a Recommend button and a live result', async () => {
+  const FIELDS = { workers: '8', linkMbps: '10', latencyMs: '50', gpuTflops: '10' };
+  /** The form's schedule, batch and sequence: 2000 × 16 × 64 tokens per volunteer. */
+  const FORM = { steps: 2000, batch: 16, seq: 64 };
+
+  it('has labelled fields with visible help that describes them, a described Recommend button and a live result', async () => {
     const html = await renderForm('');
-    for (const name of ['workers', 'linkMbps', 'latencyMs', 'gpuTflops']) {
-      expect(html).toMatch(
-        new RegExp(`<label[^>]*for="plan-${name}"[^>]*><span>[^<]+</span><input[^>]*id="plan-${name}"`),
-      );
+    const { RUN_OPTION_DEFAULTS } = await import('@shoal/swarm/run-options');
+    const { ROOM_MODEL_DEFAULTS } = await import('@shoal/swarm/room-model-defaults');
+    const help = {
+      workers: 'how many will train at once',
+      linkMbps: 'a home uplink is 5–50',
+      latencyMs: 'one way, between volunteers',
+      gpuTflops: 'sustained fp32 training speed (a laptop 2–5, a desktop card 10–30)',
+    };
+    for (const name of ['workers', 'linkMbps', 'latencyMs', 'gpuTflops'] as const) {
+      const field = new RegExp(
+        `<label class="inline" for="plan-${name}"><span>[^<]+</span><input ([^>]*)/></label><small id="plan-${name}-help" class="muted">([^<]*)</small>`,
+      ).exec(html);
+      expect(field, name).not.toBeNull();
+      const [, input = '', shown = ''] = field as RegExpExecArray;
+      expect(shown).toBe(help[name]);
+      expect(input).toContain(`id="plan-${name}"`);
+      expect(input).toContain(`aria-describedby="plan-${name}-help"`);
+      expect(input).toContain('aria-invalid="false"');
+      expect(input).toContain(`inputMode="${name === 'workers' ? 'numeric' : 'decimal'}"`);
+      // the defaults are the simulator's and shoal plan's
+      expect(input).toContain(`value="${ROOM_MODEL_DEFAULTS[name]}"`);
     }
-    expect(html).toMatch(/<fieldset[^>]*aria-describedby="recommend-result"/);
-    expect(html).toMatch(/<button type="button"[^>]*>Recommend<\/button>/);
+    expect(html).not.toMatch(/<label[^>]*for="plan-[^>]*title=/);
+    expect(html).toMatch(/<fieldset class="span-2 field recommend"><legend>/);
+    expect(html).toMatch(
+      /<button type="button" aria-describedby="recommend-budget recommend-result">Recommend<\/button>/,
+    );
     expect(html).toMatch(/<output id="recommend-result" aria-live="polite"/);
+    // the budget it plans for is the form's, and it says so: 400 × 16 × 64 × 4 volunteers
+    const { steps, batch, seq } = RUN_OPTION_DEFAULTS;
+    const budget = steps * batch * seq * ROOM_MODEL_DEFAULTS.workers;
+    expect(budget).toBe(1_638_400);
+    expect(html).toMatch(
+      /<p id="recommend-budget"[^>]*>It plans for the form&#x27;s token budget, Schedule steps × Batch × Sequence × expected volunteers \(now 1\.64M tokens\), and sets Schedule steps so that the budget stays/,
+    );
   });
 
-  it('recommends the planner’s options for the chosen preset, with its notes', async () => {
+  it('recommends the planner’s options for the chosen preset and the form’s token budget, which it keeps', async () => {
     const { recommendation } = await import('./HostPage.tsx');
     const { plan } = await import('@shoal/swarm/plan');
-    const result = recommendation('small', { workers: '8', linkMbps: '10', latencyMs: '50', gpuTflops: '10' });
+    const result = recommendation('small', FIELDS, FORM);
     if (!('options' in result)) throw new Error(result.error);
-    const { preset, ...expected } = plan({
-      preset: 'small',
-      workers: 8,
-      linkMbps: 10,
-      latencyMs: 50,
-      gpuTflops: 10,
-    }).options;
-    expect(result.options).toEqual(expected);
+    const tokens = 2000 * 16 * 64 * 8;
+    const planned = plan({ preset: 'small', workers: 8, tokens, linkMbps: 10, latencyMs: 50, gpuTflops: 10 });
+    const { preset, ...expected } = planned.options;
+    expect(planned.tokens).toBe(tokens);
+    expect(result.options).toEqual({ ...expected, steps: planned.timing.steps });
+    // Schedule steps at the recommended batch and sequence train the same budget, to one step
+    const { steps, batch, seq } = result.options;
+    expect(steps * batch * seq * 8).toBeGreaterThanOrEqual(tokens);
+    expect((steps - 1) * batch * seq * 8).toBeLessThan(tokens);
+    // not the 20·N it planned before
+    expect(tokens).not.toBe(20 * planned.model.params);
     // every recommended value is a form field, and the form's parser takes it as it is
     for (const [name, value] of Object.entries(result.options)) {
       expect(RUN_OPTION_NAMES).toContain(name);
       expect(parseRunOption(name as RunOptionName, String(value))).toEqual({ value });
     }
     expect(result.summary).toMatch(
-      /^\d+\.\d% compute utilisation predicted; a round [\d.]+ s against τ steps of [\d.]+ s; no loss prediction \(extrapolated\)\.$/,
+      /^16\.4M tokens: \d+ steps of \d+ × 256 per volunteer; \d+\.\d% compute utilisation predicted(?: \(below 95%\))?; a round [\d.]+ s against τ steps of [\d.]+ s; no loss prediction \(extrapolated\)\.$/,
     );
     expect(result.notes.join(' ')).toMatch(/below the fits' range/);
   });
 
   it('says which field is wrong', async () => {
     const { recommendation } = await import('./HostPage.tsx');
-    expect(recommendation('small', { workers: '0', linkMbps: '10', latencyMs: '50', gpuTflops: '10' })).toEqual({
+    expect(recommendation('small', { ...FIELDS, workers: '0' }, FORM)).toEqual({
       error: 'Expected volunteers: at least 1 volunteer',
+      field: 'workers',
     });
-    expect(recommendation('small', { workers: '4', linkMbps: '', latencyMs: '50', gpuTflops: '10' })).toEqual({
+    expect(recommendation('small', { ...FIELDS, workers: '2.5' }, FORM)).toEqual({
+      error: 'Expected volunteers: a whole number of volunteers',
+      field: 'workers',
+    });
+    expect(recommendation('small', { ...FIELDS, linkMbps: '' }, FORM)).toEqual({
       error: 'Their uplink, Mbit/s: the link must be a number',
+      field: 'linkMbps',
     });
   });
+
+  it('ties an error to its field: aria-invalid, and the error in its description', async () => {
+    const { recommendation, RecommendSettings } = await import('./HostPage.tsx');
+    const fields = { ...FIELDS, linkMbps: '0' };
+    const made = { preset: 'small', fields, result: recommendation('small', fields, FORM) };
+    const html = renderSettings(RecommendSettings, { preset: 'small', fields, made });
+    expect(html).toMatch(/<span class="field-error" id="recommend-error">Their uplink, Mbit\/s: [^<]+<\/span>/);
+    const input = (name: string) => new RegExp(`<input id="plan-${name}"[^>]*>`).exec(html)?.[0] ?? '';
+    expect(input('linkMbps')).toContain('aria-invalid="true"');
+    expect(input('linkMbps')).toContain('aria-describedby="plan-linkMbps-help recommend-error"');
+    for (const name of ['workers', 'latencyMs', 'gpuTflops']) {
+      expect(input(name)).toContain('aria-invalid="false"');
+      expect(input(name)).toContain(`aria-describedby="plan-${name}-help"`);
+    }
+  });
+
+  it('shows a recommendation only for the preset and fields it was made for', async () => {
+    const { recommendation, RecommendSettings } = await import('./HostPage.tsx');
+    const made = { preset: 'small', fields: FIELDS, result: recommendation('small', FIELDS, FORM) };
+    if (!('summary' in made.result)) throw new Error('no recommendation');
+    const summary = made.result.summary;
+    const shown = (preset: string, fields: typeof FIELDS) =>
+      renderSettings(RecommendSettings, { preset, fields, made }).includes(summary);
+    expect(shown('small', FIELDS)).toBe(true);
+    // the preset changed: the summary and its notes go, the hint comes back
+    expect(shown('tiny', FIELDS)).toBe(false);
+    expect(renderSettings(RecommendSettings, { preset: 'tiny', fields: FIELDS, made })).toContain('Fills H, P, τ');
+    // a field changed
+    expect(shown('small', { ...FIELDS, workers: '9' })).toBe(false);
+    // an error goes with its field's edit too
+    const wrong = { ...FIELDS, workers: '0' };
+    const failed = { preset: 'small', fields: wrong, result: recommendation('small', wrong, FORM) };
+    const edited = renderSettings(RecommendSettings, {
+      preset: 'small',
+      fields: { ...wrong, workers: '3' },
+      made: failed,
+    });
+    expect(edited).not.toContain('aria-invalid="true"');
+    expect(edited).not.toContain('recommend-error');
+  });
 });
+
+/** The Recommend fieldset alone, for a preset, typed fields and a recommendation made earlier. */
+function renderSettings(
+  component: typeof import('./HostPage.tsx').RecommendSettings,
+  props: Pick<Parameters<typeof component>[0], 'preset' | 'fields' | 'made'>,
+): string {
+  return renderToStaticMarkup(
+    createElement(component, { ...props, onField: () => {}, budget: null, checkpoint: false, onRecommend: () => {} }),
+  );
+}
