@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MessageReceiver, OTHER, type Rejection, RejectionCounters } from './counters.ts';
 import { HEADER_OFFSETS } from './header.ts';
+import { PROTOCOL_VERSION } from './messages.ts';
 import { createForger, randomBytes, SAMPLES, seededRandom } from './test-fixtures.ts';
 import { createWireCodec } from './wire.ts';
 
@@ -41,7 +42,7 @@ describe('MessageReceiver', () => {
     expect(counters.byPeer()).toEqual({ 'peer-b': bad.length });
     expect(seen.map((r) => r.reason)).toEqual(bad.map(([reason]) => reason));
     expect(seen[2]).toMatchObject({ from: 'peer-b', reason: 'version', at: 1002 });
-    expect(seen[2]?.detail).toMatch(/protocol 9\.3/);
+    expect(seen[2]?.detail).toMatch(new RegExp(`protocol 9\\.${PROTOCOL_VERSION.minor}`));
     expect(seen.find((r) => r.reason === 'schema')?.kind).toBe('hello');
   });
 

@@ -72,7 +72,7 @@ async function lateJoin(joinAt: number) {
 
 describe('a worker that joins late', () => {
   it('between rounds: fetches θ_global and m from the host, matches its hash after its first round as a participant, and contributes', async () => {
-    const { requests, transfers, hellos } = await lateJoin(3_300);
+    const { requests, transfers, hellos } = await lateJoin(3_100);
     expect(requests).toHaveLength(2);
     expect(transfers).toHaveLength(2);
     expect(hellos.map((h) => h.message.holds.length)).toEqual([0, 2]);

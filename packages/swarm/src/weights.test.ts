@@ -22,7 +22,7 @@ describe('a contribution that claims more tokens than its sender trained', () =>
     const opens = room.spy(room.hostMember, 'round-open');
     const results = room.spyResults(room.hostMember);
     room.startAll();
-    await room.finish(4_000);
+    await room.finish(5_500);
     expect(forged.size).toBeGreaterThan(0);
 
     let checked = 0;

@@ -1,18 +1,19 @@
 /**
  * A worker's part in the rounds it is named in (docs/design.md, "The algorithm", "Rounds…",
- * "The collective"):
- * - at its next inner-step boundary after a round-open naming it, it sends Δ = θ_global[p] −
- *   θ_local[p], encoded once with the round's codec and cut into the round's shards, to each
- *   shard's owner and checker, weighted by the tokens it trained since its last contribution to
- *   p; it keeps the encoded shards until the round ends, so a reassigned owner can be served again;
+ * "The collective", "Bounded staleness"):
+ * - where fragment p's round is due (H steps after its last contribution) it keeps θ_local[p]
+ *   and trains on; at its next inner-step boundary after a round-open naming it, it sends Δ =
+ *   θ_global[p] − θ_local[p] (the kept one, or the current one if the open came first), encoded
+ *   once with the round's codec and cut into the round's shards, to each shard's owner and
+ *   checker, weighted by the tokens trained into it; it keeps the encoded shards until the round
+ *   ends, so a reassigned owner can be served again;
  * - it merges θ_local[p] ← α·θ_local[p] + (1 − α)·θ_global[p] at its contribution step + τ, and
  *   waits there for the commit (Streaming DiLoCo's blocking receive);
- * - H steps after a contribution to p, the next round of p is due: it waits there for the open.
+ * - where p's next round is due and the last one has still not opened, it waits for the open.
  * In a room of unequal workers each wait is stretched by a slack from the round-open's step times
  * (a faster worker waits later), and the second is given up after a while (a coordinator that
- * opens nothing). So a round carries H steps of
- * training and merges τ steps late whatever the link's speed: the loss follows H, τ and α, not the
- * network (docs/design.md, "Bounded staleness").
+ * opens nothing). So a round carries H steps of training and merges τ steps late whatever the
+ * link's speed: the loss follows H, τ and α, not the network.
  * At most one round in flight per fragment: a fragment's next contribution waits for the merge
  * of its previous round.
  */
@@ -87,8 +88,15 @@ export class WorkerRounds {
    * awaited there (see overdue); undefined before its first round, and once the wait was given up.
    */
   private readonly lastContribution: (number | undefined)[] = [];
-  /** Per fragment, the steps past its next due round this worker may train (set at each open). */
+  /**
+   * Per fragment, θ_local[p] as it stood where its round was due, with the tokens trained into it,
+   * until the round opens: the contribution is taken from it, so that what a round carries does
+   * not depend on how long the open took to arrive (the worker trains on meanwhile).
+   */
+  private readonly snapshots = new Map<number, { step: number; theta: Float32Array; tokens: number }>();
+  /** Per fragment, the steps past its next due round, and past a due merge, it may train (set at each open). */
   private readonly roundSlack: number[] = [];
+  private readonly mergeSlack: number[] = [];
   /** How long its last rounds took from open to commit, ms (the newest last). */
   private readonly durations: number[] = [];
 
@@ -112,6 +120,7 @@ export class WorkerRounds {
    */
   open(open: RoundOpenMessage, codec: Codec, slack = { merge: 0, round: 0 }): void {
     this.roundSlack[open.fragment] = slack.round;
+    this.mergeSlack[open.fragment] = slack.merge;
     this.pendingOpens.set(open.fragment, {
       open,
       codec,
@@ -173,20 +182,28 @@ export class WorkerRounds {
   }
 
   /**
-   * The fragments whose next round is overdue here: H steps, plus the slack of its last round,
-   * since this worker's last contribution to them, and no round of them opened since. Without this wait a worker whose
-   * steps are fast next to the network would train on alone, and its rounds, fewer and further
-   * apart, would each carry many rounds' worth of steps.
+   * The fragments whose round is overdue here: due (H steps, plus the slack of its last round,
+   * after this worker's last contribution to them), kept, and not opened by the step where its
+   * merge is due (τ later). Without this wait a worker whose steps are fast next to the network would train on
+   * alone, and its rounds, fewer and further apart, would each carry many rounds' worth of steps.
    */
   overdue(): number[] {
-    const H = this.options.config.diloco.innerSteps;
+    const { overlap, innerSteps } = this.options.config.diloco;
     const step = this.options.counters.innerStep;
     const late: number[] = [];
-    for (const [p, last] of this.lastContribution.entries()) {
-      if (last === undefined || this.pendingOpens.has(p) || this.rounds.has(p)) continue;
-      if (step >= last + H + (this.roundSlack[p] ?? 0)) late.push(p);
+    for (const [p, snapshot] of this.snapshots) {
+      // its merge is due where a round opened at once would merge: it trains no further than that
+      const patience = overlap === 0 ? 0 : Math.min(innerSteps, overlap + (this.mergeSlack[p] ?? 0));
+      if (!this.pendingOpens.has(p) && step >= snapshot.step + patience) late.push(p);
     }
     return late;
+  }
+
+  /** Where fragment p's next round is due (Infinity when this worker does not wait for it). */
+  private dueStep(p: number): number {
+    const last = this.lastContribution[p];
+    if (last === undefined) return Number.POSITIVE_INFINITY;
+    return last + this.options.config.diloco.innerSteps + (this.roundSlack[p] ?? 0);
   }
 
   /**
@@ -200,11 +217,26 @@ export class WorkerRounds {
   /** Stops waiting for any fragment's next round (a coordinator that opens none). */
   excuseAll(): void {
     this.lastContribution.length = 0;
+    for (const p of [...this.snapshots.keys()]) this.forgetSnapshot(p);
+  }
+
+  /** Tokens trained into each fragment and not yet contributed (a snapshot's included): heartbeats carry them. */
+  unsentTokens(): number[] {
+    return this.tokensSince.map((tokens, p) => tokens + (this.snapshots.get(p)?.tokens ?? 0));
+  }
+
+  /** Forgets fragment p's snapshot (its θ_global moved under it), its tokens back in the next one. */
+  private forgetSnapshot(p: number): void {
+    const snapshot = this.snapshots.get(p);
+    if (!snapshot) return;
+    this.tokensSince[p] = (this.tokensSince[p] as number) + snapshot.tokens;
+    this.snapshots.delete(p);
   }
 
   /** Stops waiting for fragment p's next round (none came): the wait resumes after its next contribution. */
   excuse(p: number): void {
     this.lastContribution[p] = undefined;
+    this.forgetSnapshot(p);
   }
 
   /** The replica adopted (fragment, round): it merges when due. */
@@ -235,7 +267,7 @@ export class WorkerRounds {
       if (round.committedAt === null) this.drop(p);
     }
     this.pendingOpens.clear();
-    this.lastContribution.length = 0;
+    this.excuseAll();
   }
 
   /** Merges finished rounds and sends due contributions; runs between inner steps. */
@@ -261,6 +293,16 @@ export class WorkerRounds {
       this.merge(params, p, config.diloco.alpha);
       merged = true;
       this.rounds.delete(p);
+    }
+    // a fragment whose round is due here: its θ_local is kept for the contribution, and the next
+    // round is due H steps on
+    for (const p of this.options.fragments.keys()) {
+      if (this.snapshots.has(p) || this.pendingOpens.has(p) || this.rounds.has(p) || step < this.dueStep(p)) continue;
+      params ??= await clock.track(trainer.getParams());
+      const theta = gatherFragment(params, this.options.fragments[p] as Fragment);
+      this.snapshots.set(p, { step, theta, tokens: this.tokensSince[p] as number });
+      this.tokensSince[p] = 0;
+      this.lastContribution[p] = step;
     }
     for (const [p, round] of this.pendingOpens) {
       if (this.rounds.has(p)) {
@@ -321,7 +363,9 @@ export class WorkerRounds {
     const p = round.open.fragment;
     const fragment = this.options.fragments[p] as Fragment;
     const global = this.options.replica.state.fragment(p).theta;
-    const delta = gatherFragment(params, fragment);
+    const snapshot = this.snapshots.get(p);
+    this.snapshots.delete(p);
+    const delta = snapshot ? snapshot.theta : gatherFragment(params, fragment);
     let largest = 0;
     for (let i = 0; i < delta.length; i++) {
       const value = (global[i] as number) - (delta[i] as number);
@@ -342,10 +386,15 @@ export class WorkerRounds {
     const sameCodec = feedback?.codec.name === codec.name && feedback.codec.blockSize === codec.blockSize;
     const encoded = feedback && sameCodec && !feedback.pending ? feedback.encode(delta) : codec.encode(delta);
     round.payloads = round.open.shards.map((shard) => encodedSlice(codec, encoded, shard.start, shard.end));
-    round.weight = Math.max(1, this.tokensSince[p] as number);
-    round.contributionStep = counters.innerStep;
-    this.lastContribution[p] = counters.innerStep;
-    this.tokensSince[p] = 0;
+    if (snapshot) {
+      round.weight = Math.max(1, snapshot.tokens);
+      round.contributionStep = snapshot.step;
+    } else {
+      round.weight = Math.max(1, this.tokensSince[p] as number);
+      round.contributionStep = counters.innerStep;
+      this.lastContribution[p] = counters.innerStep;
+      this.tokensSince[p] = 0;
+    }
     counters.contributions++;
     for (const [k, shard] of round.open.shards.entries()) {
       this.sendShard(round, k, shard.checker === undefined ? [shard.owner] : [shard.owner, shard.checker]);

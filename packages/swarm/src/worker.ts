@@ -385,7 +385,7 @@ export class Worker {
     void member.send(this.options.coordinator, {
       kind: 'heartbeat',
       innerStep: this.metrics.innerStep,
-      tokensSinceContribution: this.rounds?.tokensSince ?? [],
+      tokensSinceContribution: this.rounds?.unsentTokens() ?? [],
       loss: this.metrics.loss,
       tokensPerSecond: this.metrics.tokensPerSecond,
       bytesSent: member.bytesSent,
