@@ -86,7 +86,7 @@ describe("the host form's Recommend", () => {
   });
 
   it('recommends the planner’s options for the chosen preset and the form’s token budget, which it keeps', async () => {
-    const { recommendation } = await import('./HostPage.tsx');
+    const { recommendation } = await import('./RecommendSettings.tsx');
     const { plan } = await import('@shoal/swarm/plan');
     const result = recommendation('small', FIELDS, FORM);
     if (!('options' in result)) throw new Error(result.error);
@@ -113,7 +113,7 @@ describe("the host form's Recommend", () => {
   });
 
   it('says which field is wrong', async () => {
-    const { recommendation } = await import('./HostPage.tsx');
+    const { recommendation } = await import('./RecommendSettings.tsx');
     expect(recommendation('small', { ...FIELDS, workers: '0' }, FORM)).toEqual({
       error: 'Expected volunteers: at least 1 volunteer',
       field: 'workers',
@@ -129,7 +129,7 @@ describe("the host form's Recommend", () => {
   });
 
   it('ties an error to its field: aria-invalid, and the error in its description', async () => {
-    const { recommendation, RecommendSettings } = await import('./HostPage.tsx');
+    const { recommendation, RecommendSettings } = await import('./RecommendSettings.tsx');
     const fields = { ...FIELDS, linkMbps: '0' };
     const made = { preset: 'small', fields, result: recommendation('small', fields, FORM) };
     const html = renderSettings(RecommendSettings, { preset: 'small', fields, made });
@@ -144,7 +144,7 @@ describe("the host form's Recommend", () => {
   });
 
   it('shows a recommendation only for the preset and fields it was made for', async () => {
-    const { recommendation, RecommendSettings } = await import('./HostPage.tsx');
+    const { recommendation, RecommendSettings } = await import('./RecommendSettings.tsx');
     const made = { preset: 'small', fields: FIELDS, result: recommendation('small', FIELDS, FORM) };
     if (!('summary' in made.result)) throw new Error('no recommendation');
     const summary = made.result.summary;
@@ -171,7 +171,7 @@ describe("the host form's Recommend", () => {
 
 /** The Recommend fieldset alone, for a preset, typed fields and a recommendation made earlier. */
 function renderSettings(
-  component: typeof import('./HostPage.tsx').RecommendSettings,
+  component: typeof import('./RecommendSettings.tsx').RecommendSettings,
   props: Pick<Parameters<typeof component>[0], 'preset' | 'fields' | 'made'>,
 ): string {
   return renderToStaticMarkup(
