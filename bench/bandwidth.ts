@@ -6,7 +6,11 @@
  *
  *   node --import tsx --import ./bench/register-raw.mjs bench/bandwidth.ts [--presets small,base]
  *     [--links 1,10,100] [--inner-steps 50,100,200] [--workers 4] [--batch 16] [--gpu-tflops 10]
- *     [--rounds 2]
+ *     [--rounds 6] [--overlap max|<τ>]
+ *
+ * τ is H − 1 by default ("max"): a worker waits for a round's commit τ steps after contributing
+ * (docs/design.md, "Bounded staleness"), so the overlap is what hides a round's traffic; a number
+ * fixes τ for every H.
  */
 import { parseArgs } from 'node:util';
 import { presetConfig } from '../packages/model/src/config.ts';
@@ -23,19 +27,21 @@ const { values: args } = parseArgs({
     fragments: { type: 'string', default: '2' },
     rounds: { type: 'string', default: '6' },
     codec: { type: 'string', default: 'fp4' },
+    overlap: { type: 'string', default: 'max' },
   },
 });
 const list = (value: string | undefined) => (value ?? '').split(',').filter(Boolean);
 const workers = Number(args.workers);
 const batch = Number(args.batch);
 const rounds = Number(args.rounds);
+const overlapFor = (H: number) => (args.overlap === 'max' ? H - 1 : Math.min(H - 1, Number(args.overlap)));
 const rows: Record<string, number | string>[] = [];
 for (const preset of list(args.presets)) {
   const model = presetConfig(preset);
   const seqLen = model.blockSize;
   console.log(
     `\n${preset}: ${workers} workers × ${batch}×${seqLen} tokens per step, ${args['gpu-tflops']} TFLOP/s, ` +
-      `P ${args.fragments}, τ 2, ${args.codec}; compute utilisation of streaming-${args.codec}`,
+      `P ${args.fragments}, τ ${args.overlap === 'max' ? 'H − 1' : args.overlap}, ${args.codec}; compute utilisation of streaming-${args.codec}`,
   );
   const links = list(args.links).map(Number);
   console.log(`H      ${links.map((l) => `${l} Mbit/s`.padStart(12)).join('')}`);
@@ -51,7 +57,7 @@ for (const preset of list(args.presets)) {
         lr: 1e-3,
         innerSteps: H,
         fragments: Number(args.fragments),
-        overlap: 2,
+        overlap: overlapFor(H),
         alpha: 0.5,
         codec: args.codec as 'fp4',
         tokens: rounds * H * workers * batch * seqLen,
@@ -68,6 +74,7 @@ for (const preset of list(args.presets)) {
       rows.push({
         preset,
         innerSteps: H,
+        overlap: overlapFor(H),
         linkMbps: link,
         computeUtilization: result.computeUtilization,
         bytesPerWorker: result.bytesPerWorker,
