@@ -14,16 +14,17 @@
  */
 import { parseArgs } from 'node:util';
 import { presetConfig } from '../packages/model/src/config.ts';
-import { simulateMethod } from '../packages/swarm/src/simulate.ts';
+import { ROOM_MODEL_DEFAULTS } from '../packages/swarm/src/room-model-defaults.ts';
+import { dryRunInputs, simulateMethod } from '../packages/swarm/src/simulate.ts';
 
 const { values: args } = parseArgs({
   options: {
     presets: { type: 'string', default: 'small,base' },
     links: { type: 'string', default: '1,10,100' },
     'inner-steps': { type: 'string', default: '50,100,200' },
-    workers: { type: 'string', default: '4' },
+    workers: { type: 'string', default: String(ROOM_MODEL_DEFAULTS.workers) },
     batch: { type: 'string', default: '16' },
-    'gpu-tflops': { type: 'string', default: '10' },
+    'gpu-tflops': { type: 'string', default: String(ROOM_MODEL_DEFAULTS.gpuTflops) },
     fragments: { type: 'string', default: '2' },
     rounds: { type: 'string', default: '6' },
     codec: { type: 'string', default: 'fp4' },
@@ -64,11 +65,8 @@ for (const preset of list(args.presets)) {
         seed: 1,
         gpuTflops: Number(args['gpu-tflops']),
         linkMbps: link,
-        latencyMs: 50,
-        dryRun: true,
-        createTrainer: () => Promise.reject(new Error('a dry run trains nothing')),
-        trainTokens: new Uint8Array(seqLen * 64),
-        evalBatches: [],
+        latencyMs: ROOM_MODEL_DEFAULTS.latencyMs,
+        ...dryRunInputs(seqLen),
       });
       cells.push(`${(100 * result.computeUtilization).toFixed(1)}%`.padStart(12));
       rows.push({

@@ -1,4 +1,4 @@
-import { simulateMethod } from '@shoal/swarm';
+import { dryRunInputs, simulateMethod } from '@shoal/swarm';
 import { plan } from '@shoal/swarm/plan';
 import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { RUN_OPTIONS } from '@shoal/swarm/run-options';
@@ -175,10 +175,7 @@ describe('shoal plan', () => {
       gpuTflops: 10,
       linkMbps: 10,
       latencyMs: 50,
-      dryRun: true,
-      createTrainer: () => Promise.reject(new Error('a dry run trains nothing')),
-      trainTokens: new Uint8Array(options.seq * 64),
-      evalBatches: [],
+      ...dryRunInputs(options.seq),
     });
     console.log(
       `plan small/8/10 Mbit/s/10 TFLOP/s: ${JSON.stringify(options)}, utilisation ${result.computeUtilization}`,

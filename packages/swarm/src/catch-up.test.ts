@@ -6,7 +6,7 @@
  */
 import { presetConfig } from '@shoal/model';
 import { describe, expect, it } from 'vitest';
-import { simulateMethod } from './simulate.ts';
+import { dryRunInputs, simulateMethod } from './simulate.ts';
 
 describe('a room that falls behind its schedule', () => {
   it('opens one round for the steps it missed, not one per missed grid point', async () => {
@@ -27,10 +27,7 @@ describe('a room that falls behind its schedule', () => {
       gpuTflops: 10,
       linkMbps: 10,
       latencyMs: 50,
-      dryRun: true,
-      createTrainer: () => Promise.reject(new Error('a dry run trains nothing')),
-      trainTokens: new Uint8Array(model.blockSize * 64),
-      evalBatches: [],
+      ...dryRunInputs(model.blockSize),
     });
     // rounds committed with no tokens trained since the commit before (their Δ is θ_global − θ_global)
     const idle = result.curve.filter((point, i) => i > 0 && point.tokens === result.curve[i - 1]?.tokens);

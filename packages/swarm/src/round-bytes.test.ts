@@ -4,7 +4,7 @@ import { MESSAGE_SPECS } from '@shoal/protocol';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { encodedBytes, roundUploadBytes } from './round-bytes.ts';
 import { SimNetwork } from './sim/index.ts';
-import { simulateMethod } from './simulate.ts';
+import { dryRunInputs, simulateMethod } from './simulate.ts';
 
 const COLLECTIVE = new Set<number>(
   (['contribution', 'shard-result', 'hash-report'] as const).map((k) => MESSAGE_SPECS[k].id),
@@ -75,10 +75,7 @@ describe('roundUploadBytes', () => {
         stepMs: 1000,
         linkMbps: 10,
         latencyMs: 50,
-        dryRun: true,
-        createTrainer: () => Promise.reject(new Error('a dry run trains nothing')),
-        trainTokens: new Uint8Array(64 * 64),
-        evalBatches: [],
+        ...dryRunInputs(64),
         onEvent: (event) => {
           if (event.event === 'round-opened') opened.push(event);
         },

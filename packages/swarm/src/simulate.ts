@@ -99,6 +99,21 @@ export interface MethodResult {
 
 const RUN_ID = 1;
 
+/**
+ * What a dry run needs beside a method's options: no engine (NullTrainer models the steps), a stub
+ * of training text for the samplers, no evaluation.
+ */
+export function dryRunInputs(
+  seqLen: number,
+): Pick<SimulateOptions, 'dryRun' | 'createTrainer' | 'trainTokens' | 'evalBatches'> {
+  return {
+    dryRun: true,
+    createTrainer: () => Promise.reject(new Error('a dry run trains nothing')),
+    trainTokens: new Uint8Array(seqLen * 64),
+    evalBatches: [],
+  };
+}
+
 /** The modelled compute time of one inner step of b sequences, ms. */
 function computeMsPerStep(options: SimulateOptions, model: GptConfig, seqLen: number): number {
   if (options.stepMs !== undefined) return options.stepMs;
