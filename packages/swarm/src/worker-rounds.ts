@@ -310,7 +310,8 @@ export class WorkerRounds {
         continue;
       }
       this.pendingOpens.delete(p);
-      params ??= await clock.track(trainer.getParams());
+      // a kept θ_local is the contribution: no read of the engine's parameters for it
+      if (!this.snapshots.has(p)) params ??= await clock.track(trainer.getParams());
       if (this.contribute(params, round)) {
         this.rounds.set(p, round);
         continue;
@@ -355,17 +356,19 @@ export class WorkerRounds {
   }
 
   /**
-   * Sends Δ = θ_global[p] − θ_local[p] to the round's owners and checkers. False, sending nothing,
-   * when θ_local is not finite: the caller puts θ_global back in its place.
+   * Sends Δ = θ_global[p] − θ_local[p] to the round's owners and checkers, θ_local[p] the one kept
+   * where the round was due or else taken from `params` (null only when one was kept). False,
+   * sending nothing, when θ_local is not finite: the caller puts θ_global back in its place.
    */
-  private contribute(params: Float32Array, round: RoundInFlight): boolean {
+  private contribute(params: Float32Array | null, round: RoundInFlight): boolean {
     const { counters } = this.options;
     const p = round.open.fragment;
     const fragment = this.options.fragments[p] as Fragment;
     const global = this.options.replica.state.fragment(p).theta;
     const snapshot = this.snapshots.get(p);
     this.snapshots.delete(p);
-    const delta = snapshot ? snapshot.theta : gatherFragment(params, fragment);
+    if (!snapshot && !params) throw new Error(`fragment ${p}: no θ_local to contribute`);
+    const delta = snapshot ? snapshot.theta : gatherFragment(params as Float32Array, fragment);
     let largest = 0;
     for (let i = 0; i < delta.length; i++) {
       const value = (global[i] as number) - (delta[i] as number);
