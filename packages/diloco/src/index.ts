@@ -6,4 +6,5 @@ export * from './aggregate.ts';
 export * from './codecs/index.ts';
 export * from './fragments.ts';
 export * from './hash.ts';
+export * from './lowrank/index.ts';
 export * from './outer.ts';
