@@ -452,15 +452,13 @@ export class Worker {
       feedback,
     });
     for (const f of welcomed) this.replica.trust(f.fragment, f.hash, f.round);
-    if (!stateFrom) {
-      // with the room from its start: fragment p's first round is due at H + ⌊p·H/P⌋ steps
-      const { innerSteps: H, fragments: P } = config.diloco;
-      this.rounds.arm(fragments.map((f) => Math.floor((f.index * H) / P)));
-    }
     if (stateFrom) {
       this.lateJoiner = true;
       this.replica.fetch(stateFrom, [...pendingSync]);
     } else {
+      // with the room from its start: fragment p's first round is due at H + ⌊p·H/P⌋ steps
+      const { innerSteps: H, fragments: P } = config.diloco;
+      this.rounds.arm(fragments.map((f) => Math.floor((f.index * H) / P)));
       await synced();
     }
   }
