@@ -94,7 +94,7 @@ export class WorkerRounds {
    * not depend on how long the open took to arrive (the worker trains on meanwhile).
    */
   private readonly snapshots = new Map<number, { step: number; theta: Float32Array; tokens: number }>();
-  /** Per fragment, the steps past its next due round, and past a due merge, it may train (set at each open). */
+  /** Per fragment, the steps past its next due round, and past a due merge, it may train (from each open). */
   private readonly roundSlack: number[] = [];
   private readonly mergeSlack: number[] = [];
   /** How long its last rounds took from open to commit, ms (the newest last). */
@@ -184,8 +184,9 @@ export class WorkerRounds {
   /**
    * The fragments whose round is overdue here: due (H steps, plus the slack of its last round,
    * after this worker's last contribution to them), kept, and not opened by the step where its
-   * merge is due (τ later). Without this wait a worker whose steps are fast next to the network would train on
-   * alone, and its rounds, fewer and further apart, would each carry many rounds' worth of steps.
+   * merge is due (τ later). Without this wait a worker whose steps are fast next to the network
+   * would train on alone, and its rounds, fewer and further apart, would each carry many rounds'
+   * worth of steps.
    */
   overdue(): number[] {
     const { overlap, innerSteps } = this.options.config.diloco;
