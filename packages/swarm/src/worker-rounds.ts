@@ -155,7 +155,6 @@ export class WorkerRounds {
    */
   blocking(): boolean {
     const { overlap, innerSteps } = this.options.config.diloco;
-    const patience = (r: RoundInFlight) => (overlap === 0 ? 0 : Math.min(innerSteps, overlap + r.mergeSlack));
     const step = this.options.counters.innerStep;
     const contributed = [...this.rounds.values()].filter((r) => r.payloads !== null);
     const now = this.options.member.clock.now();
@@ -164,7 +163,7 @@ export class WorkerRounds {
         (r) =>
           r.committedAt === null &&
           (step >= r.contributionStep + innerSteps ||
-            (step >= r.contributionStep + patience(r) && !this.stuck(r, now))),
+            (step >= r.contributionStep + this.mergePatience(r.mergeSlack) && !this.stuck(r, now))),
       ) ||
       (overlap === 0 && contributed.length > 0)
     );
@@ -189,15 +188,20 @@ export class WorkerRounds {
    * worth of steps.
    */
   overdue(): number[] {
-    const { overlap, innerSteps } = this.options.config.diloco;
     const step = this.options.counters.innerStep;
     const late: number[] = [];
     for (const [p, snapshot] of this.snapshots) {
       // its merge is due where a round opened at once would merge: it trains no further than that
-      const patience = overlap === 0 ? 0 : Math.min(innerSteps, overlap + (this.mergeSlack[p] ?? 0));
-      if (!this.pendingOpens.has(p) && step >= snapshot.step + patience) late.push(p);
+      const due = snapshot.step + this.mergePatience(this.mergeSlack[p] ?? 0);
+      if (!this.pendingOpens.has(p) && step >= due) late.push(p);
     }
     return late;
+  }
+
+  /** Steps after a contribution at which its merge is due: τ plus the slack, below H (0 for τ = 0). */
+  private mergePatience(slack: number): number {
+    const { overlap, innerSteps } = this.options.config.diloco;
+    return overlap === 0 ? 0 : Math.min(innerSteps, overlap + slack);
   }
 
   /** Where fragment p's next round is due (Infinity when this worker does not wait for it). */

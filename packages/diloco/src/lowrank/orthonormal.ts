@@ -11,22 +11,11 @@
  * that collapses (nothing left after removing the earlier ones) is replaced by a seeded random
  * column, re-orthogonalised, so the result is always a full orthonormal basis.
  */
+import { mulberry32 } from '@shoal/gpu/random';
 
 /** Below this fraction of its own norm, a column counts as already in the earlier columns' span. */
 const COLLAPSE_RATIO = 1e-5;
 const MAX_FALLBACK_ATTEMPTS = 8;
-
-/** mulberry32, the same generator as @shoal/gpu's (a dev dependency only, so it lives here too). */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A 32-bit seed from a seed and two small integers (a murmur3-style mix). */
 export function mixSeed(seed: number, a: number, b = 0): number {
