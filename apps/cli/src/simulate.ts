@@ -1,6 +1,7 @@
 /**
  * `shoal simulate`: M workers and a host replica in one process, on the real engine, over the
- * in-memory network on a virtual clock, for each method (dp, diloco, streaming, streaming-fp4);
+ * in-memory network on a virtual clock, for each method (dp, diloco, streaming, streaming-fp4,
+ * streaming-lowrank, streaming-delay, dilocox);
  * then a table (or, with --json, one JSON line last) of validation loss, bytes, peak bytes per
  * sync, simulated time and compute utilisation. See packages/swarm/src/simulate.ts for the model.
  */
@@ -10,13 +11,16 @@ import { loadCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer, createGptKernels, type GptKernels, GpuTrainer } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
 import { METHODS, type MethodName, type MethodResult, type SimulateOptions, simulateMethod } from '@shoal/swarm';
-import { RUN_OPTIONS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
+import { RUN_OPTION_DEFAULTS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import { UsageError } from './usage.ts';
 
-/** The run options (all but --steps: the schedule spans --tokens) and the simulator's own. */
-export interface SimulateCliOptions extends Omit<RunOptions, 'steps'> {
+/**
+ * The run options (all but --steps: the schedule spans --tokens; and --overlap-rounds: the methods
+ * say) and the simulator's own.
+ */
+export interface SimulateCliOptions extends Omit<RunOptions, 'steps' | 'overlapRounds'> {
   workers: number;
   tokens: number;
   methods: string;
@@ -57,7 +61,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   // the room's config for these options: each checked against its range, and against the model
   let config: RunConfig;
   try {
-    config = runConfigOf({ ...options, steps: RUN_OPTIONS.steps.default });
+    config = runConfigOf({ ...RUN_OPTION_DEFAULTS, ...options });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -68,7 +72,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   ] as const) {
     if (!Number.isFinite(value) || value < 0) throw new UsageError(`${flag} must be a number ≥ 0, got ${value}`);
   }
-  const { codec, codecBlockSize, aggregation } = config.diloco;
+  const { codec, codecBlockSize, aggregation, lowRank } = config.diloco;
   const seqLen = config.train.seqLen;
   const corpus = loadCorpus({ seqLen });
   const evalBatches = validationBatches(corpus.validation, { batchSize: options.batch, seqLen, count: 32 });
@@ -113,6 +117,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         codec,
         codecBlockSize,
         aggregation,
+        ...(lowRank ? { lowRank } : {}),
         outerLr: options.outerLr,
         outerMomentum: options.outerMomentum,
         tokens: options.tokens,
@@ -148,13 +153,13 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         `${options.linkMbps} Mbit/s, ${options.latencyMs} ms${options.dryRun ? ', dry run' : ''}`,
     );
     console.log(
-      'method         eval loss   bytes/worker   vs dp     peak/sync    sim time   compute util   rounds (aborted)',
+      'method             eval loss   bytes/worker   vs dp     peak/sync    sim time   compute util   rounds (aborted)',
     );
     for (const r of results) {
       const ratio =
         dp && r !== dp && r.bytesPerWorker > 0 ? `${(dp.bytesPerWorker / r.bytesPerWorker).toFixed(0)}×` : '—';
       console.log(
-        `${r.name.padEnd(15)}${(r.evalLoss === null ? '—' : r.evalLoss.toFixed(4)).padEnd(12)}` +
+        `${r.name.padEnd(19)}${(r.evalLoss === null ? '—' : r.evalLoss.toFixed(4)).padEnd(12)}` +
           `${formatBytes(r.bytesPerWorker).padEnd(15)}${ratio.padEnd(10)}${formatBytes(r.peakSyncBytes).padEnd(13)}` +
           `${`${r.simSeconds.toFixed(1)} s`.padEnd(11)}${`${(100 * r.computeUtilization).toFixed(1)}%`.padEnd(15)}` +
           `${r.committedRounds} (${r.abortedRounds})`,

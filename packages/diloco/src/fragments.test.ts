@@ -165,3 +165,25 @@ describe('gatherFragment / scatterFragment', () => {
     expect(() => gatherFragment(new Float32Array(10), fragment)).toThrow(/flat vector has 10/);
   });
 });
+
+describe('fragment tensors', () => {
+  it('lists every tensor once, at its offset in the contiguous form, with its shape', () => {
+    const layout = buildLayout(PRESETS.tiny);
+    for (const mode of ['sequential', 'strided'] as const) {
+      const fragments = buildFragments(layout, 3, mode);
+      const names = fragments.flatMap((f) => f.tensors.map((t) => t.name)).sort();
+      expect(names).toEqual(layout.tensors.map((t) => t.name).sort());
+      const flat = Float32Array.from({ length: layout.size }, (_, i) => i);
+      for (const f of fragments) {
+        const contiguous = gatherFragment(flat, f);
+        expect(f.tensors.reduce((n, t) => n + t.size, 0)).toBe(f.size);
+        for (const t of f.tensors) {
+          const spec = layout.byName.get(t.name);
+          expect(contiguous[t.offset]).toBe(spec?.offset);
+          expect(t.rows * t.cols).toBe(t.size);
+          expect([t.rows, t.cols]).toEqual(spec?.shape.length === 2 ? spec.shape : [t.size, 1]);
+        }
+      }
+    }
+  });
+});

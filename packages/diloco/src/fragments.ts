@@ -27,6 +27,19 @@ export interface Fragment {
   ranges: [number, number][];
   /** Values in the fragment: Σ (end − start). */
   size: number;
+  /** Its tensors in the contiguous form, ascending (the low-rank codec factors the 2-D ones). */
+  tensors: FragmentTensor[];
+}
+
+/** A tensor of a fragment: where it sits in the contiguous form, and its shape as rows×cols. */
+export interface FragmentTensor {
+  name: string;
+  /** Offset in the fragment's contiguous form. */
+  offset: number;
+  size: number;
+  /** Row-major rows×cols ([out, in] for a linear weight); a 1-D tensor is size×1. */
+  rows: number;
+  cols: number;
 }
 
 /**
@@ -79,8 +92,24 @@ export function buildFragments(layout: ParamLayout, fragmentCount: number, mode:
   }
   return blocksOf.map((blocks, index) => {
     const own = ranges[index] as [number, number][];
-    return { index, blocks, ranges: own, size: own.reduce((sum, [start, end]) => sum + end - start, 0) };
+    const size = own.reduce((sum, [start, end]) => sum + end - start, 0);
+    return { index, blocks, ranges: own, size, tensors: tensorsOf(layout, own) };
   });
+}
+
+/** The layout's tensors inside `ranges`, at their offsets in the contiguous form. */
+function tensorsOf(layout: ParamLayout, ranges: [number, number][]): FragmentTensor[] {
+  const tensors: FragmentTensor[] = [];
+  let at = 0;
+  for (const [start, end] of ranges) {
+    for (const t of layout.tensors) {
+      if (t.offset < start || t.offset >= end) continue;
+      const [rows = t.size, cols = 1] = t.shape.length === 2 ? t.shape : [t.size, 1];
+      tensors.push({ name: t.name, offset: at + t.offset - start, size: t.size, rows, cols });
+    }
+    at += end - start;
+  }
+  return tensors;
 }
 
 /** Copies fragment values out of a logical flat vector into their contiguous form. */

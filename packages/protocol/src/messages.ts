@@ -30,7 +30,7 @@
  * "Every replica" means every member holding θ_global: synced workers and the host.
  */
 
-import type { CodecName } from '@shoal/diloco';
+import { type CodecName, LOW_RANK_RUNGS } from '@shoal/diloco';
 import { z } from 'zod';
 import { peerKeySchema, signatureSchema } from './identity.ts';
 import { MAX_CORPUS_PART_BYTES, MAX_FRAGMENTS, MAX_MEMBERS, MAX_PARTICIPANTS } from './limits.ts';
@@ -55,7 +55,7 @@ import {
 } from './schemas.ts';
 
 /** Same major: compatible. Another major is rejected on decode. A new minor only adds optional fields. */
-export const PROTOCOL_VERSION = { major: 1, minor: 4 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 5 } as const;
 
 /** Join: role and what this member's machine can do. The header's run id is 0 while the run is not known. */
 const helloBody = z.object({
@@ -131,6 +131,15 @@ const heartbeatBody = z.object({
     .refine((counts) => Object.keys(counts).length <= MAX_REJECTION_REASONS, {
       message: `at most ${MAX_REJECTION_REASONS} reasons`,
     })
+    .optional(),
+  /**
+   * Per fragment (index = fragment), the relative error of its last low-rank contribution at each
+   * rank of the ladder up to the round's (1, 2, 4, …; minor 5): the coordinator's adaptive rank
+   * reads the participants' median (docs/lowrank.md). Absent from older peers and in dense rooms.
+   */
+  lowRankErrors: z
+    .array(z.array(z.number().min(0).max(1)).max(LOW_RANK_RUNGS.length))
+    .max(MAX_FRAGMENTS)
     .optional(),
 });
 

@@ -8,6 +8,7 @@
  * encoding (diloco codec.ts) and the owner's result decodes on its own; only the last shard may
  * end off the block grid (at fragmentSize). One shard per owner, every owner a participant.
  */
+import { MAX_LOW_RANK } from '@shoal/diloco';
 import { z } from 'zod';
 import { MAX_PARTICIPANTS } from './limits.ts';
 import {
@@ -135,6 +136,12 @@ export const roundOpenBody = z
      * others waits that much later for their rounds (docs/design.md, "Bounded staleness").
      */
     stepMs: z.array(z.number().positive().max(3_600_000)).max(MAX_PARTICIPANTS).optional(),
+    /**
+     * A low-rank round (minor 5, docs/lowrank.md): each 2-D tensor of the fragment travels as its
+     * factor at this rank against a basis from m[p], on this side; `fragmentSize` is then the
+     * payload's values (`lowRankPayloadSize`) and `codec` the factors' quantiser.
+     */
+    lowRank: z.object({ rank: z.int().min(1).max(MAX_LOW_RANK), side: z.enum(['right', 'left']) }).optional(),
   })
   .superRefine((body, context) => {
     const problem = shardTableProblem(body.shards, body.participants, body.fragmentSize, body.blockSize);

@@ -10,7 +10,7 @@
  * The model and inner-optimiser parts are typed against @shoal/model's GptConfig and
  * TrainConfig, so a field added there fails typechecking here until the wire carries it.
  */
-import { CODEC_NAMES, type CodecName } from '@shoal/diloco';
+import { CODEC_NAMES, type CodecName, MAX_LOW_RANK } from '@shoal/diloco';
 import type { GptConfig, TrainConfig } from '@shoal/model';
 import { z } from 'zod';
 import {
@@ -149,6 +149,21 @@ const dilocoConfigSchema = z.object({
   weightCapFactor: z.number().min(1),
   /** Fraction of a round's participants whose hashes must agree for it to commit. */
   quorum: z.number().gt(0).max(1),
+  /**
+   * The low-rank codec (docs/lowrank.md): pseudo-gradients travel as rank-r factors, quantised
+   * with `codec`. `rank` is the most the adaptive rule uses (and where it starts); `target` the
+   * relative error it keeps under (0: the rank stays fixed). Absent or null: dense rounds.
+   */
+  lowRank: z
+    .object({ rank: z.int().min(1).max(MAX_LOW_RANK), target: z.number().min(0).max(1) })
+    .nullable()
+    .optional(),
+  /**
+   * 1: one-step-delay overlap (DiLoCoX): a round's outer update reaches θ_local as a correction,
+   * the progress trained since its contribution kept, and the worker waits for it only where the
+   * fragment's next round is due. 0 or absent: the merge at contribution + τ.
+   */
+  overlapRounds: z.int().min(0).max(1).optional(),
 });
 
 export const runConfigSchema = z.object({

@@ -49,3 +49,16 @@ export function contributionBound(config: RunConfig): number {
   const { train, diloco } = config;
   return 4 * Math.max(train.maxLr, 1e-6) * diloco.innerSteps * diloco.weightCapFactor;
 }
+
+/**
+ * The owners' per-value bound for a round's payload: contributionBound for a dense round; for a
+ * low-rank one √(the model's longest tensor dimension) times it, since a factor's value is a row
+ * or a column of Δ dotted with a unit vector. Replicas still check the decoded Δ̄ against
+ * contributionBound before any outer step.
+ */
+export function payloadBound(config: RunConfig, lowRank: boolean): number {
+  const bound = contributionBound(config);
+  if (!lowRank) return bound;
+  const { vocabSize, blockSize, nEmbd } = config.model;
+  return bound * Math.sqrt(Math.max(vocabSize, blockSize, 4 * nEmbd));
+}

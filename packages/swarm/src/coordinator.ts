@@ -9,9 +9,10 @@
  * round is open: at most one round in flight per fragment. Points the median passed meanwhile
  * are skipped.
  */
-import { type Codec, createCodec, type Fragment } from '@shoal/diloco';
+import { type Codec, createCodec, type Fragment, lowRankPayloadSize } from '@shoal/diloco';
 import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
 import { abortReason, aggregateFaults, type Fault, graceMs, roundMisses, tally } from './commit-rule.ts';
+import { AdaptiveRank } from './low-rank-rule.ts';
 import type { Member } from './member.ts';
 import type { ReplicaState, ShardClaim } from './replica.ts';
 import { type MemberInfo, median, Roster } from './roster.ts';
@@ -40,7 +41,17 @@ interface OpenRound {
 export type CoordinatorEvent =
   | { event: 'peer-joined'; peer: PeerId }
   | { event: 'peer-left'; peer: PeerId; reason: string }
-  | { event: 'round-opened'; fragment: number; round: number; participants: number }
+  | {
+      event: 'round-opened';
+      fragment: number;
+      round: number;
+      participants: number;
+      /** The quantiser, and the rank of a low-rank round (null: dense). */
+      codec: string;
+      rank: number | null;
+      /** Values in the round's payload (the fragment's, or its factors'). */
+      payloadValues: number;
+    }
   | {
       event: 'round-committed';
       fragment: number;
@@ -100,6 +111,8 @@ export class Coordinator {
   private readonly deadlineMs: number;
   /** The run's codec: its block size is the grid shard boundaries fall on. */
   private readonly codec: Codec;
+  /** Each fragment's rank, in a low-rank room. */
+  private readonly ranks: AdaptiveRank | null;
 
   constructor(private readonly options: CoordinatorOptions) {
     const { config, member, fragments } = options;
@@ -107,6 +120,7 @@ export class Coordinator {
     this.member = member;
     this.deadlineMs = options.deadlineMs ?? 60_000;
     this.codec = createCodec(config.diloco.codec, { blockSize: config.diloco.codecBlockSize });
+    this.ranks = config.diloco.lowRank ? new AdaptiveRank(fragments.length, config.diloco.lowRank) : null;
     this.roster = new Roster(member.self, fragments.length, (roster) => {
       void member.broadcast(this.members.keys(), roster);
     });
@@ -296,18 +310,23 @@ export class Coordinator {
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));
     const weightCaps = participants.map((peer) => seenTokens(this.members.get(peer) as MemberInfo, p, this.config));
-    const stepMs = stepTimes(
-      participants.map((peer) => this.members.get(peer) as MemberInfo),
-      this.config,
+    const infos = participants.map((peer) => this.members.get(peer) as MemberInfo);
+    const stepMs = stepTimes(infos, this.config);
+    // a low-rank round: its rank from the participants' reports of p's last round
+    this.ranks?.observe(
+      p,
+      infos.map((info) => info.lowRankErrors[p] ?? []),
     );
+    const lowRank = this.ranks?.spec(p, round);
+    const payloadValues = lowRank ? lowRankPayloadSize(fragment.tensors, lowRank) : fragment.size;
     const message: RoundOpenMessage = {
       kind: 'round-open',
       fragment: p,
       round,
       codec: this.codec.name,
       participants,
-      shards: shardTable(fragment.size, this.codec, participants),
-      fragmentSize: fragment.size,
+      shards: shardTable(payloadValues, this.codec, participants),
+      fragmentSize: payloadValues,
       blockSize: this.codec.blockSize,
       deadlineMs: this.deadlineMs,
       roomTokens: this.roomTokens,
@@ -315,6 +334,7 @@ export class Coordinator {
       maxWeight,
       weightCaps,
       ...(stepMs ? { stepMs } : {}),
+      ...(lowRank ? { lowRank } : {}),
     };
     const { clock } = this.member;
     const open: OpenRound = {
@@ -333,7 +353,15 @@ export class Coordinator {
       cancelGrace: null,
     };
     this.inFlight[p] = open;
-    this.options.onEvent?.({ event: 'round-opened', fragment: p, round, participants: n });
+    this.options.onEvent?.({
+      event: 'round-opened',
+      fragment: p,
+      round,
+      participants: n,
+      codec: this.codec.name,
+      rank: lowRank?.rank ?? null,
+      payloadValues,
+    });
     void this.member.broadcast(this.everyone(), message);
   }
 

@@ -16,7 +16,13 @@ async function follower() {
   const wire = await createWireCodec();
   const host = new Member(network.join('host'), wire, clock, RUN);
   const member = new Member(network.join('w0'), wire, clock, RUN);
-  const fragment: Fragment = { index: 0, blocks: [0], ranges: [[0, SIZE]], size: SIZE };
+  const fragment: Fragment = {
+    index: 0,
+    blocks: [0],
+    ranges: [[0, SIZE]],
+    size: SIZE,
+    tensors: [{ name: 'all', offset: 0, size: SIZE, rows: SIZE, cols: 1 }],
+  };
   const state = new ReplicaState([fragment], new Float32Array(SIZE), await createFragmentHasher(), {
     lr: 0.7,
     momentum: 0.9,

@@ -9,7 +9,7 @@
  * coordinator named. Results that arrive before their round-open (links differ in latency) wait
  * in a small buffer, for the round after the last one opened only, a few per peer.
  */
-import type { Fragment } from '@shoal/diloco';
+import { type Fragment, lowRankPayloadSize } from '@shoal/diloco';
 import {
   type CommitMessage,
   type PeerId,
@@ -202,6 +202,13 @@ export class ReplicaNode {
       this.member.refuse(from, 'round-open', 'no-such-fragment', `fragment ${p}`);
       return;
     }
+    const { fragment } = this.state.fragment(p);
+    const size = message.lowRank ? lowRankPayloadSize(fragment.tensors, message.lowRank) : fragment.size;
+    if (message.fragmentSize !== size) {
+      const what = message.lowRank ? `a rank-${message.lowRank.rank} ${message.lowRank.side} payload` : 'fragment';
+      this.member.refuse(from, 'round-open', 'size', `${what} ${p} has ${size} values, not ${message.fragmentSize}`);
+      return;
+    }
     this.trust(p, message.baseHash);
     if (message.round > (this.latestOpened.get(p) ?? 0)) this.latestOpened.set(p, message.round);
     if (this.fetching.has(p)) {
@@ -222,7 +229,7 @@ export class ReplicaNode {
       return;
     }
     if (message.round <= current.round) return;
-    this.state.openRound(p, message.round, roundCodec(message), message.shards);
+    this.state.openRound(p, message.round, roundCodec(message), message.shards, message.lowRank);
     this.opens.set(roundKey(p, message.round), message);
     this.events.opened?.(message);
     const waiting = this.early.filter((e) => e.message.fragment === p && e.message.round === message.round);

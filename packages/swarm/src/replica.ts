@@ -12,7 +12,10 @@ import {
   type Codec,
   type Fragment,
   type FragmentHasher,
+  FragmentProjection,
   gatherFragment,
+  type LowRankSpec,
+  lowRankSeed,
   type OuterOptimizerOptions,
   scatterFragment,
   tentativeOuterStep,
@@ -48,6 +51,8 @@ interface PendingRound {
   fragment: number;
   round: number;
   codec: Codec;
+  /** A low-rank round's projection, built from m[p] at its open: shards carry its payload. */
+  projection: FragmentProjection | null;
   shards: ShardRange[];
   slots: ShardSlot[];
   tentative: { theta: Float32Array; momentum: Float32Array; hash: string } | null;
@@ -128,14 +133,28 @@ export class ReplicaState {
     return out;
   }
 
-  /** Starts collecting shard results for round `round` of fragment p (from round-open). */
-  openRound(p: number, round: number, codec: Codec, shards: (ShardRange & { checker?: string })[]): void {
+  /**
+   * Starts collecting shard results for round `round` of fragment p (from round-open). A low-rank
+   * round's projection is built here, from m[p] as it stands (the round's base): the participants
+   * on this replica project their Δ with it, and the averaged payload decodes with it.
+   */
+  openRound(
+    p: number,
+    round: number,
+    codec: Codec,
+    shards: (ShardRange & { checker?: string })[],
+    lowRank?: LowRankSpec,
+  ): void {
     const state = this.fragment(p);
     if (round <= state.round) throw new RangeError(`round ${round} of fragment ${p} is not after ${state.round}`);
+    const projection = lowRank
+      ? new FragmentProjection(state.fragment.tensors, state.momentum, lowRank, lowRankSeed(p, round))
+      : null;
     this.pending.set(key(p, round), {
       fragment: p,
       round,
       codec,
+      projection,
       shards,
       slots: shards.map((shard) => ({
         checked: shard.checker !== undefined,
@@ -151,6 +170,11 @@ export class ReplicaState {
 
   isOpen(p: number, round: number): boolean {
     return this.pending.has(key(p, round));
+  }
+
+  /** The projection of an open low-rank round (null for a dense one, undefined when not open here). */
+  projection(p: number, round: number): FragmentProjection | null | undefined {
+    return this.pending.get(key(p, round))?.projection;
   }
 
   /**
@@ -194,9 +218,11 @@ export class ReplicaState {
     const missing = pending.slots.filter((s) => verifiedValues(s) === null).length;
     if (missing > 0) return { status: 'waiting', missing, shards };
     const state = this.fragment(p);
-    const delta = new Float32Array(state.fragment.size);
+    const { projection } = pending;
+    const values = new Float32Array(projection ? projection.payloadSize : state.fragment.size);
     for (const [k, s] of pending.shards.entries())
-      delta.set(verifiedValues(pending.slots[k] as ShardSlot) as Float32Array, s.start);
+      values.set(verifiedValues(pending.slots[k] as ShardSlot) as Float32Array, s.start);
+    const delta: Float32Array = projection ? projection.decode(values) : values;
     const problem = this.outOfBounds(delta);
     if (problem) {
       pending.refused = problem.message;

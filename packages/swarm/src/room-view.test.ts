@@ -140,7 +140,15 @@ describe('the room view recorder', () => {
   it('keeps the last MAX_VIEW_ROUNDS rounds and a thinned history', async () => {
     const { room, recorder } = await recordedRoom(0);
     for (let round = 1; round <= MAX_VIEW_ROUNDS + 10; round++) {
-      recorder.onEvent({ event: 'round-opened', fragment: 0, round, participants: 2 });
+      recorder.onEvent({
+        event: 'round-opened',
+        fragment: 0,
+        round,
+        participants: 2,
+        codec: 'fp4',
+        rank: null,
+        payloadValues: 100,
+      });
       if (round % 2) {
         recorder.onEvent({ event: 'round-aborted', fragment: 0, round, reason: 'deadline' });
       } else {

@@ -49,6 +49,8 @@ export interface MemberInfo {
   measuredStepMs: number;
   /** Its step and this clock at its last heartbeat, for measuredStepMs. */
   paceMark: { step: number; at: number } | null;
+  /** Per fragment, its last low-rank contribution's error at each rank of the ladder (heartbeats). */
+  lowRankErrors: number[][];
 }
 
 /** What a hello tells of a newcomer; the rest of its MemberInfo starts empty. */
@@ -117,6 +119,7 @@ export class Roster {
       stepAtLastRound: new Array<number>(this.fragmentCount).fill(0),
       measuredStepMs: 0,
       paceMark: null,
+      lowRankErrors: [],
     };
     this.members.set(info.peer, info);
     return info;
@@ -133,6 +136,7 @@ export class Roster {
     info.stalls = message.stalls;
     info.reachable = new Set(message.reachable);
     info.rejected = message.rejectedContributions ?? {};
+    info.lowRankErrors = message.lowRankErrors ?? [];
     info.lastSeen = now;
     const mark = info.paceMark;
     if (mark && message.innerStep > mark.step && now > mark.at) {

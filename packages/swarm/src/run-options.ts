@@ -8,7 +8,14 @@
  * Defaults live here, except the inner optimiser's, which `defaultTrainConfig` (@shoal/model)
  * defines for every trainer and this table reads.
  */
-import { AGGREGATION_KINDS, aggregationRuleOf, CODEC_NAMES, type CodecName } from '@shoal/diloco';
+import {
+  AGGREGATION_KINDS,
+  aggregationRuleOf,
+  CODEC_NAMES,
+  type CodecName,
+  LOW_RANK_TARGET,
+  MAX_LOW_RANK,
+} from '@shoal/diloco';
 import { defaultTrainConfig, type GptConfig, PRESETS, presetConfig } from '@shoal/model';
 import { MAX_CODEC_BLOCK_SIZE, type RunConfig } from '@shoal/protocol';
 import { z } from 'zod';
@@ -123,6 +130,40 @@ export const RUN_OPTIONS = {
     max: MAX_CODEC_BLOCK_SIZE,
     step: 2,
     simulate: true,
+  },
+  lowRank: {
+    kind: 'integer',
+    flag: '--low-rank',
+    metavar: 'r',
+    label: 'Low-rank r',
+    help: 'send 2-D pseudo-gradients as rank-r factors (DiLoCoX; 0: off); the most the adaptive rank uses',
+    default: 0,
+    min: 0,
+    max: MAX_LOW_RANK,
+    simulate: true,
+  },
+  lowRankTarget: {
+    kind: 'number',
+    flag: '--low-rank-target',
+    metavar: 'e',
+    label: 'Low-rank error',
+    help: 'relative error the adaptive rank keeps under (0: the rank stays r)',
+    default: LOW_RANK_TARGET,
+    min: 0,
+    max: 1,
+    simulate: true,
+  },
+  overlapRounds: {
+    kind: 'integer',
+    flag: '--overlap-rounds',
+    metavar: 'n',
+    label: 'One-step delay',
+    help: "1: a round's update lands as a correction that keeps the steps trained since (DiLoCoX); 0: merge at τ",
+    default: 0,
+    min: 0,
+    max: 1,
+    // the simulator's methods say whether they delay (streaming-delay, dilocox)
+    simulate: false,
   },
   aggregation: {
     kind: 'choice',
@@ -344,6 +385,8 @@ export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corp
       codec: values.codec as CodecName,
       codecBlockSize: values.blockSize,
       aggregation: aggregationRuleOf(values.aggregation),
+      lowRank: values.lowRank > 0 ? { rank: values.lowRank, target: values.lowRankTarget } : null,
+      overlapRounds: values.overlapRounds,
     },
     data: { corpus: extra.corpus ?? 'moby-dick', seed: train.seed },
     heartbeatMs: 1000,

@@ -19,7 +19,7 @@
  */
 import type { Codec, FragmentHasher } from '@shoal/diloco';
 import type { ContributionMessage, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
-import { contributionBound } from './config.ts';
+import { payloadBound } from './config.ts';
 import type { Member } from './member.ts';
 import { ShardCollector, type ShardResult } from './owner.ts';
 
@@ -70,12 +70,9 @@ export class ShardDuties {
   private readonly early: Early[] = [];
   /** The newest round opened here, per fragment: early contributions are for the next one only. */
   private readonly latestOpened = new Map<number, number>();
-  private readonly bound: number;
   private readonly finishedListeners: ((duty: FinishedDuty) => void)[] = [];
 
-  constructor(private readonly options: ShardDutyOptions) {
-    this.bound = contributionBound(options.config);
-  }
+  constructor(private readonly options: ShardDutyOptions) {}
 
   /** Calls `listener` with every result this member sends (the host judges its referee results). */
   onFinished(listener: (duty: FinishedDuty) => void): void {
@@ -124,7 +121,7 @@ export class ShardDuties {
       weightCaps: open.weightCaps
         ? new Map(open.participants.map((peer, i) => [peer, open.weightCaps?.[i] as number]))
         : undefined,
-      maxMagnitude: this.bound,
+      maxMagnitude: payloadBound(this.options.config, open.lowRank !== undefined),
     });
     // A participant already down (a shard taken over after its owner crashed) is not waited for:
     // the peer-down that drops it from collectors came before this one existed.

@@ -11,10 +11,13 @@
  * - diloco: the whole model (P = 1) every H steps, fp32, no overlap (τ = 0: workers wait for the
  *   round) and θ_local replaced by θ_global (α = 0), as in DiLoCo.
  * - streaming: P fragments, overlap τ, merge α, fp32. streaming-fp4: the same with --codec.
+ * - dilocox (DiLoCoX's two ideas on streaming-fp4, docs/lowrank.md): the low-rank codec (rank
+ *   --low-rank, adaptive to --low-rank-target) and the one-step-delay overlap; each part alone is
+ *   streaming-lowrank and streaming-delay.
  * Evaluation: θ_global after a final round of every fragment, on the same validation batches.
  */
 import { BatchSampler } from '@shoal/data';
-import type { AggregationRule, CodecName } from '@shoal/diloco';
+import { type AggregationRule, type CodecName, DEFAULT_LOW_RANK, LOW_RANK_TARGET } from '@shoal/diloco';
 import { learningRate } from '@shoal/gpu';
 import {
   type Batch,
@@ -35,7 +38,15 @@ import { Member } from './member.ts';
 import { SimNetwork, VirtualClock } from './sim/index.ts';
 import { Worker } from './worker.ts';
 
-export const METHODS = ['dp', 'diloco', 'streaming', 'streaming-fp4'] as const;
+export const METHODS = [
+  'dp',
+  'diloco',
+  'streaming',
+  'streaming-fp4',
+  'streaming-lowrank',
+  'streaming-delay',
+  'dilocox',
+] as const;
 export type MethodName = (typeof METHODS)[number];
 
 export interface SimulateOptions {
@@ -57,6 +68,8 @@ export interface SimulateOptions {
   codecBlockSize?: number;
   /** How shard owners combine the Δ (the run config's default when omitted). */
   aggregation?: AggregationRule;
+  /** The low-rank codec of the low-rank methods: most rank and error target (DEFAULT_LOW_RANK when omitted). */
+  lowRank?: { rank: number; target: number };
   /** Total training tokens per method, across all workers. */
   tokens: number;
   seed: number;
@@ -254,15 +267,29 @@ async function evaluate(options: SimulateOptions, model: GptConfig, train: Train
   }
 }
 
+/** The DiLoCo settings that make each method what it is. */
+function methodDiloco(name: Exclude<MethodName, 'dp'>, options: SimulateOptions): Partial<RunConfig['diloco']> {
+  const streaming = { fragments: options.fragments, overlap: options.overlap, alpha: options.alpha };
+  const lowRank = options.lowRank ?? { rank: DEFAULT_LOW_RANK, target: LOW_RANK_TARGET };
+  switch (name) {
+    case 'diloco':
+      return { fragments: 1, overlap: 0, alpha: 0, codec: 'fp32' };
+    case 'streaming':
+      return { ...streaming, codec: 'fp32' };
+    case 'streaming-fp4':
+      return { ...streaming, codec: options.codec };
+    case 'streaming-lowrank':
+      return { ...streaming, codec: options.codec, lowRank };
+    case 'streaming-delay':
+      return { ...streaming, codec: options.codec, overlapRounds: 1 };
+    case 'dilocox':
+      return { ...streaming, codec: options.codec, lowRank, overlapRounds: 1 };
+  }
+}
+
 function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions, model: GptConfig): RunConfig {
   const train = trainConfig(options, model, options.batch);
-  const streaming = { fragments: options.fragments, overlap: options.overlap, alpha: options.alpha };
-  const diloco =
-    name === 'diloco'
-      ? { fragments: 1, overlap: 0, alpha: 0, codec: 'fp32' as const }
-      : name === 'streaming'
-        ? { ...streaming, codec: 'fp32' as const }
-        : { ...streaming, codec: options.codec };
+  const diloco = methodDiloco(name, options);
   return createRunConfig({
     model,
     train,

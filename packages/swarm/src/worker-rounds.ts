@@ -23,11 +23,12 @@ import {
   encodedSlice,
   type Fragment,
   gatherFragment,
+  LowRankFeedback,
   scatterFragment,
 } from '@shoal/diloco';
 import type { Trainer } from '@shoal/model';
 import type { PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
-import { contributionBound } from './config.ts';
+import { contributionBound, payloadBound } from './config.ts';
 import type { Member } from './member.ts';
 import type { ReplicaNode } from './replica-node.ts';
 import { median } from './roster.ts';
@@ -64,6 +65,11 @@ export interface RoundInFlight {
   openedAt: number;
   /** Steps past contribution + τ it may train before waiting for the commit (Worker.slacksFrom). */
   mergeSlack: number;
+  /**
+   * With the one-step delay, θ_local[p] as it was contributed: the commit's update reaches
+   * θ_local as θ_global[p] − this, so the steps trained since are kept.
+   */
+  base: Float32Array | null;
 }
 
 export interface WorkerRoundsOptions {
@@ -99,9 +105,22 @@ export class WorkerRounds {
   private readonly mergeSlack: number[] = [];
   /** How long its last rounds took from open to commit, ms (the newest last). */
   private readonly durations: number[] = [];
+  /** Per fragment, the low-rank codec's error feedback (local: what its factors left out). */
+  private readonly lowRankFeedback: LowRankFeedback[];
+  /** Per fragment, its last low-rank contribution's error at each rank of the ladder (heartbeats). */
+  readonly lowRankErrors: number[][];
 
   constructor(private readonly options: WorkerRoundsOptions) {
     this.tokensSince = options.fragments.map(() => 0);
+    this.lowRankFeedback = options.config.diloco.lowRank
+      ? options.fragments.map((f) => new LowRankFeedback(f.size))
+      : [];
+    this.lowRankErrors = options.fragments.map(() => []);
+  }
+
+  /** The one-step delay (DiLoCoX): merges are corrections, waited for only where the next round is due. */
+  private get delayed(): boolean {
+    return this.options.config.diloco.overlapRounds === 1;
   }
 
   /** `tokens` more trained into every fragment. */
@@ -130,6 +149,7 @@ export class WorkerRounds {
       committedAt: null,
       openedAt: this.options.member.clock.now(),
       mergeSlack: slack.merge,
+      base: null,
     });
   }
 
@@ -198,9 +218,13 @@ export class WorkerRounds {
     return late;
   }
 
-  /** Steps after a contribution at which its merge is due: τ plus the slack, below H (0 for τ = 0). */
+  /**
+   * Steps after a contribution at which its merge is due: τ plus the slack, below H (0 for τ = 0);
+   * H with the one-step delay, where the fragment's next round is due.
+   */
   private mergePatience(slack: number): number {
     const { overlap, innerSteps } = this.options.config.diloco;
+    if (this.delayed) return innerSteps;
     return overlap === 0 ? 0 : Math.min(innerSteps, overlap + slack);
   }
 
@@ -252,6 +276,7 @@ export class WorkerRounds {
     this.durations.push(this.options.member.clock.now() - inFlight.openedAt);
     if (this.durations.length > DURATIONS_KEPT) this.durations.shift();
     if (this.options.feedback[p]?.pending) this.options.feedback[p]?.commit();
+    if (this.lowRankFeedback[p]?.pending) this.lowRankFeedback[p]?.commit();
   }
 
   aborted(p: number, round: number): void {
@@ -291,11 +316,13 @@ export class WorkerRounds {
       replica.state.abort(p, round.open.round);
     }
     for (const [p, round] of this.rounds) {
-      const due = round.committedAt !== null && step >= round.contributionStep + config.diloco.overlap;
+      // with the one-step delay a committed round merges at once: its correction keeps the steps since
+      const merging = this.delayed ? 0 : config.diloco.overlap;
+      const due = round.committedAt !== null && step >= round.contributionStep + merging;
       const forced = round.committedAt !== null && this.pendingOpens.has(p);
       if (!due && !forced) continue;
       params ??= await clock.track(trainer.getParams());
-      this.merge(params, p, config.diloco.alpha);
+      this.merge(params, p, config.diloco.alpha, round.base);
       merged = true;
       this.rounds.delete(p);
     }
@@ -310,8 +337,11 @@ export class WorkerRounds {
       this.lastContribution[p] = step;
     }
     for (const [p, round] of this.pendingOpens) {
-      if (this.rounds.has(p)) {
-        this.options.counters.stalls++; // the previous round of p is still open: contribute later
+      // the previous round of p is still open, or (low-rank) this replica has not opened this one
+      // yet, so its projection is not known: contribute later
+      const unprojected = round.open.lowRank && !replica.state.projection(p, round.open.round);
+      if (this.rounds.has(p) || unprojected) {
+        this.options.counters.stalls++;
         continue;
       }
       this.pendingOpens.delete(p);
@@ -347,14 +377,26 @@ export class WorkerRounds {
   private drop(p: number): void {
     this.rounds.delete(p);
     if (this.options.feedback[p]?.pending) this.options.feedback[p]?.discard();
+    if (this.lowRankFeedback[p]?.pending) this.lowRankFeedback[p]?.discard();
   }
 
-  private merge(params: Float32Array, p: number, alpha: number): void {
+  /**
+   * θ_local[p] ← α·θ_local[p] + (1 − α)·θ_global[p]; with the one-step delay (a `base`, θ_local[p]
+   * as contributed) θ_local[p] += (1 − α)·(θ_global[p] − base): the round's outer update replaces
+   * this worker's own contributed steps, and the steps trained since the contribution are kept.
+   */
+  private merge(params: Float32Array, p: number, alpha: number, base: Float32Array | null): void {
     const fragment = this.options.fragments[p] as Fragment;
     const global = this.options.replica.state.fragment(p).theta;
     const local = gatherFragment(params, fragment);
-    for (let i = 0; i < local.length; i++) {
-      local[i] = alpha * (local[i] as number) + (1 - alpha) * (global[i] as number);
+    if (base) {
+      for (let i = 0; i < local.length; i++) {
+        local[i] = (local[i] as number) + (1 - alpha) * ((global[i] as number) - (base[i] as number));
+      }
+    } else {
+      for (let i = 0; i < local.length; i++) {
+        local[i] = alpha * (local[i] as number) + (1 - alpha) * (global[i] as number);
+      }
     }
     scatterFragment(local, fragment, params);
     this.options.counters.merges++;
@@ -374,6 +416,7 @@ export class WorkerRounds {
     this.snapshots.delete(p);
     if (!snapshot && !params) throw new Error(`fragment ${p}: no θ_local to contribute`);
     const delta = snapshot ? snapshot.theta : gatherFragment(params as Float32Array, fragment);
+    round.base = this.delayed ? delta.slice() : null;
     let largest = 0;
     for (let i = 0; i < delta.length; i++) {
       const value = (global[i] as number) - (delta[i] as number);
@@ -390,9 +433,7 @@ export class WorkerRounds {
       counters.clampedContributions++;
     }
     const { codec } = round;
-    const feedback = this.options.feedback[p];
-    const sameCodec = feedback?.codec.name === codec.name && feedback.codec.blockSize === codec.blockSize;
-    const encoded = feedback && sameCodec && !feedback.pending ? feedback.encode(delta) : codec.encode(delta);
+    const encoded = round.open.lowRank ? this.encodeLowRank(round, delta) : this.encodeDense(p, codec, delta);
     round.payloads = round.open.shards.map((shard) => encodedSlice(codec, encoded, shard.start, shard.end));
     if (snapshot) {
       round.weight = Math.max(1, snapshot.tokens);
@@ -408,6 +449,32 @@ export class WorkerRounds {
       this.sendShard(round, k, shard.checker === undefined ? [shard.owner] : [shard.owner, shard.checker]);
     }
     return true;
+  }
+
+  private encodeDense(p: number, codec: Codec, delta: Float32Array): Uint8Array {
+    const feedback = this.options.feedback[p];
+    const sameCodec = feedback?.codec.name === codec.name && feedback.codec.blockSize === codec.blockSize;
+    return feedback && sameCodec && !feedback.pending ? feedback.encode(delta) : codec.encode(delta);
+  }
+
+  /**
+   * A low-rank round's payload: Δ (plus what earlier factors left out) projected with the round's
+   * shared projection and quantised with its codec, kept within the owners' bound. Notes the
+   * errors at each rank for the heartbeats.
+   */
+  private encodeLowRank(round: RoundInFlight, delta: Float32Array): Uint8Array {
+    const p = round.open.fragment;
+    const projection = this.options.replica.state.projection(p, round.open.round);
+    if (!projection) throw new Error(`round ${round.open.round} of fragment ${p} is not open on this replica`);
+    const { codec } = round;
+    const roundTrip = (payload: Float32Array) => codec.decode(codec.encode(payload), payload.length);
+    const limit = payloadBound(this.options.config, true) / 2;
+    // a low-rank round in a room configured dense (an open this worker's config does not expect)
+    // still gets error feedback, from its first round
+    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length);
+    const { payload, errors } = this.lowRankFeedback[p].encode(delta, projection, roundTrip, limit);
+    this.lowRankErrors[p] = errors;
+    return codec.encode(payload);
   }
 
   /** θ_local went non-finite: θ_global in its place and fresh AdamW moments, instead of a crash. */

@@ -393,6 +393,7 @@ export class Worker {
       stalls: this.metrics.stalls,
       reachable: member.transport.peers(),
       rejectedContributions: Object.fromEntries(this.rejectedContributions),
+      ...(this.config?.diloco.lowRank && this.rounds ? { lowRankErrors: this.rounds.lowRankErrors } : {}),
     });
   }
 

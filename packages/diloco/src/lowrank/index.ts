@@ -1,4 +1,5 @@
-/** The low-rank codec's numerical core (docs/lowrank.md); not yet wired into rounds or the wire. */
+/** The low-rank codec (docs/lowrank.md): its numerical core, and a fragment's projection for a round. */
+export * from './fragment.ts';
 export * from './orthonormal.ts';
 export * from './project.ts';
 export * from './rank.ts';
