@@ -71,6 +71,10 @@ export const roomViewRoundSchema = z.object({
   outcome: z.enum(['open', 'committed', 'aborted']),
   /** The abort's reason, or the committed hash's first 16 hex digits. */
   detail: shortText,
+  /** The round's quantiser ('fp4', …). Absent in views from before low-rank rounds. */
+  codec: z.string().max(16).optional(),
+  /** The round's low-rank rank; null: a dense round. Absent in views from before low-rank rounds. */
+  rank: count.nullable().optional(),
 });
 export type RoomViewRound = z.infer<typeof roomViewRoundSchema>;
 
@@ -98,6 +102,20 @@ export const roomViewPointSchema = z.object({
 });
 export type RoomViewPoint = z.infer<typeof roomViewPointSchema>;
 
+/**
+ * How the room's rounds travel, for the bandwidth chart: defined once by the host's recorder, so
+ * the dashboard and the watch page show the same words.
+ */
+export const roomViewWireSchema = z.object({
+  /** The quantiser of the latest round (the run's codec before the first). */
+  codec: z.string().max(16),
+  /** Each fragment's rank in its latest round; null: a dense round, or none opened yet. */
+  ranks: z.array(count.nullable()).max(256),
+  /** In words: 'fp4 (dense)', 'fp4, low-rank r 8 / 4 (adaptive, ≤ 8) · one-step delay'. */
+  label: shortText,
+});
+export type RoomViewWire = z.infer<typeof roomViewWireSchema>;
+
 export const roomViewMetricsSchema = z.object({
   step: count,
   tokens: nonNegative,
@@ -111,6 +129,8 @@ export const roomViewMetricsSchema = z.object({
   roundsAborted: count,
   /** Each fragment's last committed round and θ_global‖m hash. */
   fragments: z.array(z.object({ round: count, hash: z.string().max(128) })).max(256),
+  /** The codec and ranks in use. Absent in views from before low-rank rounds. */
+  wire: roomViewWireSchema.optional(),
 });
 export type RoomViewMetrics = z.infer<typeof roomViewMetricsSchema>;
 

@@ -1,7 +1,8 @@
 import { MAX_VIEW_HISTORY, MAX_VIEW_ROUNDS, roomViewUpdateSchema } from '@shoal/protocol';
 import { describe, expect, it } from 'vitest';
+import { createRunConfig } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
-import { RoomViewRecorder, ringAllReduceBytes } from './room-view.ts';
+import { RoomViewRecorder, ringAllReduceBytes, wireLabel } from './room-view.ts';
 import { createRoom, must } from './test-room.ts';
 
 /** A room whose host events also reach a recorder on the room's virtual clock (t = virtual ms). */
@@ -76,7 +77,13 @@ describe('the room view recorder', () => {
     // The timeline: every committed round, in order open ≤ reduced ≤ gathered ≤ ended, with its hash.
     for (const event of committed) {
       const entry = must(snapshot.rounds.find((r) => r.fragment === event.fragment && r.round === event.round));
-      expect(entry).toMatchObject({ outcome: 'committed', participants: 3, detail: event.hash.slice(0, 16) });
+      expect(entry).toMatchObject({
+        outcome: 'committed',
+        participants: 3,
+        detail: event.hash.slice(0, 16),
+        codec: 'fp4',
+        rank: null,
+      });
       const { openedAt, reducedAt, gatheredAt, endedAt } = entry;
       expect(openedAt).toBeLessThan(must(reducedAt));
       expect(must(reducedAt)).toBeLessThanOrEqual(must(gatheredAt));
@@ -91,6 +98,8 @@ describe('the room view recorder', () => {
     }
     expect(snapshot.metrics).toMatchObject({ roundsCommitted: committed.length, roundsAborted: 0 });
     expect(snapshot.metrics.fragments.map((f) => f.round)).toEqual(host.fragmentStates().map((f) => f.round));
+    // a dense room: the run's codec, no rank in any fragment
+    expect(snapshot.metrics.wire).toEqual({ codec: 'fp4', ranks: [null, null], label: 'fp4 (dense)' });
 
     // The peers: every worker, its counters, and the committed rounds it contributed to.
     expect(snapshot.peers.map((p) => p.peer).sort()).toEqual(['w0', 'w1', 'w2']);
@@ -174,5 +183,61 @@ describe('the room view recorder', () => {
     expect(recorder.update().points).toEqual([]);
     // no workers: nothing trained, nothing a data-parallel run would have sent
     expect(snapshot.points.at(-1)).toMatchObject({ tokens: 0, trainLoss: null, dpBytes: 0, peers: {} });
+  });
+
+  it("names the codec and each fragment's rank in its latest round, and older views still decode", async () => {
+    const { room, recorder } = await recordedRoom(0);
+    // before any round: the run's codec, no rank yet
+    expect(recorder.snapshot().metrics.wire).toMatchObject({ codec: 'fp4', ranks: [null, null] });
+    const open = (fragment: number, round: number, rank: number | null) =>
+      recorder.onEvent({
+        event: 'round-opened',
+        fragment,
+        round,
+        participants: 2,
+        codec: 'int8',
+        rank,
+        payloadValues: 100,
+      });
+    open(0, 1, 8);
+    open(1, 1, 4);
+    open(0, 2, 2); // fragment 0's rank stepped down
+    const snapshot = roomViewUpdateSchema.parse(recorder.snapshot());
+    expect(snapshot.rounds.map((r) => [r.fragment, r.codec, r.rank])).toEqual([
+      [0, 'int8', 8],
+      [1, 'int8', 4],
+      [0, 'int8', 2],
+    ]);
+    const { diloco } = room.host.config;
+    expect(snapshot.metrics.wire).toEqual({ codec: 'int8', ranks: [2, 4], label: wireLabel('int8', [2, 4], diloco) });
+
+    // a view from before low-rank rounds (no wire, no round codec or rank) decodes as it is
+    const { wire: _, ...metrics } = snapshot.metrics;
+    const rounds = snapshot.rounds.map(({ codec: _codec, rank: _rank, ...round }) => round);
+    const older = roomViewUpdateSchema.parse({ ...snapshot, metrics, rounds });
+    expect(older.metrics.wire).toBeUndefined();
+    expect(older.rounds[0]).not.toHaveProperty('rank');
+  });
+});
+
+describe('wireLabel', () => {
+  const dense = createRunConfig({ preset: 'nano' }).diloco;
+  const lowRank = (rank: number, target: number) => ({ ...dense, lowRank: { rank, target } });
+
+  it('says dense, or low-rank with each fragment’s rank (once when they agree) and the rule', () => {
+    expect(wireLabel('fp4', [null, null], dense)).toBe('fp4 (dense)');
+    expect(wireLabel('fp4', [null, null], { ...dense, lowRank: null })).toBe('fp4 (dense)');
+    expect(wireLabel('fp4', [8, 8], lowRank(8, 0))).toBe('fp4, low-rank r 8');
+    expect(wireLabel('fp4', [8, 4], lowRank(8, 0.1))).toBe('fp4, low-rank r 8 / 4 (adaptive, ≤ 8)');
+    expect(wireLabel('int8', [4, 4, 4], lowRank(8, 0.1))).toBe('int8, low-rank r 4 (adaptive, ≤ 8)');
+    // fragments without a round yet
+    expect(wireLabel('fp4', [null, null], lowRank(8, 0.1))).toBe('fp4, low-rank (adaptive, ≤ 8)');
+    expect(wireLabel('fp4', [8, null], lowRank(8, 0))).toBe('fp4, low-rank r 8 / –');
+  });
+
+  it('adds the one-step delay', () => {
+    expect(wireLabel('fp4', [null], { ...dense, overlapRounds: 1 })).toBe('fp4 (dense) · one-step delay');
+    expect(wireLabel('fp4', [8], { ...lowRank(8, 0), overlapRounds: 1 })).toBe('fp4, low-rank r 8 · one-step delay');
+    expect(wireLabel('fp4', [null], { ...dense, overlapRounds: 0 })).toBe('fp4 (dense)');
   });
 });

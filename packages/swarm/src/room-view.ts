@@ -4,6 +4,9 @@
  * and the host replica's result shards, the peers' rows from the coordinator's members, and
  * chart points sampled when the caller says (a timer in `shoal host` or the dashboard).
  *
+ * The wire figure (metrics.wire: the codec and each fragment's rank, in words too) is defined
+ * here once, for the dashboard, the watch page and `shoal host` alike.
+ *
  * Byte figures count from the recorder's start, or, for a resumed run, from its last chart point
  * (`continueFrom`); the host's own mesh counter restarts either way.
  *
@@ -24,6 +27,8 @@ import {
   type RoomViewPoint,
   type RoomViewRound,
   type RoomViewUpdate,
+  type RoomViewWire,
+  type RunConfig,
 } from '@shoal/protocol';
 import type { CoordinatorEvent } from './coordinator.ts';
 import type { Host } from './host.ts';
@@ -53,6 +58,23 @@ export function ringAllReduceBytes(values: number, n: number): number {
   return n < 2 ? 0 : 2 * (n - 1) * values * 4;
 }
 
+/**
+ * How a room's rounds travel, in words: 'fp4 (dense)'; 'fp4, low-rank r 8' (a fixed rank);
+ * 'fp4, low-rank r 8 / 4 (adaptive, ≤ 8)' (each fragment's rank, shown once when they agree; '–'
+ * for one with no round yet); ' · one-step delay' added under overlapRounds 1.
+ */
+export function wireLabel(codec: string, ranks: readonly (number | null)[], diloco: RunConfig['diloco']): string {
+  const { lowRank, overlapRounds } = diloco;
+  let text = `${codec} (dense)`;
+  if (lowRank) {
+    const shown = new Set(ranks).size === 1 ? ranks.slice(0, 1) : ranks;
+    const ranksText = ranks.every((rank) => rank === null) ? '' : ` r ${shown.map((rank) => rank ?? '–').join(' / ')}`;
+    const rule = lowRank.target > 0 ? ` (adaptive, ≤ ${lowRank.rank})` : '';
+    text = `${codec}, low-rank${ranksText}${rule}`;
+  }
+  return overlapRounds === 1 ? `${text} · one-step delay` : text;
+}
+
 /** Text fields of the view are at most 500 characters (a long "no channel to …" reason is cut). */
 const clip = (text: string) => (text.length > 500 ? `${text.slice(0, 499)}…` : text);
 
@@ -64,6 +86,9 @@ export class RoomViewRecorder {
   private readonly now: () => number;
   private status: RoomStatus = 'waiting';
   private evalLoss: number | null = null;
+  /** The latest round's quantiser, and each fragment's rank in its latest round (null: dense, or none yet). */
+  private codec: string;
+  private readonly ranks: (number | null)[];
   /** The most recent MAX_VIEW_ROUNDS rounds, oldest first. */
   private readonly rounds: RoomViewRound[] = [];
   /** Committed rounds each peer contributed to (kept after it leaves, should it come back). */
@@ -86,6 +111,8 @@ export class RoomViewRecorder {
     this.now = options.now ?? Date.now;
     this.startedAt = options.startedAt ?? this.now();
     this.parameters = this.host.fragments.reduce((sum, fragment) => sum + fragment.size, 0);
+    this.codec = this.host.config.diloco.codec;
+    this.ranks = this.host.fragments.map(() => null);
     this.fp32Bytes = options.continueFrom?.fp32Bytes ?? 0;
     this.dpBytes = options.continueFrom?.dpBytes ?? 0;
     this.dpTokens = this.host.coordinator.roomTokens;
@@ -102,7 +129,9 @@ export class RoomViewRecorder {
   onEvent(event: CoordinatorEvent): void {
     switch (event.event) {
       case 'round-opened': {
-        const { fragment, round, participants } = event;
+        const { fragment, round, participants, codec, rank } = event;
+        this.codec = codec;
+        if (fragment < this.ranks.length) this.ranks[fragment] = rank;
         this.rounds.push({
           fragment,
           round,
@@ -113,6 +142,8 @@ export class RoomViewRecorder {
           endedAt: null,
           outcome: 'open',
           detail: '',
+          codec,
+          rank,
         });
         if (this.rounds.length > MAX_VIEW_ROUNDS) this.rounds.shift();
         return;
@@ -211,6 +242,7 @@ export class RoomViewRecorder {
         .fragmentStates()
         .slice(0, 256)
         .map(({ round, hash }) => ({ round, hash })),
+      wire: this.wire(),
     };
     const clock = member.clock.now(); // lastSeen is on the member's clock, not the epoch
     return {
@@ -225,6 +257,11 @@ export class RoomViewRecorder {
       rounds: this.rounds.map((entry) => ({ ...entry })),
       points: [...points],
     };
+  }
+
+  private wire(): RoomViewWire {
+    const ranks = this.ranks.slice(0, 256);
+    return { codec: this.codec, ranks, label: clip(wireLabel(this.codec, ranks, this.host.config.diloco)) };
   }
 
   private peerRow(info: MemberInfo, clock: number): RoomViewPeer {

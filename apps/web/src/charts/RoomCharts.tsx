@@ -1,7 +1,8 @@
 /**
  * The room's charts, for the host dashboard and the watch page: loss, throughput, bandwidth and
  * cumulative bytes against Shoal's baselines, over tokens or run time, in a grid that is one
- * column wide on a phone.
+ * column wide on a phone. The bandwidth chart names how the rounds travel (the codec, the rank
+ * in use) in the room view's own words.
  */
 import type { RoomViewPoint } from '@shoal/protocol';
 import { useId, useMemo, useState } from 'react';
@@ -19,6 +20,11 @@ import { TimeSeriesChart } from './TimeSeriesChart.tsx';
 export interface RoomChartsProps {
   /** The room's chart points, oldest first (RoomViewUpdate.points, accumulated). */
   points: readonly RoomViewPoint[];
+  /**
+   * How the rounds travel, shown beside the bandwidth chart's title: the room view's
+   * `metrics.wire.label` ('fp4, low-rank r 8 / 4 (adaptive, ≤ 8)'); absent in older views.
+   */
+  wire?: string;
   /** Tokens or run time on x. Left out, the charts keep their own choice (tokens at first). */
   xAxis?: XAxisKind;
   /** Called when the toggle is used; pair it with `xAxis` to control the choice from a store. */
@@ -42,6 +48,7 @@ function ratio(value: number | null): string | null {
 
 export function RoomCharts({
   points,
+  wire,
   xAxis: controlled,
   onXAxisChange,
   maxPeers,
@@ -110,6 +117,7 @@ export function RoomCharts({
           series={rate.series}
           height={chartHeight}
           zeroBased
+          subtitle={wire && <span data-testid="wire-label">{wire}</span>}
           testId="chart-bandwidth"
         />
         <TimeSeriesChart

@@ -51,11 +51,12 @@ export function RoomPanels({ onKick }: { onKick?: (peer: string) => void }) {
   const points = useDeferredValue(useStore(store, (state) => state.points));
   const peers = useDeferredValue(useStore(store, (state) => state.view?.peers));
   const rounds = useDeferredValue(useStore(store, (state) => state.view?.rounds));
+  const wire = useStore(store, (state) => state.view?.metrics.wire?.label);
   return (
     <>
       <section className="card">
         <h2>Convergence, throughput and bandwidth</h2>
-        <RoomCharts points={points} />
+        <RoomCharts points={points} wire={wire} />
       </section>
       <section className="card">
         <h2>Volunteers</h2>

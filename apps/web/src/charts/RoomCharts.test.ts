@@ -1,0 +1,30 @@
+import { createElement } from 'react';
+import { renderToStaticMarkup } from 'react-dom/server';
+import { describe, expect, it } from 'vitest';
+import { RoomCharts } from './RoomCharts.tsx';
+
+/** The caption of the chart with this test id. */
+function caption(html: string, testId: string): string {
+  const figure = new RegExp(`<figure[^>]*data-testid="${testId}"[^>]*><figcaption[^>]*>(.*?)</figcaption>`).exec(html);
+  expect(figure, `a figure ${testId}`).not.toBeNull();
+  return (figure as RegExpExecArray)[1] as string;
+}
+
+describe('the room charts', () => {
+  it("name the codec and the rank in use beside the bandwidth chart's title, in the room view's words", () => {
+    const wire = 'fp4, low-rank r 8 / 4 (adaptive, ≤ 8) · one-step delay';
+    const html = renderToStaticMarkup(createElement(RoomCharts, { points: [], wire }));
+    const bandwidth = caption(html, 'chart-bandwidth');
+    expect(bandwidth).toContain('Bandwidth');
+    expect(bandwidth).toContain(`<span data-testid="wire-label">${wire}</span>`);
+    // only there: the other charts keep their captions
+    expect(caption(html, 'chart-loss')).not.toContain('wire-label');
+    expect(html.match(/wire-label/g)).toHaveLength(1);
+  });
+
+  it('say nothing of the codec for a view from before low-rank rounds', () => {
+    const html = renderToStaticMarkup(createElement(RoomCharts, { points: [] }));
+    expect(caption(html, 'chart-bandwidth')).toContain('Bandwidth');
+    expect(html).not.toContain('wire-label');
+  });
+});
