@@ -16,7 +16,7 @@ import {
   PeerKeyRegistry,
   type WireCodec,
 } from '@shoal/protocol';
-import { createRunConfig } from './config.ts';
+import { createRunConfig, type DilocoSettings } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
@@ -45,6 +45,8 @@ export interface RoomOptions {
   innerSteps?: number;
   /** P. Default 2. */
   fragments?: number;
+  /** Other DiLoCo settings (the low-rank codec, the one-step delay, …). */
+  diloco?: Partial<DilocoSettings>;
   /** Owners give up on a shard after this long; the coordinator on a round after twice that. */
   deadlineMs?: number;
   /** From a crash to the peer-down it causes, ms. */
@@ -91,7 +93,7 @@ export async function createRoom(options: RoomOptions) {
   const config = createRunConfig({
     preset: 'nano',
     train: { ...BATCH, maxLr: 3e-3, warmupSteps: 10, totalSteps: 400, seed: 1 },
-    diloco: { innerSteps: options.innerSteps ?? 10, fragments: options.fragments ?? 2 },
+    diloco: { innerSteps: options.innerSteps ?? 10, fragments: options.fragments ?? 2, ...options.diloco },
     heartbeatMs: 200,
   });
   const events: CoordinatorEvent[] = [];

@@ -316,8 +316,9 @@ export class WorkerRounds {
       replica.state.abort(p, round.open.round);
     }
     for (const [p, round] of this.rounds) {
-      // with the one-step delay a committed round merges at once: its correction keeps the steps since
-      const merging = this.delayed ? 0 : config.diloco.overlap;
+      // with the one-step delay a round merges H steps after its contribution, where p's next round
+      // is due (one round late): its correction keeps the steps trained since
+      const merging = this.delayed ? config.diloco.innerSteps : config.diloco.overlap;
       const due = round.committedAt !== null && step >= round.contributionStep + merging;
       const forced = round.committedAt !== null && this.pendingOpens.has(p);
       if (!due && !forced) continue;

@@ -1,0 +1,56 @@
+/**
+ * DiLoCoX in a room (docs/lowrank.md): rounds of rank-r factors through the real collective
+ * (owners, checkers, the host's replica), the one-step delay, and the room's adaptive rank.
+ */
+import { buildFragments, lowRankPayloadSize } from '@shoal/diloco';
+import { buildLayout } from '@shoal/model';
+import { describe, expect, it } from 'vitest';
+import type { CoordinatorEvent } from './coordinator.ts';
+import { createRoom, evaluate, replicaStates } from './test-room.ts';
+
+type Opened = Extract<CoordinatorEvent, { event: 'round-opened' }>;
+
+describe('a low-rank room with the one-step delay', () => {
+  it('commits rounds of factors a fraction of the fragment, replicas agree bitwise, and loss falls', {
+    timeout: 120_000,
+  }, async () => {
+    const room = await createRoom({ workers: 3, diloco: { lowRank: { rank: 4, target: 0 }, overlapRounds: 1 } });
+    const { config, host, workers } = room;
+    const initialLoss = await evaluate(config, host.params());
+    room.startAll();
+    await room.finish(12_000);
+    const fragments = buildFragments(buildLayout(config.model), 2, 'sequential');
+    const opened = room.events.filter((e): e is Opened => e.event === 'round-opened');
+    expect(opened.length).toBeGreaterThanOrEqual(6);
+    for (const e of opened) {
+      const fragment = fragments[e.fragment];
+      const side = e.round % 2 === 1 ? 'right' : 'left';
+      expect(e.rank).toBe(4);
+      expect(e.payloadValues).toBe(lowRankPayloadSize(fragment?.tensors ?? [], { rank: 4, side }));
+      expect(e.payloadValues).toBeLessThan((fragment?.size ?? 0) / 5);
+    }
+    expect(room.aborted()).toEqual([]);
+    const hostStates = host.fragmentStates();
+    for (const w of workers) expect(replicaStates(w.worker)).toEqual(hostStates);
+    const finalLoss = await evaluate(config, host.params());
+    expect(finalLoss).toBeLessThan(initialLoss - 1);
+  });
+
+  it('moves each fragment to the smallest rank the participants report good enough', {
+    timeout: 120_000,
+  }, async () => {
+    // target 1: every rank meets it, so once a fragment's first round is reported its rank is 1
+    const room = await createRoom({ workers: 3, diloco: { lowRank: { rank: 8, target: 1 } } });
+    room.startAll();
+    await room.finish(8_000);
+    const opened = room.events.filter((e): e is Opened => e.event === 'round-opened');
+    for (const p of [0, 1]) {
+      const ranks = opened.filter((e) => e.fragment === p).map((e) => e.rank);
+      expect(ranks.length).toBeGreaterThanOrEqual(3);
+      expect(ranks[0]).toBe(8);
+      // the reports of a fragment's first round reach the coordinator by its second or third open
+      expect(ranks.slice(2).every((r) => r === 1)).toBe(true);
+    }
+    expect(room.aborted()).toEqual([]);
+  });
+});
