@@ -1,4 +1,5 @@
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
+import { METHODS } from '@shoal/swarm/methods';
 import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { parseRunOption } from '@shoal/swarm/run-options';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -109,17 +110,13 @@ export function createProgram(): Command {
     program
       .command('simulate')
       .description(
-        'M workers and a host in one process on the real engine, over a simulated network: dp vs DiLoCo vs Streaming DiLoCo',
+        'M workers and a host in one process on the real engine, over a simulated network: dp vs DiLoCo vs Streaming DiLoCo vs DiLoCoX',
       )
       .option('--workers <M>', 'simulated workers', parsePositiveInt, ROOM_MODEL_DEFAULTS.workers),
     'simulate',
   )
     .option('--tokens <n>', 'training tokens per method, all workers together', parsePositiveInt, 1_000_000)
-    .option(
-      '--methods <list>',
-      'comma-separated: dp, diloco, streaming, streaming-fp4',
-      'dp,diloco,streaming,streaming-fp4',
-    )
+    .option('--methods <list>', `comma-separated: ${METHODS.join(', ')}`, 'dp,diloco,streaming,streaming-fp4')
     .option('--backend <backend>', 'cpu | webgpu', parseBackend, 'cpu')
     .option('--csv <dir>', 'write each method’s loss curve to DIR/<method>.csv')
     .option(

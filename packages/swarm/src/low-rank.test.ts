@@ -25,6 +25,12 @@ describe('a low-rank room with the one-step delay', () => {
     for (const e of opened) {
       const fragment = fragments[e.fragment];
       const side = e.round % 2 === 1 ? 'right' : 'left';
+      if (e.round === 1) {
+        // its first round is dense: the momentum the bases come from is still zero
+        expect(e.rank).toBeNull();
+        expect(e.payloadValues).toBe(fragment?.size);
+        continue;
+      }
       expect(e.rank).toBe(4);
       expect(e.payloadValues).toBe(lowRankPayloadSize(fragment?.tensors ?? [], { rank: 4, side }));
       expect(e.payloadValues).toBeLessThan((fragment?.size ?? 0) / 5);
@@ -39,7 +45,7 @@ describe('a low-rank room with the one-step delay', () => {
   it('moves each fragment to the smallest rank the participants report good enough', {
     timeout: 120_000,
   }, async () => {
-    // target 1: every rank meets it, so once a fragment's first round is reported its rank is 1
+    // target 1: every rank meets it
     const room = await createRoom({ workers: 3, diloco: { lowRank: { rank: 8, target: 1 } } });
     room.startAll();
     await room.finish(8_000);
@@ -47,9 +53,12 @@ describe('a low-rank room with the one-step delay', () => {
     for (const p of [0, 1]) {
       const ranks = opened.filter((e) => e.fragment === p).map((e) => e.rank);
       expect(ranks.length).toBeGreaterThanOrEqual(3);
-      expect(ranks[0]).toBe(8);
-      // the reports of a fragment's first round reach the coordinator by its second or third open
-      expect(ranks.slice(2).every((r) => r === 1)).toBe(true);
+      // its first round is dense (and the second, when it opens before the first is reported);
+      // from the third on a rank below the most, down to 1 (every rank's error is under the
+      // target; a step down needs 90% of it, which rank 1 may take a round or two to show)
+      expect(ranks[0]).toBeNull();
+      expect(ranks.slice(2).every((r) => r !== null && r < 8)).toBe(true);
+      expect(ranks.at(-1)).toBe(1);
     }
     expect(room.aborted()).toEqual([]);
   });

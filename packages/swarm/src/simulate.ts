@@ -35,19 +35,11 @@ import { createRunConfig, DEFAULT_DILOCO } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
+import { METHODS, type MethodName } from './methods.ts';
 import { SimNetwork, VirtualClock } from './sim/index.ts';
 import { Worker } from './worker.ts';
 
-export const METHODS = [
-  'dp',
-  'diloco',
-  'streaming',
-  'streaming-fp4',
-  'streaming-lowrank',
-  'streaming-delay',
-  'dilocox',
-] as const;
-export type MethodName = (typeof METHODS)[number];
+export { METHODS, type MethodName };
 
 export interface SimulateOptions {
   preset: string;

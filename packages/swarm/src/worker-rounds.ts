@@ -22,8 +22,10 @@ import {
   type ErrorFeedback,
   encodedSlice,
   type Fragment,
+  FragmentProjection,
   gatherFragment,
   LowRankFeedback,
+  lowRankSeed,
   scatterFragment,
 } from '@shoal/diloco';
 import type { Trainer } from '@shoal/model';
@@ -434,7 +436,11 @@ export class WorkerRounds {
       counters.clampedContributions++;
     }
     const { codec } = round;
-    const encoded = round.open.lowRank ? this.encodeLowRank(round, delta) : this.encodeDense(p, codec, delta);
+    const encoded = round.open.lowRank
+      ? this.encodeLowRank(round, delta)
+      : this.options.config.diloco.lowRank
+        ? this.encodeDenseInLowRank(round, delta)
+        : this.encodeDense(p, codec, delta);
     round.payloads = round.open.shards.map((shard) => encodedSlice(codec, encoded, shard.start, shard.end));
     if (snapshot) {
       round.weight = Math.max(1, snapshot.tokens);
@@ -456,6 +462,25 @@ export class WorkerRounds {
     const feedback = this.options.feedback[p];
     const sameCodec = feedback?.codec.name === codec.name && feedback.codec.blockSize === codec.blockSize;
     return feedback && sameCodec && !feedback.pending ? feedback.encode(delta) : codec.encode(delta);
+  }
+
+  /**
+   * A dense round of a low-rank room (a fragment's first, or where no rank meets the target): Δ
+   * and the whole low-rank residual go out as they are; the errors each rank would have had, with
+   * this round's bases at the room's most rank, go in the heartbeats for the room's next choice.
+   */
+  private encodeDenseInLowRank(round: RoundInFlight, delta: Float32Array): Uint8Array {
+    const { config, fragments, replica } = this.options;
+    const p = round.open.fragment;
+    const setting = config.diloco.lowRank as NonNullable<RunConfig['diloco']['lowRank']>;
+    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length);
+    const sent = this.lowRankFeedback[p].flush(delta, contributionBound(config) / 2);
+    const spec = { rank: setting.rank, side: round.open.round % 2 === 1 ? 'right' : 'left' } as const;
+    const momentum = replica.state.fragment(p).momentum;
+    const tensors = (fragments[p] as Fragment).tensors;
+    const projection = new FragmentProjection(tensors, momentum, spec, lowRankSeed(p, round.open.round));
+    this.lowRankErrors[p] = projection.rungErrors(sent, projection.encode(sent));
+    return round.codec.encode(sent);
   }
 
   /**

@@ -264,6 +264,31 @@ export class LowRankFeedback {
     return { payload, errors };
   }
 
+  /**
+   * A dense round in a low-rank room: Δ plus the whole residual goes out as it is (scaled into
+   * `limit` if need be, the rest kept), so nothing stays behind. Returns what to send.
+   */
+  flush(delta: Float32Array, limit = Number.POSITIVE_INFINITY): Float32Array {
+    if (delta.length !== this.size) throw new RangeError(`LowRankFeedback: Δ has ${delta.length} values, not ${this.size}`);
+    const fed = new Float32Array(delta);
+    let largest = 0;
+    for (let i = 0; i < fed.length; i++) {
+      fed[i] = (fed[i] as number) + (this.residualValues[i] as number);
+      largest = Math.max(largest, Math.abs(fed[i] as number));
+    }
+    const scale = largest > limit ? limit / largest : 1;
+    const kept = new Float32Array(this.size);
+    if (scale < 1) {
+      for (let i = 0; i < fed.length; i++) {
+        const sent = (fed[i] as number) * scale;
+        kept[i] = (fed[i] as number) - sent;
+        fed[i] = sent;
+      }
+    }
+    this.staged = kept;
+    return fed;
+  }
+
   commit(): void {
     if (this.staged) this.residualValues = this.staged;
     this.staged = null;
