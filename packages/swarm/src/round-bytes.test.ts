@@ -1,4 +1,4 @@
-import { buildFragments, createCodec } from '@shoal/diloco';
+import { buildFragments, createCodec, type FragmentTensor, lowRankPayloadSize } from '@shoal/diloco';
 import { buildLayout, presetConfig } from '@shoal/model';
 import { MESSAGE_SPECS } from '@shoal/protocol';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -39,9 +39,27 @@ describe('roundUploadBytes', () => {
     expect(alone / encodedBytes(values, 'fp4', 64)).toBeCloseTo(1, 2);
   });
 
-  it.each([64, 1024])(
-    "is what the simulator's transport carries for the collective, within 2% (blocks of %i)",
-    async (blockSize) => {
+  it('of a low-rank round is the dense formula over its payload, and the mean of the two sides', () => {
+    const [fragment] = buildFragments(buildLayout(presetConfig('small')), 2, 'sequential');
+    const { size: values, tensors } = fragment as { size: number; tensors: FragmentTensor[] };
+    const room = { values, workers: 4, codec: 'fp4' as const, blockSize: 1024 };
+    const side = (s: 'right' | 'left') => roundUploadBytes({ ...room, lowRank: { tensors, rank: 8, side: s } });
+    expect(side('right')).toBe(
+      roundUploadBytes({ ...room, values: lowRankPayloadSize(tensors, { rank: 8, side: 'right' }) }),
+    );
+    expect(roundUploadBytes({ ...room, lowRank: { tensors, rank: 8 } })).toBe((side('right') + side('left')) / 2);
+    // small's fragment 0 at rank 8: about 94k values against 5.5M
+    expect(roundUploadBytes(room) / side('right')).toBeGreaterThan(50);
+    expect(() => roundUploadBytes({ ...room, values: values - 1, lowRank: { tensors, rank: 8 } })).toThrow(RangeError);
+  });
+
+  it.each([
+    { blockSize: 64, rank: null },
+    { blockSize: 1024, rank: null },
+    { blockSize: 64, rank: 4 },
+  ])(
+    "is what the simulator's transport carries for the collective, within 2% (blocks of $blockSize, rank $rank)",
+    async ({ blockSize, rank }) => {
       // Count every byte the workers send, by kind, as the simulator's own network sees it.
       const sent = new Map<number, number>();
       const join = SimNetwork.prototype.join;
@@ -56,9 +74,10 @@ describe('roundUploadBytes', () => {
         }
         return transport;
       });
-      const opened: { fragment: number; participants: number }[] = [];
+      const opened: { fragment: number; round: number; participants: number; rank: number | null }[] = [];
       const workers = 4;
-      const result = await simulateMethod('streaming-fp4', {
+      // a dry run trains nothing, so the adaptive rank has nothing to adapt to: a fixed rank (target 0)
+      const result = await simulateMethod(rank === null ? 'streaming-fp4' : 'streaming-lowrank', {
         preset: 'nano',
         workers,
         batch: 4,
@@ -69,6 +88,7 @@ describe('roundUploadBytes', () => {
         alpha: 0.5,
         codec: 'fp4',
         codecBlockSize: blockSize,
+        ...(rank === null ? {} : { lowRank: { rank, target: 0 } }),
         tokens: 40 * workers * 4 * 64,
         seed: 1,
         gpuTflops: 10,
@@ -82,26 +102,36 @@ describe('roundUploadBytes', () => {
       });
       expect(result.abortedRounds).toBe(0);
       expect(opened.length).toBeGreaterThanOrEqual(6);
+      // a low-rank room's rounds are at the fixed rank, but for each fragment's first (dense: its
+      // momentum, where the bases come from, is still zero)
+      const lowRankRounds = opened.filter((round) => round.rank !== null);
+      expect(lowRankRounds.every((round) => round.rank === rank)).toBe(true);
+      expect(lowRankRounds.length).toBeGreaterThanOrEqual(rank === null ? 0 : opened.length - 2);
       const fragments = buildFragments(buildLayout(presetConfig('nano')), 2, 'sequential');
-      const predicted = opened.reduce(
-        (n, { fragment, participants }) =>
+      const predicted = opened.reduce((n, { fragment, round, participants, rank: roundRank }) => {
+        const { size, tensors } = fragments[fragment] as { size: number; tensors: FragmentTensor[] };
+        // a low-rank round's side by its parity, as the coordinator picks it
+        const side = round % 2 === 1 ? 'right' : 'left';
+        return (
           n +
           roundUploadBytes({
-            values: (fragments[fragment] as { size: number }).size,
+            values: size,
             workers: participants,
             codec: 'fp4',
             blockSize,
             peerIdChars: 2, // the simulator's "w0"
             signed: false, // and its members have no keys
-          }),
-        0,
-      );
+            ...(roundRank === null ? {} : { lowRank: { tensors, rank: roundRank, side } }),
+          })
+        );
+      }, 0);
       const carried =
         [...sent].filter(([kind]) => COLLECTIVE.has(kind)).reduce((n, [, bytes]) => n + bytes, 0) / workers;
       expect(carried / predicted).toBeGreaterThan(0.98);
       expect(carried / predicted).toBeLessThan(1.02);
-      // and the collective is nearly all a worker sends (the rest: hellos and heartbeats)
-      expect(carried / result.bytesPerWorker).toBeGreaterThan(0.85);
+      // and the collective is most of what a worker sends (the rest: hellos and heartbeats, which
+      // weigh more beside a low-rank round's factors)
+      expect(carried / result.bytesPerWorker).toBeGreaterThan(rank === null ? 0.85 : 0.8);
     },
     60_000,
   );

@@ -15,11 +15,21 @@
  *                  the same M replicas.
  *   hash-report    every participant reports its tentative hash to the coordinator.
  *
- * So a worker uploads about (3M − 2)/M of the fragment's encoded size, plus headers. What this
+ * So a worker uploads about (3M − 2)/M of the fragment's encoded size, plus headers. A low-rank
+ * round (docs/lowrank.md) is the same exchange over its payload instead of the fragment: each
+ * 2-D tensor's factor (rows·r values in a right round, cols·r in a left one, lowRankPayloadSize)
+ * and the other tensors as they are, quantised and sharded as a dense fragment. What this
  * leaves out: heartbeats (one per heartbeat interval, not per round), round-opens and commits
  * (the coordinator's), and the rare messages of faults (reassign resends, state transfers).
  */
-import { type CodecName, createCodec } from '@shoal/diloco';
+import {
+  type Codec,
+  type CodecName,
+  createCodec,
+  type FragmentTensor,
+  type LowRankSide,
+  lowRankPayloadSize,
+} from '@shoal/diloco';
 import { HEADER_BYTES, shardRanges } from '@shoal/protocol';
 
 export interface RoundBytesInput {
@@ -40,6 +50,12 @@ export interface RoundBytesInput {
    * in a room, where every peer has a key pair; false in the simulator, whose members have none.
    */
   signed?: boolean;
+  /**
+   * A low-rank round: the fragment's tensors (their sizes sum to `values`), the round's rank, and
+   * its side; 'mean' (the default) is the mean of a right and a left round, what a run's rounds,
+   * alternating sides, average. A low-rank room's dense rounds (each fragment's first) have none.
+   */
+  lowRank?: { tensors: readonly FragmentTensor[]; rank: number; side?: LowRankSide | 'mean' };
 }
 
 /** `,"signature":"…"` added to a body: an Ed25519 or P-256 signature is 64 bytes, 86 characters of base64url. */
@@ -68,10 +84,23 @@ function shardResultJsonChars(participants: number, peerIdChars: number, check: 
  * most one block, so owners differ by that much).
  */
 export function roundUploadBytes(input: RoundBytesInput): number {
-  const { values, workers: M, codec: codecName, signed = true } = input;
-  const peerIdChars = input.peerIdChars ?? 12;
+  const { values, workers: M, lowRank } = input;
   if (!Number.isSafeInteger(M) || M < 1) throw new RangeError(`workers must be an integer ≥ 1, got ${M}`);
-  const codec = createCodec(codecName, { blockSize: input.blockSize });
+  const codec = createCodec(input.codec, { blockSize: input.blockSize });
+  if (!lowRank) return payloadUploadBytes(values, codec, input);
+  const tensorValues = lowRank.tensors.reduce((n, t) => n + t.size, 0);
+  if (tensorValues !== values) throw new RangeError(`the tensors hold ${tensorValues} values, the fragment ${values}`);
+  const sides: LowRankSide[] = lowRank.side && lowRank.side !== 'mean' ? [lowRank.side] : ['right', 'left'];
+  const bytes = sides.map((side) =>
+    payloadUploadBytes(lowRankPayloadSize(lowRank.tensors, { rank: lowRank.rank, side }), codec, input),
+  );
+  return bytes.reduce((a, b) => a + b, 0) / bytes.length;
+}
+
+/** roundUploadBytes for a round whose payload (a dense fragment, or a low-rank round's factors) is `values` f32s. */
+function payloadUploadBytes(values: number, codec: Codec, input: RoundBytesInput): number {
+  const { workers: M, signed = true } = input;
+  const peerIdChars = input.peerIdChars ?? 12;
   const checked = M >= 2;
   // `{}`, or `{"signature":"…"}`: no comma before it
   const contributionHeader = HEADER_BYTES + (signed ? SIGNATURE_JSON_CHARS + 1 : '{}'.length);
