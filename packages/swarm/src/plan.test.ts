@@ -1,3 +1,5 @@
+import { buildFragments, DEFAULT_LOW_RANK, type Fragment } from '@shoal/diloco';
+import { buildLayout, presetConfig } from '@shoal/model';
 import { describe, expect, it } from 'vitest';
 import {
   FIT_PARAMS,
@@ -122,6 +124,35 @@ describe('plan', () => {
   it('picks fp32 when fp32 already meets the target, fp4 when it does not', () => {
     expect(plan({ ...room, preset: 'small', linkMbps: 100_000, latencyMs: 1 }).options.codec).toBe('fp32');
     expect(plan({ ...room, preset: 'small' }).options.codec).toBe('fp4');
+  });
+
+  it('takes the low-rank codec only where fp4 reaches 95% at no H, and says so', () => {
+    // nano, 16 volunteers at 1 TFLOP/s on 30 Mbit/s, 8 × 20·N tokens: fp4 reaches 88% at best, low-rank 95%
+    const input = { preset: 'nano', workers: 16, linkMbps: 30, latencyMs: 50, gpuTflops: 1, tokens: 8 * 20 * 120_576 };
+    const p = plan(input);
+    expect(p.meetsTarget).toBe(true);
+    expect(p.options).toMatchObject({ codec: 'fp4', lowRank: DEFAULT_LOW_RANK });
+    expect(p.notes.join(' ')).toMatch(/fp4 reaches at most \d+% on 30 Mbit\/s: the plan takes the low-rank codec/);
+    // the bytes are the formula's for a low-rank round of the largest fragment (P = 1 here)
+    const [fragment] = buildFragments(buildLayout(presetConfig('nano')), p.options.fragments, 'sequential');
+    const { size, tensors } = fragment as Fragment;
+    expect(p.options.fragments).toBe(1);
+    expect(p.timing.roundUploadBytes).toBe(
+      roundUploadBytes({
+        values: size,
+        workers: 16,
+        codec: 'fp4',
+        blockSize: RUN_OPTIONS.blockSize.default,
+        lowRank: { tensors, rank: DEFAULT_LOW_RANK },
+      }),
+    );
+    const values = { ...RUN_OPTION_DEFAULTS, ...p.options };
+    expect(runConfigOf(values).diloco.lowRank).toMatchObject({ rank: DEFAULT_LOW_RANK });
+    // a run too short to absorb the first dense rounds keeps the dense plan, and says what low-rank would reach
+    const short = plan({ ...room, preset: 'small', linkMbps: 1 });
+    expect(short.meetsTarget).toBe(false);
+    expect(short.options).not.toHaveProperty('lowRank');
+    expect(short.notes.join(' ')).toMatch(/The low-rank codec \(rank ≤ 8\) would reach \d+% at best/);
   });
 
   it('says plainly when nothing reaches the target', () => {

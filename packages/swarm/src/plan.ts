@@ -12,10 +12,12 @@
  *   byte count (round-bytes.ts). A worker keeps training τ steps after contributing and blocks if
  *   the round has not committed by then, so a configuration keeps the GPUs ≥ 95% busy when one
  *   round fits in τ steps and the uplink is free between rounds.
+ * - Where no H reaches that with fp4, the low-rank codec (docs/lowrank.md): fp4 factors of rank
+ *   at most DEFAULT_LOW_RANK, the adaptive rule's default target, each fragment's first round dense.
  *
  * Pure (no I/O, no node modules): the browser imports it as @shoal/swarm/plan.
  */
-import { buildFragments, type CodecName, type FragmentMode } from '@shoal/diloco';
+import { buildFragments, type CodecName, DEFAULT_LOW_RANK, type Fragment, type FragmentMode } from '@shoal/diloco';
 import { buildLayout, type GptConfig, presetConfig, trainingStepFlops } from '@shoal/model';
 import { z } from 'zod';
 import { ROOM_MODEL_DEFAULTS } from './room-model-defaults.ts';
@@ -111,7 +113,9 @@ export type PlanInput = z.input<typeof planInputSchema>;
 
 /** The options a plan sets, named as the run options table names them (`shoal host`'s flags). */
 export type PlanOptions = Partial<Pick<RunOptions, 'preset'>> &
-  Pick<RunOptions, 'innerSteps' | 'fragments' | 'overlap' | 'codec' | 'lr' | 'batch' | 'seq' | 'outerLr'>;
+  Pick<RunOptions, 'innerSteps' | 'fragments' | 'overlap' | 'codec' | 'lr' | 'batch' | 'seq' | 'outerLr'> &
+  /** Set only where the plan takes the low-rank codec: its most rank (the adaptive rule's default target). */
+  Partial<Pick<RunOptions, 'lowRank'>>;
 
 export interface Plan {
   model: { preset: string | null; params: number; layers: number | null };
@@ -135,7 +139,10 @@ export interface Plan {
     steps: number;
     /** Modelled compute time of one inner step, ms. */
     stepMs: number;
-    /** Bytes one volunteer uploads for one round of the largest fragment, headers included. */
+    /**
+     * Bytes one volunteer uploads for one round of the largest fragment, headers included (with
+     * the low-rank codec: at its most rank, the mean of the two sides).
+     */
     roundUploadBytes: number;
     /** That round's time from the contribution to the commit (the upload's, stretched, + latencies), ms. */
     roundMs: number;
@@ -300,31 +307,43 @@ export function plan(input: PlanInput): Plan {
       : (stepFlops / gpuFlops) * 1000;
   const linkBytesPerMs = (given.linkMbps * 1e6) / 8 / 1000;
   const maxFragments = model ? Math.min(model.nLayer, RUN_OPTIONS.fragments.max) : MAX_FRAGMENTS_WITHOUT_LAYERS;
-  const fragmentSizes = new Map<number, number[]>();
-  const sizesFor = (P: number): number[] => {
-    let sizes = fragmentSizes.get(P);
-    if (!sizes) {
+  // A model given as a parameter count has no shapes: its fragments are sizes, with no low-rank codec.
+  const fragmentCache = new Map<number, Pick<Fragment, 'size' | 'tensors'>[]>();
+  const fragmentsFor = (P: number) => {
+    let fragments = fragmentCache.get(P);
+    if (!fragments) {
       fragmentMode ??= runConfigOf(RUN_OPTION_DEFAULTS).diloco.fragmentMode;
-      sizes = model
-        ? buildFragments(buildLayout(model), P, fragmentMode).map((f) => f.size)
-        : Array.from({ length: P }, (_, p) => Math.floor(N / P) + (p < N % P ? 1 : 0));
-      fragmentSizes.set(P, sizes);
+      fragments = model
+        ? buildFragments(buildLayout(model), P, fragmentMode)
+        : Array.from({ length: P }, (_, p) => ({ size: Math.floor(N / P) + (p < N % P ? 1 : 0), tensors: [] }));
+      fragmentCache.set(P, fragments);
     }
-    return sizes;
+    return fragments;
   };
   const blockSize = RUN_OPTIONS.blockSize.default;
-  const evaluate = (H: number, P: number, codec: CodecName) => {
-    const uploads = sizesFor(P).map((values) => roundUploadBytes({ values, workers: M, codec, blockSize }));
+  /** A round's time, ms, from its largest upload, with `sharing` rounds on the uplink at once. */
+  const roundTime = (largest: number, sharing: number) =>
+    (sharing * ROUND_TIME_PER_UPLOAD_TIME * largest) / linkBytesPerMs + ROUND_LATENCIES * given.latencyMs;
+  const evaluate = (H: number, P: number, codec: CodecName, lowRank: number | null = null) => {
+    const fragments = fragmentsFor(P);
+    const upload = (fragment: (typeof fragments)[number], rank: number | null) =>
+      roundUploadBytes({
+        values: fragment.size,
+        workers: M,
+        codec,
+        blockSize,
+        ...(rank ? { lowRank: { tensors: fragment.tensors, rank } } : {}),
+      });
+    const uploads = fragments.map((f) => upload(f, lowRank));
     const largest = Math.max(...uploads);
-    const uploadMs = (ROUND_TIME_PER_UPLOAD_TIME * largest) / linkBytesPerMs;
     const linkBusy = uploads.reduce((a, b) => a + b, 0) / linkBytesPerMs / (H * stepMs);
     // τ: the smallest that one round fits in (τ < H). Fragments open H/P steps apart, so a τ past
     // H/P has ⌈τ·P/H⌉ rounds sharing the uplink, each the slower: grow τ until it holds.
     let overlap = Math.min(1, H - 1);
-    let roundMs = uploadMs + ROUND_LATENCIES * given.latencyMs;
+    let roundMs = roundTime(largest, 1);
     for (;;) {
       const sharing = clamp(Math.ceil((overlap * P) / H), 1, P);
-      roundMs = sharing * uploadMs + ROUND_LATENCIES * given.latencyMs;
+      roundMs = roundTime(largest, sharing);
       const needed = Math.ceil((ROUND_MARGIN * roundMs) / stepMs);
       if (needed <= overlap || overlap === H - 1) break;
       overlap = Math.min(needed, H - 1);
@@ -332,8 +351,18 @@ export function plan(input: PlanInput): Plan {
     const stallMs = Math.max(0, roundMs - overlap * stepMs);
     let utilization = (H * stepMs) / (H * stepMs + P * stallMs);
     if (linkBusy > 1) utilization = Math.min(utilization, 1 / linkBusy);
+    if (lowRank) {
+      // each fragment's first round is dense (its momentum, the bases' source, is still zero): a
+      // one-off wait, the P dense rounds sharing the uplink, spread over the run's compute
+      const firstStallMs = Math.max(
+        0,
+        roundTime(Math.max(...fragments.map((f) => upload(f, null))), P) - overlap * stepMs,
+      );
+      const computeMs = steps * stepMs;
+      utilization = computeMs / (computeMs / utilization + firstStallMs);
+    }
     const meets = utilization >= TARGET_UTILIZATION && linkBusy <= TARGET_UTILIZATION;
-    return { H, P, codec, overlap, largest, roundMs, linkBusy, utilization, meets };
+    return { H, P, codec, lowRank, overlap, largest, roundMs, linkBusy, utilization, meets };
   };
   type Candidate = ReturnType<typeof evaluate>;
   // at least 3 rounds of each fragment in the run, else H is no schedule
@@ -342,18 +371,45 @@ export function plan(input: PlanInput): Plan {
   let best: Candidate | undefined;
   // the smallest H that meets the target (better loss); at that H fp32 if it meets it, else fp4;
   // then the P with the smallest τ (the least stale merge), the fewest fragments on a tie
-  for (const H of candidates) {
-    for (const codec of ['fp32', 'fp4'] as const) {
-      for (let P = 1; P <= Math.min(maxFragments, H); P++) {
-        const candidate = evaluate(H, P, codec);
-        if (candidate.meets && (!chosen || candidate.overlap < chosen.overlap)) chosen = candidate;
-        if (!best || candidate.utilization > best.utilization) best = candidate;
+  const search = (codecs: readonly (readonly [CodecName, number | null])[]) => {
+    for (const H of candidates) {
+      for (const [codec, lowRank] of codecs) {
+        for (let P = 1; P <= Math.min(maxFragments, H); P++) {
+          const candidate = evaluate(H, P, codec, lowRank);
+          if (candidate.meets && (!chosen || candidate.overlap < chosen.overlap)) chosen = candidate;
+          if (!best || candidate.utilization > best.utilization) best = candidate;
+        }
+        if (chosen) return;
       }
-      if (chosen) break;
     }
-    if (chosen) break;
+  };
+  search([
+    ['fp32', null],
+    ['fp4', null],
+  ]);
+  // only where no H does, the low-rank codec (its loss against fp4's is not yet measured); where
+  // it does not either, the dense plan stands
+  const bestDense = best as Candidate;
+  let bestLowRank: Candidate | undefined;
+  if (!chosen && model) {
+    best = undefined;
+    search([['fp4', DEFAULT_LOW_RANK]]);
+    bestLowRank = best;
+    best = bestDense;
   }
-  const pick = chosen ?? best ?? evaluate(1, 1, 'fp4');
+  const pick: Candidate = chosen ?? best ?? evaluate(1, 1, 'fp4');
+  if (pick.lowRank) {
+    notes.push(
+      `fp4 reaches at most ${(100 * bestDense.utilization).toFixed(0)}% on ${given.linkMbps} Mbit/s: the plan takes the ` +
+        `low-rank codec (fp4 factors of rank ≤ ${pick.lowRank}, adaptive), whose loss against fp4's is not yet measured ` +
+        "at this scale. Each fragment's first round is dense: the utilisation includes that one-off wait.",
+    );
+  } else if (bestLowRank) {
+    notes.push(
+      `The low-rank codec (rank ≤ ${DEFAULT_LOW_RANK}) would reach ${(100 * bestLowRank.utilization).toFixed(0)}% at ` +
+        "best (each fragment's first round is dense, a one-off wait the run must absorb).",
+    );
+  }
   if (!chosen) {
     notes.push(
       `No H up to ${candidates.at(-1) ?? 1} reaches ${100 * TARGET_UTILIZATION}% on ${given.linkMbps} Mbit/s: the best is ` +
@@ -374,6 +430,7 @@ export function plan(input: PlanInput): Plan {
     batch,
     seq,
     outerLr,
+    ...(pick.lowRank ? { lowRank: pick.lowRank } : {}),
   };
   // what the plan recommends must be a room the host accepts
   if (model) runConfigOf({ ...RUN_OPTION_DEFAULTS, ...options });
