@@ -114,9 +114,8 @@ export class WorkerRounds {
 
   constructor(private readonly options: WorkerRoundsOptions) {
     this.tokensSince = options.fragments.map(() => 0);
-    this.lowRankFeedback = options.config.diloco.lowRank
-      ? options.fragments.map((f) => new LowRankFeedback(f.size))
-      : [];
+    const { lowRank, errorFeedback } = options.config.diloco;
+    this.lowRankFeedback = lowRank ? options.fragments.map((f) => new LowRankFeedback(f.size, errorFeedback)) : [];
     this.lowRankErrors = options.fragments.map(() => []);
   }
 
@@ -473,7 +472,7 @@ export class WorkerRounds {
     const { config, fragments, replica } = this.options;
     const p = round.open.fragment;
     const setting = config.diloco.lowRank as NonNullable<RunConfig['diloco']['lowRank']>;
-    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length);
+    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length, config.diloco.errorFeedback);
     const sent = this.lowRankFeedback[p].flush(delta, contributionBound(config) / 2);
     const spec = { rank: setting.rank, side: round.open.round % 2 === 1 ? 'right' : 'left' } as const;
     const momentum = replica.state.fragment(p).momentum;
@@ -497,7 +496,7 @@ export class WorkerRounds {
     const limit = payloadBound(this.options.config, true) / 2;
     // a low-rank round in a room configured dense (an open this worker's config does not expect)
     // still gets error feedback, from its first round
-    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length);
+    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length, this.options.config.diloco.errorFeedback);
     const { payload, errors } = this.lowRankFeedback[p].encode(delta, projection, roundTrip, limit);
     this.lowRankErrors[p] = errors;
     return codec.encode(payload);

@@ -190,3 +190,18 @@ describe('LowRankFeedback', () => {
     expect(Math.max(...payload.map(Math.abs))).toBeLessThanOrEqual(0.01 + 1e-9);
   });
 });
+
+describe('LowRankFeedback without keeping', () => {
+  it('sends the same payload and keeps no residual', () => {
+    const momentum = randomMatrix(SIZE, 5);
+    const projection = new FragmentProjection(tensors(), momentum, { rank: 2, side: 'left' }, 2);
+    const delta = randomMatrix(SIZE, 3);
+    const kept = new LowRankFeedback(SIZE);
+    const none = new LowRankFeedback(SIZE, false);
+    expect(none.encode(delta, projection).payload).toEqual(kept.encode(delta, projection).payload);
+    expect(none.pending).toBe(false);
+    none.commit();
+    expect(none.residual).toEqual(new Float32Array(SIZE));
+    expect(none.flush(delta)).toEqual(delta);
+  });
+});

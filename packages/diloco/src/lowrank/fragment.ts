@@ -217,22 +217,28 @@ export function lowRankSeed(fragment: number, round: number): number {
 /**
  * A worker's error feedback for the low-rank codec, per fragment (local, like ErrorFeedback):
  * c = Δ + e is projected and the round's quantiser applied; e ← c − decode(what was sent), staged
- * until the round commits (`commit`) or dropped when it aborts (`discard`).
+ * until the round commits (`commit`) or dropped when it aborts (`discard`). Rooms keep none by
+ * default (`errorFeedback` in the run config; docs/lowrank.md says why).
  */
 export class LowRankFeedback {
   private residualValues: Float32Array;
   private staged: Float32Array | null = null;
 
-  constructor(readonly size: number) {
-    this.residualValues = new Float32Array(size);
+  /** `keep` false: nothing is kept (the residual stays zero); the payload and errors are the same. */
+  constructor(
+    readonly size: number,
+    readonly keep = true,
+  ) {
+    this.residualValues = new Float32Array(keep ? size : 0);
   }
 
   get pending(): boolean {
     return this.staged !== null;
   }
 
+  /** What is kept (zeros when nothing is). */
   get residual(): Float32Array {
-    return this.residualValues.slice();
+    return this.keep ? this.residualValues.slice() : new Float32Array(this.size);
   }
 
   /**
@@ -249,7 +255,8 @@ export class LowRankFeedback {
     if (delta.length !== this.size)
       throw new RangeError(`LowRankFeedback: Δ has ${delta.length} values, not ${this.size}`);
     const fed = new Float32Array(delta);
-    for (let i = 0; i < fed.length; i++) fed[i] = (fed[i] as number) + (this.residualValues[i] as number);
+    if (this.keep)
+      for (let i = 0; i < fed.length; i++) fed[i] = (fed[i] as number) + (this.residualValues[i] as number);
     const payload = projection.encode(fed);
     const errors = projection.rungErrors(fed, payload);
     let largest = 0;
@@ -258,6 +265,7 @@ export class LowRankFeedback {
       const scale = limit / largest;
       for (let i = 0; i < payload.length; i++) payload[i] = (payload[i] as number) * scale;
     }
+    if (!this.keep) return { payload, errors };
     const sent = projection.decode(roundTrip(payload));
     for (let i = 0; i < fed.length; i++) fed[i] = (fed[i] as number) - (sent[i] as number);
     this.staged = fed;
@@ -269,11 +277,12 @@ export class LowRankFeedback {
    * `limit` if need be, the rest kept), so nothing stays behind. Returns what to send.
    */
   flush(delta: Float32Array, limit = Number.POSITIVE_INFINITY): Float32Array {
-    if (delta.length !== this.size) throw new RangeError(`LowRankFeedback: Δ has ${delta.length} values, not ${this.size}`);
+    if (delta.length !== this.size)
+      throw new RangeError(`LowRankFeedback: Δ has ${delta.length} values, not ${this.size}`);
     const fed = new Float32Array(delta);
     let largest = 0;
     for (let i = 0; i < fed.length; i++) {
-      fed[i] = (fed[i] as number) + (this.residualValues[i] as number);
+      if (this.keep) fed[i] = (fed[i] as number) + (this.residualValues[i] as number);
       largest = Math.max(largest, Math.abs(fed[i] as number));
     }
     const scale = largest > limit ? limit / largest : 1;
@@ -285,7 +294,7 @@ export class LowRankFeedback {
         fed[i] = sent;
       }
     }
-    this.staged = kept;
+    if (this.keep) this.staged = kept;
     return fed;
   }
 
