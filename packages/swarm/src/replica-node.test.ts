@@ -76,4 +76,34 @@ describe('ReplicaNode', () => {
     await clock.runAsync();
     expect(reports).toHaveLength(1);
   });
+
+  it("refuses a round-open whose size is not its low-rank payload's, and opens one whose size is", async () => {
+    const { clock, host, member, state } = await follower();
+    const open = (fragmentSize: number): RoundOpenMessage => ({
+      kind: 'round-open',
+      fragment: 0,
+      round: 1,
+      codec: 'fp4',
+      participants: ['w0'],
+      shards: [{ start: 0, end: fragmentSize, owner: 'w0' }],
+      fragmentSize,
+      blockSize: 64,
+      deadlineMs: 5_000,
+      roomTokens: 0,
+      baseHash: state.fragment(0).hash,
+      maxWeight: 1_000,
+      // the follower's one tensor is 1-D: it travels as it is, so the payload is the fragment
+      lowRank: { rank: 2, side: 'right' },
+    });
+    void host.send('w0', open(SIZE / 2));
+    await clock.runAsync();
+    expect(member.counters.recent()).toEqual([
+      expect.objectContaining({ kind: 'round-open', reason: 'size', detail: expect.stringMatching(/rank-2 right/) }),
+    ]);
+    expect(state.isOpen(0, 1)).toBe(false);
+    void host.send('w0', open(SIZE));
+    await clock.runAsync();
+    expect(state.isOpen(0, 1)).toBe(true);
+    expect(state.projection(0, 1)?.payloadSize).toBe(SIZE);
+  });
 });

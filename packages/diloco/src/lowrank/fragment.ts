@@ -27,7 +27,7 @@ export const MAX_LOW_RANK = 64;
 /** The adaptive rule's default: the relative error of a worker's error-fed Δ it keeps under. */
 export const LOW_RANK_TARGET = 0.6;
 /** The most rank of a low-rank method where none is set (`shoal simulate`'s dilocox). */
-export const DEFAULT_LOW_RANK = 8;
+export const DEFAULT_LOW_RANK = 16;
 
 /** The ranks the adaptive rule chooses from under a most of `rank`: the ladder below it, and it. */
 export function lowRankRungs(rank: number): number[] {
