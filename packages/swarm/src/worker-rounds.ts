@@ -494,8 +494,7 @@ export class WorkerRounds {
     const { codec } = round;
     const roundTrip = (payload: Float32Array) => codec.decode(codec.encode(payload), payload.length);
     const limit = payloadBound(this.options.config, true) / 2;
-    // a low-rank round in a room configured dense (an open this worker's config does not expect)
-    // still gets error feedback, from its first round
+    // (a low-rank open in a room whose config says dense, from a host that knows better, is served too)
     this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length, this.options.config.diloco.errorFeedback);
     const { payload, errors } = this.lowRankFeedback[p].encode(delta, projection, roundTrip, limit);
     this.lowRankErrors[p] = errors;
