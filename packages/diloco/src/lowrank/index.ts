@@ -2,4 +2,3 @@
 export * from './fragment.ts';
 export * from './orthonormal.ts';
 export * from './project.ts';
-export * from './rank.ts';
