@@ -12,6 +12,22 @@ export function randomMatrix(length: number, seed: number): Float32Array {
   return Float32Array.from({ length }, () => 2 * random() - 1);
 }
 
+/** U·diag(σ)·Vᵀ (n×k, row-major) with seeded orthonormal U (n×m) and V (k×m), m = σ.length. */
+export function withSpectrum(n: number, k: number, sigma: readonly number[], seed: number): Float32Array {
+  const m = sigma.length;
+  const u = seededOrthonormal(n, m, seed);
+  const v = seededOrthonormal(k, m, seed + 1);
+  const out = new Float32Array(n * k);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < k; j++) {
+      let sum = 0;
+      for (let c = 0; c < m; c++) sum += (u[c * n + i] as number) * (sigma[c] as number) * (v[c * k + j] as number);
+      out[i * k + j] = sum;
+    }
+  }
+  return out;
+}
+
 /** max |QᵀQ − I| over a rows×cols column-major matrix. */
 export function orthonormalityError(q: Float32Array, rows: number, cols: number): number {
   let worst = 0;
