@@ -13,7 +13,7 @@
  *   the round has not committed by then, so a configuration keeps the GPUs ≥ 95% busy when one
  *   round fits in τ steps and the uplink is free between rounds.
  * - Where no H reaches that with fp4, the low-rank codec (docs/lowrank.md): fp4 factors of rank
- *   at most DEFAULT_LOW_RANK, the adaptive rule's default target, each fragment's first round dense.
+ *   DEFAULT_LOW_RANK (the default target, 0, keeps it), each fragment's first round dense.
  *
  * Pure (no I/O, no node modules): the browser imports it as @shoal/swarm/plan.
  */
@@ -114,7 +114,7 @@ export type PlanInput = z.input<typeof planInputSchema>;
 /** The options a plan sets, named as the run options table names them (`shoal host`'s flags). */
 export type PlanOptions = Partial<Pick<RunOptions, 'preset'>> &
   Pick<RunOptions, 'innerSteps' | 'fragments' | 'overlap' | 'codec' | 'lr' | 'batch' | 'seq' | 'outerLr'> &
-  /** Set only where the plan takes the low-rank codec: its most rank (the adaptive rule's default target). */
+  /** Set only where the plan takes the low-rank codec: its rank (the default target, 0, keeps it). */
   Partial<Pick<RunOptions, 'lowRank'>>;
 
 export interface Plan {
@@ -401,12 +401,12 @@ export function plan(input: PlanInput): Plan {
   if (pick.lowRank) {
     notes.push(
       `fp4 reaches at most ${(100 * bestDense.utilization).toFixed(0)}% on ${given.linkMbps} Mbit/s: the plan takes the ` +
-        `low-rank codec (fp4 factors of rank ≤ ${pick.lowRank}, adaptive), whose loss against fp4's is not yet measured ` +
+        `low-rank codec (fp4 factors of rank ${pick.lowRank}), whose loss against fp4's is not yet measured ` +
         "at this scale. Each fragment's first round is dense: the utilisation includes that one-off wait.",
     );
   } else if (bestLowRank) {
     notes.push(
-      `The low-rank codec (rank ≤ ${DEFAULT_LOW_RANK}) would reach ${(100 * bestLowRank.utilization).toFixed(0)}% at ` +
+      `The low-rank codec (rank ${DEFAULT_LOW_RANK}) would reach ${(100 * bestLowRank.utilization).toFixed(0)}% at ` +
         "best (each fragment's first round is dense, a one-off wait the run must absorb).",
     );
   }
