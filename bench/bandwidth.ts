@@ -13,15 +13,15 @@
  *
  *   node --import tsx --import ./bench/register-raw.mjs bench/bandwidth.ts [--presets small,base]
  *     [--methods streaming-fp4,dilocox] [--links 1,10,100] [--inner-steps 50,100,200]
- *     [--low-rank 8] [--low-rank-links 2,10] [--low-rank-inner-steps 25,50,100,200]
+ *     [--low-rank 16] [--low-rank-links 2,10] [--low-rank-inner-steps 25,50,100,200]
  *     [--workers 4] [--batch 16] [--gpu-tflops 10] [--rounds 6] [--warm-rounds 3]
  *     [--overlap max|<τ>] [--out x.json]
  *
  * Methods (simulate.ts): streaming-fp4 (dense, --codec); streaming-lowrank (the low-rank codec:
  * factors quantised with --codec); streaming-delay (the one-step delay, overlapRounds 1);
  * dilocox (both). The low-rank methods run on their own grid (--low-rank-links,
- * --low-rank-inner-steps), at a fixed rank (--low-rank, target 0): a dry run trains nothing, so
- * the adaptive rule would read zero errors and fall to rank 1.
+ * --low-rank-inner-steps), at a fixed rank (--low-rank, DEFAULT_LOW_RANK unless given; target 0):
+ * a dry run trains nothing, so an adaptive rule would read zero errors and fall to rank 1.
  *
  * τ is H − 1 by default ("max"): a worker waits for a round's commit τ steps after contributing
  * (docs/design.md, "Bounded staleness"), so the overlap is what hides a round's traffic; a number
@@ -31,7 +31,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import type { CodecName } from '../packages/diloco/src/index.ts';
+import { type CodecName, DEFAULT_LOW_RANK } from '../packages/diloco/src/index.ts';
 import { presetConfig } from '../packages/model/src/config.ts';
 import { ROOM_MODEL_DEFAULTS } from '../packages/swarm/src/room-model-defaults.ts';
 import { dryRunInputs, type MethodName, simulateMethod } from '../packages/swarm/src/simulate.ts';
@@ -46,7 +46,7 @@ const { values: args } = parseArgs({
     methods: { type: 'string', default: 'streaming-fp4,dilocox' },
     links: { type: 'string', default: '1,10,100' },
     'inner-steps': { type: 'string', default: '50,100,200' },
-    'low-rank': { type: 'string', default: '8' },
+    'low-rank': { type: 'string', default: String(DEFAULT_LOW_RANK) },
     'low-rank-links': { type: 'string', default: '2,10' },
     'low-rank-inner-steps': { type: 'string', default: '25,50,100,200' },
     workers: { type: 'string', default: String(ROOM_MODEL_DEFAULTS.workers) },
