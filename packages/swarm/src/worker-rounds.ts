@@ -203,8 +203,8 @@ export class WorkerRounds {
 
   /**
    * The fragments whose round is overdue here: due (H steps, plus the slack of its last round,
-   * after this worker's last contribution to them), kept, and not opened by the step where its
-   * merge is due (τ later). Without this wait a worker whose steps are fast next to the network
+   * after this worker's last contribution to them), kept, and not opened τ steps later (where its
+   * merge would be due without the one-step delay). Without this wait a worker whose steps are fast next to the network
    * would train on alone, and its rounds, fewer and further apart, would each carry many rounds'
    * worth of steps.
    */
@@ -212,8 +212,9 @@ export class WorkerRounds {
     const step = this.options.counters.innerStep;
     const late: number[] = [];
     for (const [p, snapshot] of this.snapshots) {
-      // its merge is due where a round opened at once would merge: it trains no further than that
-      const due = snapshot.step + this.mergePatience(this.mergeSlack[p] ?? 0);
+      // τ (and its slack) after the due round, in either merge mode: an open is a small message,
+      // so a bound this tight keeps the rounds where the steps put them on any link
+      const due = snapshot.step + this.tauPatience(this.mergeSlack[p] ?? 0);
       if (!this.pendingOpens.has(p) && step >= due) late.push(p);
     }
     return late;
@@ -224,8 +225,12 @@ export class WorkerRounds {
    * H with the one-step delay, where the fragment's next round is due.
    */
   private mergePatience(slack: number): number {
+    return this.delayed ? this.options.config.diloco.innerSteps : this.tauPatience(slack);
+  }
+
+  /** τ plus the slack, below H (0 for τ = 0). */
+  private tauPatience(slack: number): number {
     const { overlap, innerSteps } = this.options.config.diloco;
-    if (this.delayed) return innerSteps;
     return overlap === 0 ? 0 : Math.min(innerSteps, overlap + slack);
   }
 
