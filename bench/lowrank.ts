@@ -25,6 +25,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { LowRankSide } from '../packages/diloco/src/lowrank/project.ts';
 import { PRESETS, type PresetName } from '../packages/model/src/config.ts';
+import { formatJson } from './format-json.ts';
 import { openLowRankPage } from './lowrank-browser.ts';
 import {
   cpuStepMs,
@@ -193,17 +194,3 @@ const result = {
 console.log(JSON.stringify(result));
 const out = args.out ?? `bench/results/lowrank-${preset}-${cpus().length}core.json`;
 if (!args['no-save']) writeFileSync(out, formatJson(result));
-
-/** Numbers to 3 decimals, short arrays on one line: what `biome format` leaves as it is. */
-function formatJson(value: unknown): string {
-  const text = JSON.stringify(value, (_key, v) => (typeof v === 'number' ? Math.round(v * 1000) / 1000 : v), 2);
-  const collapsed = text.replace(/^( *)("[^"]*": )?\[\n([^[\]{}]*?)\n *\]/gm, (whole, indent, key, items) => {
-    const list = (items as string)
-      .trim()
-      .split(/,\n\s*/)
-      .join(', ');
-    const line = `${indent}${key ?? ''}[${list}]`;
-    return line.length <= 120 ? line : whole;
-  });
-  return `${collapsed}\n`;
-}

@@ -22,6 +22,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
+import { formatJson } from './format-json.ts';
 import { browserPairs } from './mesh/browser.ts';
 import { type CollectiveResult, measureCollective } from './mesh/collective.ts';
 import { measureCorpusTransfer, printCorpus } from './mesh/corpus.ts';
@@ -109,20 +110,6 @@ const result = {
 };
 console.log(JSON.stringify(result));
 if (args.out) writeFileSync(args.out, formatJson(result));
-
-/** Indented JSON as the project's formatter (Biome) leaves it: short arrays of numbers on one line, 3 decimals. */
-function formatJson(value: unknown): string {
-  const text = JSON.stringify(value, (_key, v) => (typeof v === 'number' ? Math.round(v * 1000) / 1000 : v), 2);
-  const collapsed = text.replace(/^( *)("[^"]*": )?\[\n([^[\]{}]*?)\n *\]/gm, (whole, indent, key, items) => {
-    const list = (items as string)
-      .trim()
-      .split(/,\n\s*/)
-      .join(', ');
-    const line = `${indent}${key ?? ''}[${list}]`;
-    return line.length <= 120 ? line : whole;
-  });
-  return `${collapsed}\n`;
-}
 
 function collectiveBounds(c: CollectiveResult, mbPerSecond: number) {
   const lowerBoundMs = (c.bytesPerPeer / MB / mbPerSecond) * 1000;
