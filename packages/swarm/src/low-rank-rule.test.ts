@@ -37,6 +37,15 @@ describe('AdaptiveRank', () => {
     ranks.observe(0, [[0.9, 0.8, 0.7, 0.6]]);
     expect(ranks.rank(0)).toBe(DENSE);
   });
+  it('goes up only on reports that measured the rank in use', () => {
+    const ranks = new AdaptiveRank(1, { rank: 8, target: 0.5 });
+    ranks.observe(0, [[0.1, 0.1, 0.1, 0.1]]);
+    ranks.observe(0, [[0.7]]);
+    expect(ranks.rank(0)).toBe(2);
+    // the same reports again (not renewed before the next open): no second step up
+    ranks.observe(0, [[0.7]]);
+    expect(ranks.rank(0)).toBe(2);
+  });
   it('steps down only below 90% of the target, so it does not flap', () => {
     const ranks = new AdaptiveRank(1, { rank: 4, target: 0.5 });
     ranks.observe(0, [[0.9, 0.8, 0.3]]);

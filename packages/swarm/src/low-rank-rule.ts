@@ -7,8 +7,8 @@
  * After each round the participants report, per fragment, the relative error their error-fed Δ
  * would have had at each rank of the ladder up to the configured one (from a dense round too).
  * The next round takes the smallest rank whose median error is under the target (a step down
- * only below 90% of it, so the rank does not flap). Where even the rank in use misses it, one
- * rung up; past the configured rank, dense. With target 0 the rank is the configured one after
+ * only below 90% of it, so the rank does not flap). Where even the rank in use misses it (by
+ * reports that measured that rank), one rung up; past the configured rank, dense. With target 0 the rank is the configured one after
  * the first round. The median keeps a minority of liars from moving it.
  */
 import { type LowRankSpec, lowRankRungs } from '@shoal/diloco';
@@ -71,6 +71,13 @@ export class AdaptiveRank {
         break;
       }
     }
-    this.ranks[p] = chosen ?? (current === DENSE ? DENSE : (this.rungs[level + 1] ?? DENSE));
+    if (chosen !== null) {
+      this.ranks[p] = chosen;
+      return;
+    }
+    // up only on reports that measured the rank in use: reports of an earlier round at a lower
+    // rank (the next open came before they were renewed) say nothing about it
+    if (current === DENSE || !usable.some((r) => r[level] !== undefined)) return;
+    this.ranks[p] = this.rungs[level + 1] ?? DENSE;
   }
 }
