@@ -109,7 +109,7 @@ export type RoomViewPoint = z.infer<typeof roomViewPointSchema>;
 export const roomViewWireSchema = z.object({
   /** The quantiser of the latest round (the run's codec before the first). */
   codec: z.string().max(16),
-  /** Each fragment's rank in its latest round; null: a dense round, or none opened yet. */
+  /** Each fragment's rank in its latest round; 0: a dense round; null: none opened yet. */
   ranks: z.array(count.nullable()).max(256),
   /** In words: 'fp4 (dense)', 'fp4, low-rank r 8 / 4 (adaptive, ≤ 8) · one-step delay'. */
   label: shortText,

@@ -98,8 +98,8 @@ describe('the room view recorder', () => {
     }
     expect(snapshot.metrics).toMatchObject({ roundsCommitted: committed.length, roundsAborted: 0 });
     expect(snapshot.metrics.fragments.map((f) => f.round)).toEqual(host.fragmentStates().map((f) => f.round));
-    // a dense room: the run's codec, no rank in any fragment
-    expect(snapshot.metrics.wire).toEqual({ codec: 'fp4', ranks: [null, null], label: 'fp4 (dense)' });
+    // a dense room: the run's codec, every fragment's latest round dense (rank 0)
+    expect(snapshot.metrics.wire).toEqual({ codec: 'fp4', ranks: [0, 0], label: 'fp4 (dense)' });
 
     // The peers: every worker, its counters, and the committed rounds it contributed to.
     expect(snapshot.peers.map((p) => p.peer).sort()).toEqual(['w0', 'w1', 'w2']);
@@ -202,14 +202,16 @@ describe('the room view recorder', () => {
     open(0, 1, 8);
     open(1, 1, 4);
     open(0, 2, 2); // fragment 0's rank stepped down
+    open(1, 2, null); // fragment 1's went dense
     const snapshot = roomViewUpdateSchema.parse(recorder.snapshot());
     expect(snapshot.rounds.map((r) => [r.fragment, r.codec, r.rank])).toEqual([
       [0, 'int8', 8],
       [1, 'int8', 4],
       [0, 'int8', 2],
+      [1, 'int8', null],
     ]);
     const { diloco } = room.host.config;
-    expect(snapshot.metrics.wire).toEqual({ codec: 'int8', ranks: [2, 4], label: wireLabel('int8', [2, 4], diloco) });
+    expect(snapshot.metrics.wire).toEqual({ codec: 'int8', ranks: [2, 0], label: wireLabel('int8', [2, 0], diloco) });
 
     // a view from before low-rank rounds (no wire, no round codec or rank) decodes as it is
     const { wire: _, ...metrics } = snapshot.metrics;
@@ -233,6 +235,7 @@ describe('wireLabel', () => {
     // fragments without a round yet
     expect(wireLabel('fp4', [null, null], lowRank(8, 0.1))).toBe('fp4, low-rank (adaptive, ≤ 8)');
     expect(wireLabel('fp4', [8, null], lowRank(8, 0))).toBe('fp4, low-rank r 8 / –');
+    expect(wireLabel('fp4', [0, 16], lowRank(16, 0))).toBe('fp4, low-rank r dense / 16');
   });
 
   it('adds the one-step delay', () => {

@@ -60,15 +60,17 @@ export function ringAllReduceBytes(values: number, n: number): number {
 
 /**
  * How a room's rounds travel, in words: 'fp4 (dense)'; 'fp4, low-rank r 8' (a fixed rank);
- * 'fp4, low-rank r 8 / 4 (adaptive, ≤ 8)' (each fragment's rank, shown once when they agree; '–'
- * for one with no round yet); ' · one-step delay' added under overlapRounds 1.
+ * 'fp4, low-rank r 8 / 4 (adaptive, ≤ 8)' (each fragment's rank, shown once when they agree;
+ * 'dense' for a fragment whose latest round was dense (rank 0), '–' for one with no round yet);
+ * ' · one-step delay' added under overlapRounds 1.
  */
 export function wireLabel(codec: string, ranks: readonly (number | null)[], diloco: RunConfig['diloco']): string {
   const { lowRank, overlapRounds } = diloco;
   let text = `${codec} (dense)`;
   if (lowRank) {
     const shown = new Set(ranks).size === 1 ? ranks.slice(0, 1) : ranks;
-    const ranksText = ranks.every((rank) => rank === null) ? '' : ` r ${shown.map((rank) => rank ?? '–').join(' / ')}`;
+    const word = (rank: number | null) => (rank === null ? '–' : rank === 0 ? 'dense' : String(rank));
+    const ranksText = ranks.every((rank) => rank === null) ? '' : ` r ${shown.map(word).join(' / ')}`;
     const rule = lowRank.target > 0 ? ` (adaptive, ≤ ${lowRank.rank})` : '';
     text = `${codec}, low-rank${ranksText}${rule}`;
   }
@@ -86,7 +88,7 @@ export class RoomViewRecorder {
   private readonly now: () => number;
   private status: RoomStatus = 'waiting';
   private evalLoss: number | null = null;
-  /** The latest round's quantiser, and each fragment's rank in its latest round (null: dense, or none yet). */
+  /** The latest round's quantiser, and each fragment's rank in its latest round (0: dense; null: none yet). */
   private codec: string;
   private readonly ranks: (number | null)[];
   /** The most recent MAX_VIEW_ROUNDS rounds, oldest first. */
@@ -131,7 +133,8 @@ export class RoomViewRecorder {
       case 'round-opened': {
         const { fragment, round, participants, codec, rank } = event;
         this.codec = codec;
-        if (fragment < this.ranks.length) this.ranks[fragment] = rank;
+        // 0: a dense round (a low-rank room's first, or where no rank meets the target)
+        if (fragment < this.ranks.length) this.ranks[fragment] = rank ?? 0;
         this.rounds.push({
           fragment,
           round,
