@@ -8,6 +8,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCorpus, validationBatches } from '@shoal/data';
+import { DEFAULT_LOW_RANK } from '@shoal/diloco';
 import { CpuTrainer, createGptKernels, type GptKernels, GpuTrainer } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
 import { METHODS, type MethodName, type MethodResult, type SimulateOptions, simulateMethod } from '@shoal/swarm';
@@ -72,7 +73,9 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   ] as const) {
     if (!Number.isFinite(value) || value < 0) throw new UsageError(`${flag} must be a number ≥ 0, got ${value}`);
   }
-  const { codec, codecBlockSize, aggregation, lowRank } = config.diloco;
+  const { codec, codecBlockSize, aggregation } = config.diloco;
+  // the low-rank methods' codec: --low-rank (DEFAULT_LOW_RANK at its 0, which turns a room's off)
+  const lowRank = { rank: options.lowRank || DEFAULT_LOW_RANK, target: options.lowRankTarget };
   const seqLen = config.train.seqLen;
   const corpus = loadCorpus({ seqLen });
   const evalBatches = validationBatches(corpus.validation, { batchSize: options.batch, seqLen, count: 32 });
@@ -117,7 +120,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         codec,
         codecBlockSize,
         aggregation,
-        ...(lowRank ? { lowRank } : {}),
+        lowRank,
         outerLr: options.outerLr,
         outerMomentum: options.outerMomentum,
         tokens: options.tokens,
