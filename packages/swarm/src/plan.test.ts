@@ -155,6 +155,12 @@ describe('plan', () => {
     expect(short.notes.join(' ')).toMatch(/The low-rank codec \(rank \d+\) would reach \d+% at best/);
   });
 
+  it('keeps τ within its option when a slow link would want more (base, 0.3 Mbit/s, a long run)', () => {
+    const p = plan({ preset: 'base', workers: 2, linkMbps: 0.3, latencyMs: 50, gpuTflops: 100, tokens: 3.84e9 });
+    expect(p.options.overlap).toBeLessThanOrEqual(RUN_OPTIONS.overlap.max);
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, ...p.options })).not.toThrow();
+  });
+
   it('says plainly when nothing reaches the target', () => {
     const p = plan({ ...room, preset: 'nano', linkMbps: 0.1 });
     expect(p.meetsTarget).toBe(false);

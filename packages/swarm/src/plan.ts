@@ -339,14 +339,16 @@ export function plan(input: PlanInput): Plan {
     const linkBusy = uploads.reduce((a, b) => a + b, 0) / linkBytesPerMs / (H * stepMs);
     // τ: the smallest that one round fits in (τ < H). Fragments open H/P steps apart, so a τ past
     // H/P has ⌈τ·P/H⌉ rounds sharing the uplink, each the slower: grow τ until it holds.
-    let overlap = Math.min(1, H - 1);
+    // (and within the option's range: past it the round stalls, which utilisation counts)
+    const maxOverlap = Math.min(H - 1, RUN_OPTIONS.overlap.max);
+    let overlap = Math.min(1, maxOverlap);
     let roundMs = roundTime(largest, 1);
     for (;;) {
       const sharing = clamp(Math.ceil((overlap * P) / H), 1, P);
       roundMs = roundTime(largest, sharing);
       const needed = Math.ceil((ROUND_MARGIN * roundMs) / stepMs);
-      if (needed <= overlap || overlap === H - 1) break;
-      overlap = Math.min(needed, H - 1);
+      if (needed <= overlap || overlap === maxOverlap) break;
+      overlap = Math.min(needed, maxOverlap);
     }
     const stallMs = Math.max(0, roundMs - overlap * stepMs);
     let utilization = (H * stepMs) / (H * stepMs + P * stallMs);
