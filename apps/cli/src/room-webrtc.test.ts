@@ -123,8 +123,17 @@ describe('the swarm over real WebRTC', () => {
     expect(crashRound.to).not.toBe(victimPeer);
     // Its round completes with the other two (the victim's own shard reassigned to a survivor).
     const crashCommit = await until(
-      () => committed().find((e) => e.fragment === 0 && e.round === crashRound.round),
-      60_000,
+      () => {
+        const found = committed().find((e) => e.fragment === 0 && e.round === crashRound.round);
+        if (
+          !found &&
+          events.some((e) => e.event === 'round-aborted' && e.fragment === 0 && e.round === crashRound.round)
+        ) {
+          throw new Error(`round ${crashRound.round} of fragment 0 aborted: ${JSON.stringify(events.slice(-12))}`);
+        }
+        return found;
+      },
+      150_000,
       `round ${crashRound.round} of fragment 0 to commit`,
     );
     expect(crashCommit.participants).toBe(2);
