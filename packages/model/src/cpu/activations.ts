@@ -36,9 +36,21 @@ export interface Activations<A extends FloatArray> {
   size: number;
 }
 
+/**
+ * Which activations a model (or a pipeline stage of it) keeps: its blocks, and whether it ends in
+ * ln_f, the head and the loss. The whole model is `{ layers: nLayer, head: true }`.
+ */
+export interface ActivationShape {
+  layers: number;
+  head: boolean;
+}
+
 /** Floats per layer activation and in all, for one (B, T) batch. */
-function activationSizes(config: GptConfig, B: number, T: number) {
-  const { nLayer: L, nHead: NH, nEmbd: C, vocabSize: V } = config;
+function activationSizes(config: GptConfig, B: number, T: number, shape?: ActivationShape) {
+  const { nHead: NH, nEmbd: C } = config;
+  const L = shape ? shape.layers : config.nLayer;
+  const V = !shape || shape.head ? config.vocabSize : 0;
+  const headRows = !shape || shape.head ? 1 : 0;
   const BT = B * T;
   const perLayer = {
     ln1: BT * C,
@@ -59,12 +71,12 @@ function activationSizes(config: GptConfig, B: number, T: number) {
     residual3: BT * C,
   } satisfies Record<keyof LayerActivations<FloatArray>, number>;
   const layerSize = Object.values(perLayer).reduce((a, b) => a + b, 0);
-  return { perLayer, size: BT * C + L * layerSize + BT * C + 2 * BT + BT * V + BT };
+  return { perLayer, L, V, headRows, size: BT * C + L * layerSize + headRows * (BT * C + 2 * BT + BT) + BT * V };
 }
 
 /** Floats `allocateActivations` takes for one (B, T) batch. */
-export function activationFloats(config: GptConfig, B: number, T: number): number {
-  return activationSizes(config, B, T).size;
+export function activationFloats(config: GptConfig, B: number, T: number, shape?: ActivationShape): number {
+  return activationSizes(config, B, T, shape).size;
 }
 
 /** The activations as views into one block of `allocate(activationFloats(…))`. */
@@ -73,10 +85,11 @@ export function allocateActivations<A extends FloatArray>(
   B: number,
   T: number,
   allocate: (n: number) => A,
+  shape?: ActivationShape,
 ): Activations<A> {
-  const { nLayer: L, nEmbd: C, vocabSize: V } = config;
+  const { nEmbd: C } = config;
   const BT = B * T;
-  const { perLayer, size } = activationSizes(config, B, T);
+  const { perLayer, size, L, V, headRows } = activationSizes(config, B, T, shape);
   const memory = allocate(size);
   let offset = 0;
   const take = (n: number) => {
@@ -93,11 +106,11 @@ export function allocateActivations<A extends FloatArray>(
   return {
     encoded,
     layers,
-    lnf: take(BT * C),
-    lnfMean: take(BT),
-    lnfRstd: take(BT),
+    lnf: take(headRows * BT * C),
+    lnfMean: take(headRows * BT),
+    lnfRstd: take(headRows * BT),
     logits: take(BT * V),
-    losses: take(BT),
+    losses: take(headRows * BT),
     size,
   };
 }

@@ -8,6 +8,7 @@
 import type { FloatArray } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
 import { buildLayout, type ParamLayout } from '../layout.ts';
+import { buildStageLayout, type StageSpec } from '../pipeline/stages.ts';
 import { checkTokens } from '../tokens.ts';
 import { type Activations, activationFloats, allocateActivations } from './activations.ts';
 import {
@@ -57,23 +58,28 @@ const BLOCK_KEYS: [keyof BlockTensors<FloatArray>, string][] = [
   ['fcprojb', 'mlp.c_proj.bias'],
 ];
 
-function pointTensors<A extends FloatArray>(layout: ParamLayout, flat: A): ModelTensors<A> {
+/** Views of the tensors the layout holds; a pipeline stage's missing ones are empty views, never read. */
+function pointTensors<A extends FloatArray>(layout: ParamLayout, stage: StageSpec, flat: A): ModelTensors<A> {
   const view = (name: string) => {
     const t = layout.byName.get(name);
-    if (!t) throw new Error(`layout has no ${name}`);
-    return flat.subarray(t.offset, t.offset + t.size) as A;
+    return (t ? flat.subarray(t.offset, t.offset + t.size) : flat.subarray(0, 0)) as A;
   };
   return {
     wte: view('transformer.wte.weight'),
     wpe: view('transformer.wpe.weight'),
-    blocks: Array.from({ length: layout.config.nLayer }, (_, i) => {
+    blocks: Array.from({ length: stage.endBlock - stage.firstBlock }, (_, i) => {
       const block = {} as BlockTensors<A>;
-      for (const [key, suffix] of BLOCK_KEYS) block[key] = view(`transformer.h.${i}.${suffix}`);
+      for (const [key, suffix] of BLOCK_KEYS) block[key] = view(`transformer.h.${stage.firstBlock + i}.${suffix}`);
       return block;
     }),
     lnfw: view('transformer.ln_f.weight'),
     lnfb: view('transformer.ln_f.bias'),
   };
+}
+
+/** The whole model as a one-stage pipeline. */
+function wholeModel(config: GptConfig): StageSpec {
+  return { index: 0, count: 1, firstBlock: 0, endBlock: config.nLayer, embeds: true, head: true };
 }
 
 /** The gradient buffers that backward kernels add into, zeroed before each backward pass. */
@@ -82,6 +88,19 @@ const ACCUMULATED = ['fcproj', 'fchGelu', 'fch', 'ln2', 'attproj', 'atty', 'qkv'
 export interface CpuGptOptions<A extends FloatArray> extends CpuBackendOptions {
   /** Replaces the kernels (the benchmark wraps them in timers). */
   wrapKernels?: (kernels: CpuKernels<A>) => CpuKernels<A>;
+  /**
+   * One pipeline stage of the model (pipeline/stages.ts) instead of the whole of it: the layout
+   * is then the stage's, a stage that does not embed takes the previous stage's output as its
+   * input, and one without the head returns its output for the next.
+   */
+  stage?: StageSpec;
+}
+
+export interface BackwardOptions<A extends FloatArray> {
+  /** A stage without the head: the gradient of the loss with respect to its output, (B,T,C). */
+  dOutput?: A;
+  /** Add into `grads` instead of overwriting them (gradient accumulation over micro-batches). */
+  accumulate?: boolean;
 }
 
 /**
@@ -92,11 +111,15 @@ export class CpuGpt<A extends FloatArray> {
   readonly layout: ParamLayout;
   /** 'wasm-simd' when the float32 kernels run in WebAssembly SIMD (where available), else 'js'. */
   readonly backendName: CpuBackend<A>['name'];
+  /** The blocks this model runs, and whether it embeds and ends in the head (the whole model: all). */
+  readonly stage: StageSpec;
   private readonly kernels: CpuKernels<A>;
   private readonly acts: Activations<A>;
   private readonly grads: Activations<A>;
   private inputs: Int32Array | null = null;
   private targets: Int32Array | null = null;
+  /** A forward pass ran whose backward has not: a stage without the head needs no targets. */
+  private forwarded = false;
   /** Named views of the last parameter and gradient vectors seen, kept while the same arrays come back. */
   private paramViews: { flat: A; tensors: ModelTensors<A> } | null = null;
   private gradViews: { flat: A; tensors: ModelTensors<A> } | null = null;
@@ -109,10 +132,12 @@ export class CpuGpt<A extends FloatArray> {
     options: CpuGptOptions<A> = {},
   ) {
     if (T > config.blockSize) throw new RangeError(`sequence length ${T} exceeds block_size ${config.blockSize}`);
-    this.layout = buildLayout(config);
+    this.stage = options.stage ?? wholeModel(config);
+    this.layout = options.stage ? buildStageLayout(config, options.stage) : buildLayout(config);
     const { nEmbd: C, nHead: NH, vocabSize: V } = config;
     const BT = B * T;
-    const floats = activationFloats(config, B, T);
+    const shape = { layers: this.stage.endBlock - this.stage.firstBlock, head: this.stage.head };
+    const floats = activationFloats(config, B, T, shape);
     const matmuls: [number, number, number][] = [
       [BT, C, 3 * C],
       [BT, C, C],
@@ -124,34 +149,46 @@ export class CpuGpt<A extends FloatArray> {
     const backend = createCpuBackend(ArrayType, 2 * (floats + 4), { matmuls, T, C, NH, N: BT, V }, options);
     this.backendName = backend.name;
     this.kernels = options.wrapKernels ? options.wrapKernels(backend.kernels) : backend.kernels;
-    this.acts = allocateActivations(config, B, T, backend.allocate);
-    this.grads = allocateActivations(config, B, T, backend.allocate);
+    this.acts = allocateActivations(config, B, T, backend.allocate, shape);
+    this.grads = allocateActivations(config, B, T, backend.allocate, shape);
   }
 
   private views(which: 'paramViews' | 'gradViews', flat: A): ModelTensors<A> {
     const cached = this[which];
     if (cached && cached.flat === flat) return cached.tensors;
-    const tensors = pointTensors(this.layout, flat);
+    const tensors = pointTensors(this.layout, this.stage, flat);
     this[which] = { flat, tensors };
     return tensors;
   }
 
-  /** Runs the model; with targets, returns the mean cross-entropy loss. */
-  forward(params: A, inputs: Int32Array, targets: Int32Array | null): number {
-    const { B, T, acts } = this;
-    const { nLayer: L, nHead: NH, nEmbd: C, vocabSize: V } = this.config;
+  /**
+   * Runs the model; with targets, returns the mean cross-entropy loss. A stage that does not
+   * embed takes the previous stage's output (B,T,C) as `inputs`; a stage without the head
+   * ignores `targets`, returns NaN and leaves its output in `output`.
+   */
+  forward(params: A, inputs: Int32Array | A, targets: Int32Array | null): number {
+    const { B, T, acts, stage } = this;
+    const { nHead: NH, nEmbd: C, vocabSize: V } = this.config;
+    const L = stage.endBlock - stage.firstBlock;
     const BT = B * T;
-    if (inputs.length !== BT || (targets && targets.length !== BT)) {
-      throw new RangeError(`expected ${BT} inputs and targets, got ${inputs.length} and ${targets?.length}`);
+    const expected = stage.embeds ? BT : BT * C;
+    if (inputs.length !== expected || stage.embeds !== inputs instanceof Int32Array) {
+      const what = stage.embeds ? `${BT} tokens` : `${BT * C} activations`;
+      throw new RangeError(`stage ${stage.index} expects ${what} as input, got ${inputs.length}`);
     }
-    checkTokens(inputs, V);
-    if (targets) checkTokens(targets, V);
-    this.inputs = inputs;
-    this.targets = targets;
+    if (stage.head && targets && targets.length !== BT) {
+      throw new RangeError(`expected ${BT} targets, got ${targets.length}`);
+    }
+    if (stage.embeds) checkTokens(inputs as Int32Array, V);
+    if (stage.head && targets) checkTokens(targets, V);
+    this.inputs = stage.embeds ? (inputs as Int32Array) : null;
+    this.targets = stage.head ? targets : null;
+    this.forwarded = true;
     const p = this.views('paramViews', params);
     const k = this.kernels;
 
-    k.embeddingForward(acts.encoded, inputs, p.wte, p.wpe, B, T, C);
+    if (stage.embeds) k.embeddingForward(acts.encoded, inputs as Int32Array, p.wte, p.wpe, B, T, C);
+    else acts.encoded.set(inputs as A);
     let residual = acts.encoded;
     for (let l = 0; l < L; l++) {
       const a = acts.layers[l] as Activations<A>['layers'][number];
@@ -168,6 +205,7 @@ export class CpuGpt<A extends FloatArray> {
       k.residualForward(a.residual3, a.residual2, a.fcproj, BT * C);
       residual = a.residual3;
     }
+    if (!stage.head) return Number.NaN;
     k.layernormForward(acts.lnf, acts.lnfMean, acts.lnfRstd, residual, p.lnfw, p.lnfb, BT, C);
     // Tied head: logits = lnf · wteᵀ, no bias.
     k.matmulForward(acts.logits, acts.lnf, p.wte, null, BT, C, V);
@@ -180,14 +218,34 @@ export class CpuGpt<A extends FloatArray> {
     return this.acts.logits;
   }
 
-  /** Gradient of the mean loss of the last forward pass, written (not added) into `grads`. */
-  backward(params: A, grads: A): void {
-    const { B, T, acts } = this;
-    const { nLayer: L, nHead: NH, nEmbd: C, vocabSize: V } = this.config;
+  /** A stage's output after `forward`, (B,T,C): the last block's residual stream. */
+  get output(): A {
+    const last = this.acts.layers.at(-1);
+    return last ? last.residual3 : this.acts.encoded;
+  }
+
+  /** After `backward` in a stage that does not embed: the gradient with respect to its input. */
+  get inputGrad(): A {
+    return this.grads.encoded;
+  }
+
+  /**
+   * Gradient of the mean loss of the last forward pass, written (not added) into `grads` unless
+   * `accumulate`. A stage without the head starts from `dOutput`, the next stage's input gradient.
+   */
+  backward(params: A, grads: A, options: BackwardOptions<A> = {}): void {
+    const { B, T, acts, stage } = this;
+    const { nHead: NH, nEmbd: C, vocabSize: V } = this.config;
+    const L = stage.endBlock - stage.firstBlock;
     const BT = B * T;
-    if (!this.inputs || !this.targets) throw new Error('backward needs a forward pass with targets first');
+    if (!this.forwarded || (stage.head && !this.targets)) {
+      throw new Error('backward needs a forward pass with targets first');
+    }
+    if (!stage.head && options.dOutput?.length !== BT * C) {
+      throw new RangeError(`stage ${stage.index} needs the gradient of its ${BT * C} outputs`);
+    }
     const d = this.grads;
-    grads.fill(0);
+    if (!options.accumulate) grads.fill(0);
     for (const layer of d.layers) {
       layer.residual2.fill(0);
       layer.residual3.fill(0);
@@ -197,13 +255,28 @@ export class CpuGpt<A extends FloatArray> {
     const g = this.views('gradViews', grads);
     const k = this.kernels;
 
-    // dlogits = (softmax − onehot) / BT, in place of the logits.
-    k.crossEntropyBackward(acts.logits, acts.logits, this.targets, BT, V);
-    d.lnf.fill(0);
-    k.matmulBackward(d.lnf, g.wte, null, acts.logits, acts.lnf, p.wte, BT, C, V);
-    const lastResidual = L > 0 ? (acts.layers[L - 1] as Activations<A>['layers'][number]).residual3 : acts.encoded;
     const dLastResidual = L > 0 ? (d.layers[L - 1] as Activations<A>['layers'][number]).residual3 : d.encoded;
-    k.layernormBackward(dLastResidual, g.lnfw, g.lnfb, d.lnf, lastResidual, p.lnfw, acts.lnfMean, acts.lnfRstd, BT, C);
+    if (stage.head && this.targets) {
+      // dlogits = (softmax − onehot) / BT, in place of the logits.
+      k.crossEntropyBackward(acts.logits, acts.logits, this.targets, BT, V);
+      d.lnf.fill(0);
+      k.matmulBackward(d.lnf, g.wte, null, acts.logits, acts.lnf, p.wte, BT, C, V);
+      const lastResidual = this.output;
+      k.layernormBackward(
+        dLastResidual,
+        g.lnfw,
+        g.lnfb,
+        d.lnf,
+        lastResidual,
+        p.lnfw,
+        acts.lnfMean,
+        acts.lnfRstd,
+        BT,
+        C,
+      );
+    } else {
+      dLastResidual.set(options.dOutput as A);
+    }
 
     for (let l = L - 1; l >= 0; l--) {
       const a = acts.layers[l] as Activations<A>['layers'][number];
@@ -226,7 +299,8 @@ export class CpuGpt<A extends FloatArray> {
       k.matmulBackward(da.ln1, dw.qkvw, dw.qkvb, da.qkv, a.ln1, w.qkvw, BT, C, 3 * C);
       k.layernormBackward(dresidual, dw.ln1w, dw.ln1b, da.ln1, residual, w.ln1w, a.ln1Mean, a.ln1Rstd, BT, C);
     }
-    k.embeddingBackward(g.wte, g.wpe, d.encoded, this.inputs, B, T, C);
+    if (stage.embeds && this.inputs) k.embeddingBackward(g.wte, g.wpe, d.encoded, this.inputs, B, T, C);
     this.targets = null; // the logits now hold dlogits: another backward needs another forward
+    this.forwarded = false;
   }
 }

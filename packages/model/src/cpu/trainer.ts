@@ -2,11 +2,12 @@
  * The CPU training backend: the f32 CPU model, global-norm clipping and AdamW with nanoGPT's
  * decay rule (2-D tensors only). For tests, the simulator, and machines without WebGPU.
  */
-import { adamwUpdate, clipScale, gradNorm } from '@shoal/gpu';
+import { clipScale, gradNorm } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
 import type { ParamLayout } from '../layout.ts';
 import type { Batch, OptimizerState, Trainer } from '../train/trainer.ts';
 import type { TrainConfig } from '../train-config.ts';
+import { AdamWRuns } from './adamw-runs.ts';
 import { CpuGpt } from './gpt.ts';
 import type { CpuBackendOptions } from './kernels.ts';
 
@@ -18,11 +19,7 @@ export class CpuTrainer implements Trainer {
   private m: Float32Array;
   private v: Float32Array;
   private adamStep = 0;
-  /** Contiguous runs of tensors with the same decay flag: one AdamW call each. */
-  private readonly decayRuns: { offset: number; size: number; decay: boolean }[] = [];
-  /** Each run's views of params, grads, m and v, made when those arrays change, not per step. */
-  private runViews: { params: Float32Array; grads: Float32Array; m: Float32Array; v: Float32Array; decay: boolean }[] =
-    [];
+  private readonly runs: AdamWRuns;
 
   constructor(
     config: GptConfig,
@@ -37,19 +34,12 @@ export class CpuTrainer implements Trainer {
     this.grads = new Float32Array(this.layout.size);
     this.m = new Float32Array(this.layout.size);
     this.v = new Float32Array(this.layout.size);
-    for (const t of this.layout.tensors) {
-      const last = this.decayRuns.at(-1);
-      if (last && last.decay === t.decay) last.size += t.size;
-      else this.decayRuns.push({ offset: t.offset, size: t.size, decay: t.decay });
-    }
+    this.runs = new AdamWRuns(this.layout);
     this.pointRuns();
   }
 
   private pointRuns(): void {
-    this.runViews = this.decayRuns.map(({ offset, size, decay }) => {
-      const range = (a: Float32Array) => a.subarray(offset, offset + size);
-      return { params: range(this.params), grads: range(this.grads), m: range(this.m), v: range(this.v), decay };
-    });
+    this.runs.point({ params: this.params, grads: this.grads, m: this.m, v: this.v });
   }
 
   async step(batch: Batch, lr: number): Promise<number> {
@@ -57,23 +47,7 @@ export class CpuTrainer implements Trainer {
     this.model.backward(this.params, this.grads);
     const scale = clipScale(gradNorm(this.grads), this.train.gradClip);
     this.adamStep++;
-    const { beta1, beta2, eps, weightDecay } = this.train;
-    for (const run of this.runViews) {
-      adamwUpdate(
-        run.params,
-        run.grads,
-        run.m,
-        run.v,
-        run.params.length,
-        lr,
-        beta1,
-        beta2,
-        eps,
-        run.decay ? weightDecay : 0,
-        this.adamStep,
-        scale,
-      );
-    }
+    this.runs.update(this.train, lr, this.adamStep, scale);
     return loss;
   }
 
