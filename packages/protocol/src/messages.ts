@@ -55,7 +55,7 @@ import {
 } from './schemas.ts';
 
 /** Same major: compatible. Another major is rejected on decode. A new minor only adds optional fields. */
-export const PROTOCOL_VERSION = { major: 1, minor: 5 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 6 } as const;
 
 /** Join: role and what this member's machine can do. The header's run id is 0 while the run is not known. */
 const helloBody = z.object({

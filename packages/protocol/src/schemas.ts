@@ -166,11 +166,30 @@ const dilocoConfigSchema = z.object({
   overlapRounds: z.int().min(0).max(1).optional(),
 });
 
+/** The most stages a pipeline-parallel replica may have. */
+export const MAX_PIPELINE_STAGES = 16;
+
+/**
+ * Pipeline-parallel replicas (DiLoCoX; docs/pipeline.md; minor 6): each replica is a group of
+ * `stages` volunteers holding consecutive blocks, passing micro-batches' activations forward and
+ * their gradients back. Absent: every volunteer is a whole replica.
+ */
+const pipelineConfigSchema = z.object({
+  stages: z.int().min(2).max(MAX_PIPELINE_STAGES),
+  /** M: micro-batches per inner step; divides train.batchSize. */
+  micros: z.int().min(1).max(4096),
+  schedule: z.enum(['1f1b', 'gpipe']),
+  /** How activations and their gradients travel between stages. */
+  activations: z.enum(['f32', 'bf16']),
+});
+export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
+
 export const runConfigSchema = z.object({
   model: modelConfigSchema,
   /** AdamW; its step schedule is read off the room's tokens (tokens ÷ (batchSize·seqLen)). */
   train: trainConfigSchema,
   diloco: dilocoConfigSchema,
+  pipeline: pipelineConfigSchema.optional(),
   data: z.object({
     /** 'moby-dick' (each member's own copy: a static file, the CLI's bundled text), or the text's name. */
     corpus: textSchema,

@@ -111,6 +111,29 @@ describe('runConfigOf', () => {
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, preset: 'huge' })).toThrow(/unknown model "huge"/);
   });
 
+  it('sets a pipeline only for S > 1, and refuses one that does not fit the model, batch or fragments', () => {
+    expect(runConfigOf(RUN_OPTION_DEFAULTS).pipeline).toBeUndefined();
+    expect(runConfigOf({ ...RUN_OPTION_DEFAULTS, pipelineStages: 2 }).pipeline).toEqual({
+      stages: 2,
+      micros: 8, // the smallest divisor of the batch of 16 that is at least 4S
+      schedule: '1f1b',
+      activations: 'f32',
+    });
+    const tiny = { ...RUN_OPTION_DEFAULTS, preset: 'tiny', pipelineStages: 4, fragments: 4, microBatches: 4 };
+    expect(runConfigOf({ ...tiny, pipelineSchedule: 'gpipe', activations: 'bf16' }).pipeline).toEqual({
+      stages: 4,
+      micros: 4,
+      schedule: 'gpipe',
+      activations: 'bf16',
+    });
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, pipelineStages: 3 })).toThrow(
+      /3 pipeline stages exceed the model's 2 blocks/,
+    );
+    expect(() => runConfigOf({ ...tiny, microBatches: 3 })).toThrow(/Micro-batches 3 do not divide the batch of 16/);
+    expect(runConfigOf({ ...tiny, pipelineStages: 2, fragments: 3 }).pipeline?.stages).toBe(2); // [0] [1] [2,3] in [0,1] [2,3]
+    expect(() => runConfigOf({ ...tiny, pipelineStages: 3, fragments: 2 })).toThrow(/Fragment 0 spans two/);
+  });
+
   it('takes a checkpoint’s model in place of the preset’s', () => {
     const model = { nLayer: 4, nHead: 2, nEmbd: 32, blockSize: 32, vocabSize: 256 };
     expect(runConfigOf({ ...RUN_OPTION_DEFAULTS, fragments: 4, seq: 32 }, { model }).model).toEqual(model);

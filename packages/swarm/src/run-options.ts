@@ -13,11 +13,21 @@ import {
   aggregationRuleOf,
   CODEC_NAMES,
   type CodecName,
+  fragmentBlocks,
   LOW_RANK_TARGET,
   MAX_LOW_RANK,
 } from '@shoal/diloco';
-import { defaultTrainConfig, type GptConfig, PRESETS, presetConfig } from '@shoal/model';
-import { MAX_CODEC_BLOCK_SIZE, type RunConfig } from '@shoal/protocol';
+import {
+  defaultTrainConfig,
+  type GptConfig,
+  PIPELINE_SCHEDULES,
+  type PipelineSchedule,
+  PRESETS,
+  pipelineMicros,
+  presetConfig,
+  splitStages,
+} from '@shoal/model';
+import { MAX_CODEC_BLOCK_SIZE, MAX_PIPELINE_STAGES, type PipelineConfig, type RunConfig } from '@shoal/protocol';
 import { z } from 'zod';
 
 interface SpecBase {
@@ -164,6 +174,48 @@ export const RUN_OPTIONS = {
     max: 1,
     // the simulator's methods say whether they delay (streaming-delay, dilocox)
     simulate: false,
+  },
+  pipelineStages: {
+    kind: 'integer',
+    flag: '--pipeline-stages',
+    metavar: 'S',
+    label: 'Pipeline stages S',
+    help: 'volunteers per replica, each holding consecutive blocks (DiLoCoX pipeline; 1: each volunteer holds the whole model)',
+    default: 1,
+    min: 1,
+    max: MAX_PIPELINE_STAGES,
+    simulate: true,
+  },
+  microBatches: {
+    kind: 'integer',
+    flag: '--micro-batches',
+    metavar: 'M',
+    label: 'Micro-batches M',
+    help: 'micro-batches per inner step of a pipeline (divides the batch; 0: the smallest divisor ≥ 4S)',
+    default: 0,
+    min: 0,
+    max: 1024,
+    simulate: true,
+  },
+  pipelineSchedule: {
+    kind: 'choice',
+    flag: '--pipeline-schedule',
+    metavar: 'name',
+    label: 'Pipeline schedule',
+    help: "1f1b holds at most S micro-batches' activations per stage; gpipe holds all M",
+    default: '1f1b',
+    choices: PIPELINE_SCHEDULES,
+    simulate: true,
+  },
+  activations: {
+    kind: 'choice',
+    flag: '--activations',
+    metavar: 'type',
+    label: 'Activations on the wire',
+    help: 'how activations and their gradients travel between stages (bf16: half the bytes)',
+    default: 'f32',
+    choices: ['f32', 'bf16'],
+    simulate: true,
   },
   aggregation: {
     kind: 'choice',
@@ -364,6 +416,7 @@ export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corp
   if (values.fragments > model.nLayer) {
     throw new RangeError(`${values.fragments} fragments exceed the model's ${model.nLayer} blocks.`);
   }
+  const pipeline = pipelineOf(values, model);
   const train = defaultTrainConfig({
     batchSize: values.batch,
     seqLen: values.seq,
@@ -388,7 +441,43 @@ export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corp
       lowRank: values.lowRank > 0 ? { rank: values.lowRank, target: values.lowRankTarget } : null,
       overlapRounds: values.overlapRounds,
     },
+    ...(pipeline ? { pipeline } : {}),
     data: { corpus: extra.corpus ?? 'moby-dick', seed: train.seed },
     heartbeatMs: 1000,
+  };
+}
+
+/**
+ * The pipeline settings for these values, or undefined for S = 1. Throws for a person when S
+ * exceeds the blocks, M does not divide the batch, or a fragment would span two stages (a round
+ * synchronises one stage's blocks across replicas, so each fragment must sit inside a stage).
+ */
+function pipelineOf(values: RunOptions, model: GptConfig): PipelineConfig | undefined {
+  const stages = values.pipelineStages;
+  if (stages === 1) return undefined;
+  if (stages > model.nLayer)
+    throw new RangeError(`${stages} pipeline stages exceed the model's ${model.nLayer} blocks.`);
+  let micros: number;
+  try {
+    micros = pipelineMicros(values.batch, stages, values.microBatches || undefined);
+  } catch {
+    throw new RangeError(`Micro-batches ${values.microBatches} do not divide the batch of ${values.batch}.`);
+  }
+  const stageOf = new Map<number, number>();
+  for (const stage of splitStages(model.nLayer, stages)) {
+    for (let b = stage.firstBlock; b < stage.endBlock; b++) stageOf.set(b, stage.index);
+  }
+  for (const [p, blocks] of fragmentBlocks(model.nLayer, values.fragments, ROOM_DILOCO.fragmentMode).entries()) {
+    if (new Set(blocks.map((b) => stageOf.get(b))).size > 1) {
+      throw new RangeError(
+        `Fragment ${p} spans two of the ${stages} pipeline stages: choose fragments that split each stage (P = S works).`,
+      );
+    }
+  }
+  return {
+    stages,
+    micros,
+    schedule: values.pipelineSchedule as PipelineSchedule,
+    activations: values.activations as PipelineConfig['activations'],
   };
 }
