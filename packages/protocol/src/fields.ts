@@ -7,7 +7,14 @@
 import { CODEC_IDS, codecNameOfId } from '@shoal/diloco';
 import { NONE_U8, NONE_U16, NONE_U32, NONE_WEIGHT, type RawHeader } from './header.ts';
 import { MAX_FRAGMENTS, MAX_PARTICIPANTS } from './limits.ts';
-import { type HeaderField, type HeaderValues, MESSAGE_SPECS, type Message, type MessageKind } from './messages.ts';
+import {
+  type HeaderField,
+  type HeaderValues,
+  MESSAGE_SPECS,
+  type Message,
+  type MessageKind,
+  pipePayloadBytes,
+} from './messages.ts';
 
 export interface Problem {
   reason: 'header-field' | 'codec' | 'payload';
@@ -93,6 +100,12 @@ export function payloadProblem(kind: MessageKind, body: object, payloadLength: n
         reason: 'payload',
         detail: `state for ${end - start} values is ${expected} bytes, got ${payloadLength}`,
       };
+    }
+  }
+  if (kind === 'pipe') {
+    const expected = pipePayloadBytes(body as Parameters<typeof pipePayloadBytes>[0]);
+    if (payloadLength !== expected) {
+      return { reason: 'payload', detail: `this pipe message's body implies ${expected} bytes, got ${payloadLength}` };
     }
   }
   if (kind === 'shard-result') {

@@ -28,6 +28,9 @@ export const MAX_MEMBERS = 256;
 /** Participants of one round, and so shards of one round's fragment. */
 export const MAX_PARTICIPANTS = MAX_MEMBERS;
 
+/** Stages S of a pipeline-parallel replica (S ≤ n_layer). */
+export const MAX_PIPELINE_STAGES = 16;
+
 /** Fragments P of a run (P ≤ n_layer). */
 export const MAX_FRAGMENTS = 1024;
 
@@ -182,7 +185,8 @@ const MAX_U32 = 0xffff_ffff;
  *   or fp32, whichever is larger (a blockwise codec's partial last block can cost more than 4
  *   bytes a value, and fp32 covers rounds a coordinator opens with it);
  * - a state-transfer part: θ and m, 8 bytes a value, for min(STATE_PART_VALUES, fragment) values;
- * - a corpus-transfer part: MAX_CORPUS_PART_BYTES.
+ * - a corpus-transfer part: MAX_CORPUS_PART_BYTES;
+ * - in a pipeline, a micro-batch's activations and targets (f32), or the tied wte (f32).
  * Throws a RangeError when that does not fit a chunk header's u32 total (more fragments help).
  */
 export function maxMessageBytesFor(config: RunConfig): number {
@@ -191,7 +195,12 @@ export function maxMessageBytesFor(config: RunConfig): number {
   const encoded = createCodec(codec, { blockSize: codecBlockSize }).encodedSize(fragmentValues);
   const shardBytes = Math.max(4 * fragmentValues, encoded);
   const statePartBytes = 8 * Math.min(STATE_PART_VALUES, fragmentValues);
-  const payloadBytes = Math.max(shardBytes, statePartBytes, MAX_CORPUS_PART_BYTES);
+  const { model, train, pipeline } = config;
+  const microRows = pipeline ? train.batchSize / pipeline.micros : 0;
+  const pipeBytes = pipeline
+    ? Math.max(4 * microRows * train.seqLen * (model.nEmbd + 1), 4 * model.vocabSize * model.nEmbd)
+    : 0;
+  const payloadBytes = Math.max(shardBytes, statePartBytes, MAX_CORPUS_PART_BYTES, pipeBytes);
   const messageBytes = HEADER_BYTES + DEFAULT_MAX_JSON_BYTES + payloadBytes;
   if (messageBytes > MAX_U32) {
     throw new RangeError(

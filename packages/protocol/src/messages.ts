@@ -26,6 +26,7 @@
  * | leave          | member → every peer               | leaving on purpose                           |
  * | corpus-request | member → coordinator              | the room's text is not on this machine       |
  * | corpus-transfer| coordinator → requester           | answer to a corpus-request                   |
+ * | pipe           | stage worker → its group's stages | every micro-batch and step of a pipeline     |
  *
  * "Every replica" means every member holding θ_global: synced workers and the host.
  */
@@ -33,7 +34,7 @@
 import { type CodecName, LOW_RANK_RUNGS } from '@shoal/diloco';
 import { z } from 'zod';
 import { peerKeySchema, signatureSchema } from './identity.ts';
-import { MAX_CORPUS_PART_BYTES, MAX_FRAGMENTS, MAX_MEMBERS, MAX_PARTICIPANTS } from './limits.ts';
+import { MAX_CORPUS_PART_BYTES, MAX_FRAGMENTS, MAX_MEMBERS, MAX_PARTICIPANTS, MAX_PIPELINE_STAGES } from './limits.ts';
 import { roundOpenBody } from './round-open.ts';
 import {
   capabilitiesSchema,
@@ -87,6 +88,21 @@ const welcomeBody = z.object({
   stateFrom: peerIdSchema.nullable(),
 });
 
+/**
+ * A worker's place in a pipeline-parallel room (minor 6): replica group `group`, stage `stage`.
+ * `version` changes whenever the group's members change, so its stages drop the traffic of the
+ * group as it was.
+ */
+export const pipelineSlotSchema = z.object({
+  group: z.int().min(0).max(MAX_MEMBERS),
+  stage: z
+    .int()
+    .min(0)
+    .max(MAX_PIPELINE_STAGES - 1),
+  version: countSchema,
+});
+export type PipelineSlot = z.infer<typeof pipelineSlotSchema>;
+
 const memberSchema = z.object({
   peer: peerIdSchema,
   role: roleSchema,
@@ -94,6 +110,8 @@ const memberSchema = z.object({
   /** Why a member is unreachable or excluded ("no TURN server configured"); empty otherwise. */
   reason: textSchema,
   capabilities: capabilitiesSchema,
+  /** Its group and stage in a pipeline-parallel room; absent otherwise, and for one not yet placed. */
+  pipeline: pipelineSlotSchema.optional(),
 });
 export type Member = z.infer<typeof memberSchema>;
 
@@ -260,6 +278,39 @@ const corpusRequestBody = corpusRange.refine((r) => r.end - r.start <= MAX_CORPU
 /** The answer: payload = bytes [start, end) of the text `fingerprint` names. */
 const corpusTransferBody = corpusRange;
 
+/**
+ * Pipeline traffic inside one replica group (minor 6; docs/pipeline.md), payload per `what`:
+ * - act: micro-batch `micro`'s activations, stage s → s+1 (`values` in `dtype`), then its
+ *   `targets` as int32 (the last stage computes the loss);
+ * - grad: their gradient, s+1 → s (`values` in `dtype`);
+ * - tied: the first and last stages' tied wte gradients, each to the other (f32);
+ * - wte: the first stage's new wte after a merge, to the last stage's copy (f32);
+ * - norm: a stage's Σg² to every other stage of the group, in `sumSquares` (no payload).
+ * `group` and `version` say which formation of which group it belongs to, `step` the group's step.
+ */
+const pipeBody = z
+  .object({
+    what: z.enum(['act', 'grad', 'tied', 'wte', 'norm']),
+    group: z.int().min(0).max(MAX_MEMBERS),
+    version: countSchema,
+    step: countSchema,
+    micro: z.int().min(0).max(4095),
+    dtype: z.enum(['f32', 'bf16']),
+    values: countSchema,
+    targets: countSchema,
+    sumSquares: z.number().min(0).optional(),
+  })
+  .refine((b) => (b.what === 'norm') === (b.sumSquares !== undefined), {
+    message: 'a norm message carries sumSquares, and only a norm message',
+    path: ['sumSquares'],
+  })
+  .refine((b) => b.what === 'act' || b.targets === 0, { message: 'only activations carry targets', path: ['targets'] });
+
+/** Payload bytes a pipe message's body implies. */
+export function pipePayloadBytes(body: { dtype: 'f32' | 'bf16'; values: number; targets: number }): number {
+  return body.values * (body.dtype === 'bf16' ? 2 : 4) + 4 * body.targets;
+}
+
 export type HeaderField = 'fragment' | 'round' | 'shard' | 'codec' | 'weight';
 
 interface KindSpec {
@@ -293,6 +344,7 @@ export const MESSAGE_SPECS = {
   leave: { id: 16, header: [], payload: false, body: leaveBody },
   'corpus-request': { id: 17, header: [], payload: false, body: corpusRequestBody },
   'corpus-transfer': { id: 18, header: [], payload: true, body: corpusTransferBody },
+  pipe: { id: 19, header: [], payload: true, body: pipeBody },
 } as const satisfies Record<string, KindSpec>;
 
 type Specs = typeof MESSAGE_SPECS;
@@ -343,3 +395,4 @@ export type RejectedMessage = MessageOf<'rejected'>;
 export type LeaveMessage = MessageOf<'leave'>;
 export type CorpusRequestMessage = MessageOf<'corpus-request'>;
 export type CorpusTransferMessage = MessageOf<'corpus-transfer'>;
+export type PipeMessage = MessageOf<'pipe'>;

@@ -19,6 +19,7 @@ import {
   MAX_DEADLINE_MS,
   MAX_FRAGMENTS,
   MAX_PEER_ID_LENGTH,
+  MAX_PIPELINE_STAGES,
   MAX_REASON_LENGTH,
   MAX_TEXT_LENGTH,
 } from './limits.ts';
@@ -165,9 +166,6 @@ const dilocoConfigSchema = z.object({
    */
   overlapRounds: z.int().min(0).max(1).optional(),
 });
-
-/** The most stages a pipeline-parallel replica may have. */
-export const MAX_PIPELINE_STAGES = 16;
 
 /**
  * Pipeline-parallel replicas (DiLoCoX; docs/pipeline.md; minor 6): each replica is a group of

@@ -195,6 +195,18 @@ export const SAMPLES: { [K in MessageKind]: MessageOf<K> } = {
     end: 1030,
     payload: new TextEncoder().encode('Call m'),
   },
+  pipe: {
+    kind: 'pipe',
+    what: 'act',
+    group: 1,
+    version: 3,
+    step: 41,
+    micro: 2,
+    dtype: 'bf16',
+    values: 6,
+    targets: 2,
+    payload: new Uint8Array(6 * 2 + 2 * 4).fill(7),
+  },
 };
 
 /** Field values for a hand-built message; unset ones default to a well-formed hello's. */
