@@ -9,3 +9,6 @@ export const METHODS = [
   'dilocox',
 ] as const;
 export type MethodName = (typeof METHODS)[number];
+
+/** A pipeline replica's link between its stage volunteers when none is given: a wired LAN. */
+export const DEFAULT_STAGE_LINK = { stageLinkMbps: 1000, stageLatencyMs: 0.5 } as const;

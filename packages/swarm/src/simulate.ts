@@ -15,6 +15,13 @@
  *   --low-rank, adaptive to --low-rank-target) and the one-step-delay overlap; each part alone is
  *   streaming-lowrank and streaming-delay.
  * Evaluation: θ_global after a final round of every fragment, on the same validation batches.
+ *
+ * With `pipeline` (DiLoCoX's pipeline-parallel replicas), each worker is a replica of S volunteers
+ * that hold a stage each: its engine is a CPU `PipelineTrainer` (the stages in one process, the
+ * same arithmetic as over the mesh) and its inner step takes the time `pipelineTiming` models for
+ * the schedule over the stage link, instead of one engine's. The room config carries the pipeline,
+ * as a host's would. dp's replica then all-reduces per stage, in parallel: its time is the
+ * largest stage's ring, its bytes the whole model's (per replica, all stages together).
  */
 import { BatchSampler } from '@shoal/data';
 import { type AggregationRule, type CodecName, DEFAULT_LOW_RANK, LOW_RANK_TARGET } from '@shoal/diloco';
@@ -22,10 +29,13 @@ import { learningRate } from '@shoal/gpu';
 import {
   type Batch,
   buildLayout,
+  buildStageLayout,
   defaultTrainConfig,
   type GptConfig,
   initParameters,
+  PipelineTrainer,
   presetConfig,
+  splitStages,
   type TrainConfig,
   type Trainer,
   trainingStepFlops,
@@ -36,7 +46,7 @@ import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
 import { METHODS, type MethodName } from './methods.ts';
-import { SimNetwork, VirtualClock } from './sim/index.ts';
+import { type PipelineTiming, pipelineTiming, SimNetwork, type SimPipeline, VirtualClock } from './sim/index.ts';
 import { Worker } from './worker.ts';
 
 export { METHODS, type MethodName };
@@ -75,6 +85,11 @@ export interface SimulateOptions {
   latencyMs: number;
   /** Model time and bytes without training (no evaluation). */
   dryRun: boolean;
+  /**
+   * Each worker a replica of S ≥ 2 stage volunteers (`planPipeline` picks S for a memory cap);
+   * absent: one volunteer holds the whole model. Its stages train on the CPU, whatever createTrainer is.
+   */
+  pipeline?: SimPipeline;
   /** The engine (cpu or webgpu); unused under dryRun. */
   createTrainer(model: GptConfig, train: TrainConfig, params: Float32Array): Promise<Trainer>;
   trainTokens: Uint8Array;
@@ -100,6 +115,8 @@ export interface MethodResult {
   curve: CurvePoint[];
   committedRounds: number;
   abortedRounds: number;
+  /** The replica's modelled inner step under `pipeline`, else null. */
+  pipeline: PipelineTiming | null;
 }
 
 const RUN_ID = 1;
@@ -119,10 +136,36 @@ export function dryRunInputs(
   };
 }
 
-/** The modelled compute time of one inner step of b sequences, ms. */
+/** The modelled compute time of one inner step of b sequences, ms (a pipeline replica's, under `pipeline`). */
 function computeMsPerStep(options: SimulateOptions, model: GptConfig, seqLen: number): number {
+  const timing = replicaTiming(options, model, seqLen);
+  if (timing) return timing.stepMs;
   if (options.stepMs !== undefined) return options.stepMs;
   return (trainingStepFlops(model, options.batch, seqLen) / (options.gpuTflops * 1e12)) * 1000;
+}
+
+/** The pipeline replica's modelled step (per worker, b rows), or null without a pipeline. */
+function replicaTiming(options: SimulateOptions, model: GptConfig, seqLen: number): PipelineTiming | null {
+  if (!options.pipeline) return null;
+  return pipelineTiming({
+    model,
+    pipeline: options.pipeline,
+    batch: options.batch,
+    seqLen,
+    gpuTflops: options.gpuTflops,
+    stepMs: options.stepMs,
+  });
+}
+
+/**
+ * A worker's engine: under `pipeline`, S CPU stages in one process with M micro-batches of the
+ * same rows as a worker's (dp's replica trains M workers' batches at once: M times the micro-batches).
+ */
+function createEngine(options: SimulateOptions, model: GptConfig, train: TrainConfig, params: Float32Array) {
+  const { pipeline } = options;
+  if (!pipeline) return options.createTrainer(model, train, params);
+  const micros = (pipeline.micros * train.batchSize) / options.batch;
+  return PipelineTrainer.create(model, train, params, { stages: pipeline.stages, micros });
 }
 
 function trainConfig(options: SimulateOptions, model: GptConfig, batchSize: number): TrainConfig {
@@ -179,7 +222,9 @@ async function simulateDataParallel(options: SimulateOptions): Promise<MethodRes
   const layout = buildLayout(model);
   const P = layout.size;
   const stepComputeMs = computeMsPerStep(options, model, train.seqLen);
-  const sliceMs = ((((4 * P) / M) * 8) / (options.linkMbps * 1e6)) * 1000;
+  // a pipeline's stages all-reduce their own parameters at once, over their own links
+  const ringP = options.pipeline ? largestStage(model, options.pipeline.stages) : P;
+  const sliceMs = ((((4 * ringP) / M) * 8) / (options.linkMbps * 1e6)) * 1000;
   const allReduceMs = M > 1 ? 2 * (M - 1) * (options.latencyMs + sliceMs) : 0;
   const syncBytes = M > 1 ? (2 * (M - 1) * 4 * P) / M : 0;
   const steps = train.totalSteps;
@@ -197,7 +242,7 @@ async function simulateDataParallel(options: SimulateOptions): Promise<MethodRes
           worker: w,
         }),
     );
-    const trainer = await options.createTrainer(model, train, initParameters(layout, train.seed));
+    const trainer = await createEngine(options, model, train, initParameters(layout, train.seed));
     try {
       const recent: number[] = [];
       for (let step = 0; step < steps; step++) {
@@ -234,7 +279,18 @@ async function simulateDataParallel(options: SimulateOptions): Promise<MethodRes
     curve,
     committedRounds: 0,
     abortedRounds: 0,
+    pipeline: replicaTiming(options, model, train.seqLen),
   };
+}
+
+/** Parameters of the largest stage's owned range. */
+function largestStage(model: GptConfig, stages: number): number {
+  return Math.max(
+    ...splitStages(model.nLayer, stages).map((spec) => {
+      const [start, end] = buildStageLayout(model, spec).owned;
+      return end - start;
+    }),
+  );
 }
 
 function concat(parts: Int32Array[]): Int32Array {
@@ -282,7 +338,7 @@ function methodDiloco(name: Exclude<MethodName, 'dp'>, options: SimulateOptions)
 function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions, model: GptConfig): RunConfig {
   const train = trainConfig(options, model, options.batch);
   const diloco = methodDiloco(name, options);
-  return createRunConfig({
+  const config = createRunConfig({
     model,
     train,
     diloco: {
@@ -295,6 +351,10 @@ function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions,
     },
     heartbeatMs: 1000,
   });
+  const { pipeline } = options;
+  if (!pipeline) return config;
+  const { stages, micros, schedule, activations } = pipeline;
+  return { ...config, pipeline: { stages, micros, schedule, activations } };
 }
 
 const CONTRIBUTION = MESSAGE_SPECS.contribution.id;
@@ -363,7 +423,9 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
       createTrainer: (run, params) =>
         options.dryRun
           ? Promise.resolve(new NullTrainer(run.model, run.train, params))
-          : options.createTrainer(run.model, run.train, params),
+          : run.pipeline
+            ? PipelineTrainer.create(run.model, run.train, params, run.pipeline)
+            : options.createTrainer(run.model, run.train, params),
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => stepComputeMs,
     });
@@ -418,6 +480,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
       curve,
       committedRounds: committed,
       abortedRounds: aborted,
+      pipeline: replicaTiming(options, model, train.seqLen),
     };
   } finally {
     for (const w of workers) w.destroy();
