@@ -19,9 +19,11 @@
  * With `pipeline` (DiLoCoX's pipeline-parallel replicas), each worker is a replica of S volunteers
  * that hold a stage each: its engine is a CPU `PipelineTrainer` (the stages in one process, the
  * same arithmetic as over the mesh) and its inner step takes the time `pipelineTiming` models for
- * the schedule over the stage link, instead of one engine's. The room config carries the pipeline,
- * as a host's would. dp's replica then all-reduces per stage, in parallel: its time is the
- * largest stage's ring, its bytes the whole model's (per replica, all stages together).
+ * the schedule over the stage link, instead of one engine's. The room config does not carry the
+ * pipeline: to the coordinator a replica is one worker (in a host's pipeline room each stage
+ * volunteer is a member and the coordinator forms the groups: packages/swarm/src/pipeline/).
+ * dp's replica all-reduces per stage, in parallel: its time is the largest stage's ring, its
+ * bytes the whole model's (per replica, all stages together).
  */
 import { BatchSampler } from '@shoal/data';
 import { type AggregationRule, type CodecName, DEFAULT_LOW_RANK, LOW_RANK_TARGET } from '@shoal/diloco';
@@ -338,7 +340,7 @@ function methodDiloco(name: Exclude<MethodName, 'dp'>, options: SimulateOptions)
 function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions, model: GptConfig): RunConfig {
   const train = trainConfig(options, model, options.batch);
   const diloco = methodDiloco(name, options);
-  const config = createRunConfig({
+  return createRunConfig({
     model,
     train,
     diloco: {
@@ -351,10 +353,6 @@ function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions,
     },
     heartbeatMs: 1000,
   });
-  const { pipeline } = options;
-  if (!pipeline) return config;
-  const { stages, micros, schedule, activations } = pipeline;
-  return { ...config, pipeline: { stages, micros, schedule, activations } };
 }
 
 const CONTRIBUTION = MESSAGE_SPECS.contribution.id;
@@ -423,9 +421,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
       createTrainer: (run, params) =>
         options.dryRun
           ? Promise.resolve(new NullTrainer(run.model, run.train, params))
-          : run.pipeline
-            ? PipelineTrainer.create(run.model, run.train, params, run.pipeline)
-            : options.createTrainer(run.model, run.train, params),
+          : createEngine(options, run.model, run.train, params),
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => stepComputeMs,
     });
