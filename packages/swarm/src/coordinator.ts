@@ -14,6 +14,7 @@ import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/p
 import { abortReason, aggregateFaults, type Fault, graceMs, roundMisses, tally } from './commit-rule.ts';
 import { AdaptiveRank } from './low-rank-rule.ts';
 import type { Member } from './member.ts';
+import { fragmentStages, PipelineGroups } from './pipeline/groups.ts';
 import type { ReplicaState, ShardClaim } from './replica.ts';
 import { type MemberInfo, median, Roster } from './roster.ts';
 import { chooseParticipants, seenTokens, shardTable } from './round-plan.ts';
@@ -113,6 +114,10 @@ export class Coordinator {
   private readonly codec: Codec;
   /** Each fragment's rank, in a low-rank room. */
   private readonly ranks: AdaptiveRank | null;
+  /** A pipeline-parallel room's replica groups (docs/pipeline.md), else null. */
+  readonly groups: PipelineGroups | null;
+  /** Per fragment, the pipeline stage that holds it. */
+  private readonly stageOfFragment: number[];
 
   constructor(private readonly options: CoordinatorOptions) {
     const { config, member, fragments } = options;
@@ -121,9 +126,19 @@ export class Coordinator {
     this.deadlineMs = options.deadlineMs ?? 60_000;
     this.codec = createCodec(config.diloco.codec, { blockSize: config.diloco.codecBlockSize });
     this.ranks = config.diloco.lowRank ? new AdaptiveRank(fragments.length, config.diloco.lowRank) : null;
-    this.roster = new Roster(member.self, fragments.length, (roster) => {
-      void member.broadcast(this.members.keys(), roster);
-    });
+    this.groups = config.pipeline ? new PipelineGroups(config.pipeline.stages) : null;
+    const { diloco, pipeline, model } = config;
+    this.stageOfFragment = pipeline
+      ? fragmentStages(model, diloco.fragments, diloco.fragmentMode, pipeline.stages)
+      : [];
+    this.roster = new Roster(
+      member.self,
+      fragments.length,
+      (roster) => {
+        void member.broadcast(this.members.keys(), roster);
+      },
+      (peer) => this.groups?.slot(peer) ?? null,
+    );
     const { innerSteps: H, fragments: P } = config.diloco;
     const { resume } = options;
     this.lastRound = fragments.map((_, p) => resume?.fragments[p]?.round ?? 0);
@@ -214,6 +229,7 @@ export class Coordinator {
         scheduleOffset: Math.max(this.medianStep, Math.min(...this.nextOpenStep) - this.config.diloco.innerSteps),
       };
       this.roster.add(newcomer, this.member.clock.now());
+      if (role === 'worker') this.groups?.add(from);
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
     void this.member.send(from, {
@@ -231,6 +247,7 @@ export class Coordinator {
     const info = this.members.get(peer);
     if (!info) return;
     this.roster.members.delete(peer);
+    this.groups?.remove(peer);
     this.departedTokens += info.innerStep * this.config.train.batchSize * this.config.train.seqLen;
     this.options.onEvent?.({ event: 'peer-left', peer, reason });
     for (const round of this.inFlight) {
@@ -250,7 +267,7 @@ export class Coordinator {
    * simulator's final sync before evaluation). False when it could not.
    */
   openNow(p: number): boolean {
-    const workers = this.syncedWorkers();
+    const workers = this.holders(p, this.syncedWorkers());
     if (workers.length === 0 || this.inFlight[p]) return false;
     this.open(p, workers);
     return true;
@@ -276,6 +293,17 @@ export class Coordinator {
     return this.inFlight[p] !== null;
   }
 
+  /**
+   * The workers that train fragment p: all of them, or in a pipeline-parallel room the holders of
+   * its stage in complete groups (a round synchronises one stage across the replicas).
+   */
+  private holders(p: number, workers: MemberInfo[]): MemberInfo[] {
+    const groups = this.groups;
+    if (!groups) return workers;
+    const stage = this.stageOfFragment[p];
+    return workers.filter((w) => groups.slot(w.peer)?.stage === stage && groups.complete(w.peer));
+  }
+
   /** Opens every fragment's round that the median worker's progress calls for. */
   maybeOpenRounds(): void {
     if (this.paused) return;
@@ -286,7 +314,8 @@ export class Coordinator {
     const step = this.medianStep;
     for (let p = 0; p < this.inFlight.length; p++) {
       if (this.inFlight[p] || step < (this.nextOpenStep[p] as number)) continue;
-      this.open(p, workers);
+      const holders = this.holders(p, workers);
+      if (holders.length > 0) this.open(p, holders);
     }
   }
 

@@ -4,7 +4,14 @@
  * GPUs"). It sends nothing but the roster itself; the coordinator decides when members come,
  * go, and fail their rounds.
  */
-import type { Capabilities, HeartbeatMessage, PeerId, Member as RosterMember, RosterMessage } from '@shoal/protocol';
+import type {
+  Capabilities,
+  HeartbeatMessage,
+  PeerId,
+  PipelineSlot,
+  Member as RosterMember,
+  RosterMessage,
+} from '@shoal/protocol';
 
 export interface MemberInfo {
   peer: PeerId;
@@ -74,6 +81,8 @@ export class Roster {
     private readonly fragmentCount: number,
     /** Sends the roster to every member (it changed). */
     private readonly publish: (roster: RosterMessage) => void,
+    /** A member's group and stage in a pipeline-parallel room (none otherwise). */
+    private readonly placeOf: (peer: PeerId) => PipelineSlot | null = () => null,
   ) {}
 
   /** The roster message; each one carries a new epoch. */
@@ -82,13 +91,10 @@ export class Roster {
       kind: 'roster',
       epoch: ++this.epoch,
       coordinator: this.self,
-      members: [...this.members.values()].map(({ peer, role, status, reason, capabilities }) => ({
-        peer,
-        role,
-        status,
-        reason,
-        capabilities,
-      })),
+      members: [...this.members.values()].map(({ peer, role, status, reason, capabilities }) => {
+        const pipeline = this.placeOf(peer);
+        return { peer, role, status, reason, capabilities, ...(pipeline ? { pipeline } : {}) };
+      }),
     };
   }
 

@@ -13,7 +13,6 @@ import {
   aggregationRuleOf,
   CODEC_NAMES,
   type CodecName,
-  fragmentBlocks,
   LOW_RANK_TARGET,
   MAX_LOW_RANK,
 } from '@shoal/diloco';
@@ -25,10 +24,10 @@ import {
   PRESETS,
   pipelineMicros,
   presetConfig,
-  splitStages,
 } from '@shoal/model';
 import { MAX_CODEC_BLOCK_SIZE, MAX_PIPELINE_STAGES, type PipelineConfig, type RunConfig } from '@shoal/protocol';
 import { z } from 'zod';
+import { fragmentStages } from './pipeline/groups.ts';
 
 interface SpecBase {
   /** The command-line flag, `--inner-steps`. */
@@ -463,17 +462,7 @@ function pipelineOf(values: RunOptions, model: GptConfig): PipelineConfig | unde
   } catch {
     throw new RangeError(`Micro-batches ${values.microBatches} do not divide the batch of ${values.batch}.`);
   }
-  const stageOf = new Map<number, number>();
-  for (const stage of splitStages(model.nLayer, stages)) {
-    for (let b = stage.firstBlock; b < stage.endBlock; b++) stageOf.set(b, stage.index);
-  }
-  for (const [p, blocks] of fragmentBlocks(model.nLayer, values.fragments, ROOM_DILOCO.fragmentMode).entries()) {
-    if (new Set(blocks.map((b) => stageOf.get(b))).size > 1) {
-      throw new RangeError(
-        `Fragment ${p} spans two of the ${stages} pipeline stages: choose fragments that split each stage (P = S works).`,
-      );
-    }
-  }
+  fragmentStages(model, values.fragments, ROOM_DILOCO.fragmentMode, stages);
   return {
     stages,
     micros,

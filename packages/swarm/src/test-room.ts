@@ -14,6 +14,7 @@ import {
   type MessageOf,
   type PeerId,
   PeerKeyRegistry,
+  type PipelineConfig,
   type WireCodec,
 } from '@shoal/protocol';
 import { createRunConfig, type DilocoSettings } from './config.ts';
@@ -65,6 +66,8 @@ export interface RoomOptions {
   identities?: KeyAlgorithm;
   /** With identities: refuse signed kinds from peers without a key (MemberOptions). */
   requireSignatures?: boolean;
+  /** Pipeline-parallel replicas: each worker holds one stage of a group (docs/pipeline.md). */
+  pipeline?: PipelineConfig;
 }
 
 /** Late joiners a room with identities has key pairs for (key generation is asynchronous, addWorker is not). */
@@ -96,6 +99,7 @@ export async function createRoom(options: RoomOptions) {
     diloco: { innerSteps: options.innerSteps ?? 10, fragments: options.fragments ?? 2, ...options.diloco },
     heartbeatMs: 200,
   });
+  if (options.pipeline) config.pipeline = options.pipeline;
   const events: CoordinatorEvent[] = [];
   // the server's bindings: each member's key, bound when it joins
   const peerKeys = new PeerKeyRegistry();

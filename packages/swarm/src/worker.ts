@@ -12,7 +12,15 @@
  */
 import { buildFragments, createCodec, createFragmentHasher, ErrorFeedback } from '@shoal/diloco';
 import { learningRate } from '@shoal/gpu';
-import { type Batch, buildLayout, initParameters, type Trainer } from '@shoal/model';
+import {
+  type Batch,
+  buildLayout,
+  CpuStageTrainer,
+  initParameters,
+  type StageSpec,
+  type StageTrainer,
+  type Trainer,
+} from '@shoal/model';
 import {
   type Capabilities,
   type FragmentState,
@@ -23,6 +31,7 @@ import {
 } from '@shoal/protocol';
 import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
+import { MeshStageTrainer, PipelineInterrupted } from './pipeline/mesh-stage.ts';
 import { ReplicaState } from './replica.ts';
 import { type ReplicaEvents, ReplicaNode } from './replica-node.ts';
 import { median } from './roster.ts';
@@ -36,6 +45,16 @@ export interface WorkerOptions {
   capabilities: Capabilities;
   /** Builds the engine once the run's config is known (from the welcome). */
   createTrainer(config: RunConfig, params: Float32Array): Promise<Trainer>;
+  /**
+   * In a pipeline-parallel room, builds the engine of the stage the coordinator places this worker
+   * in (default: the CPU stage).
+   */
+  createStage?(
+    config: RunConfig,
+    spec: StageSpec,
+    params: Float32Array,
+    o: { microBatch: number; slots: number },
+  ): Promise<StageTrainer>;
   /** This worker's batches (its own seed or shard of the corpus). */
   nextBatch(): Batch;
   /**
@@ -248,6 +267,8 @@ export class Worker {
 
   stop(): void {
     this.stopped = true;
+    // a pipeline stage waiting on its group would otherwise wait out its timeout
+    if (this.trainer instanceof MeshStageTrainer) this.trainer.interrupt('the worker stopped');
   }
 
   /** Pauses the inner loop after the step in progress (the worker stays a member and a replica). */
@@ -271,7 +292,8 @@ export class Worker {
         await member.clock.sleep(50);
         continue;
       }
-      if (this.paused) {
+      const waiting = this.trainer instanceof MeshStageTrainer ? this.trainer.waiting : null;
+      if (this.paused || waiting) {
         // No training, but still a member: due contributions go out, rounds merge, heartbeats flow.
         await this.atBoundary();
         if (member.clock.now() - this.lastHeartbeat >= this.config.heartbeatMs) this.heartbeat();
@@ -283,7 +305,16 @@ export class Worker {
       const { train } = this.config;
       const started = member.clock.now();
       const lr = learningRate(this.scheduleStep(), train);
-      const loss = await member.clock.track(this.trainer.step(this.options.nextBatch(), lr));
+      let loss: number;
+      try {
+        // a pipeline stage's step waits on its group over the network, and tracks its own compute
+        const step = this.trainer.step(this.options.nextBatch(), lr);
+        loss = await (this.trainer instanceof MeshStageTrainer ? step : member.clock.track(step));
+      } catch (error) {
+        if (!(error instanceof PipelineInterrupted)) throw error;
+        await member.clock.sleep(50); // the group changed or stalled: nothing was applied; again
+        continue;
+      }
       // On a real clock at least a zero-length sleep, so timers, the mesh and signals get served
       // between steps of a synchronous (CPU) engine.
       await member.clock.sleep(this.options.sleepAfterStepMs?.(member.clock.now() - started) ?? 0);
@@ -430,6 +461,7 @@ export class Worker {
     const synced = async () => {
       const params = state.params(new Float32Array(layout.size));
       if (this.trainer) await member.clock.track(this.trainer.setParams(params));
+      else if (config.pipeline) this.trainer = this.meshStage(config, params);
       else this.trainer = await member.clock.track(this.options.createTrainer(config, params));
       // A fragment that diverged meanwhile (a commit overtook its transfer) is being fetched again:
       // its own `synced` call says hello, with holds the coordinator can accept.
@@ -462,6 +494,23 @@ export class Worker {
       this.rounds.arm(fragments.map((f) => Math.floor((f.index * H) / P)));
       await synced();
     }
+  }
+
+  /** A pipeline-parallel room's engine: the stage of its group the coordinator places it in. */
+  private meshStage(config: RunConfig, params: Float32Array): MeshStageTrainer {
+    const { createStage } = this.options;
+    return new MeshStageTrainer(
+      {
+        member: this.options.member,
+        config,
+        coordinator: this.options.coordinator,
+        createStage: (spec, local, o) =>
+          createStage
+            ? createStage(config, spec, local, o)
+            : Promise.resolve(new CpuStageTrainer(config.train, spec, local, config.model, o)),
+      },
+      params,
+    );
   }
 
   /** How the worker follows its replica: merges, aborts, resyncs. */

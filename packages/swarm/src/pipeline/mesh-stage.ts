@@ -1,0 +1,595 @@
+/**
+ * A worker's engine in a pipeline-parallel room: one stage of its replica group, as a Trainer,
+ * so the worker's rounds, merges and heartbeats run unchanged (docs/pipeline.md). Its step is the
+ * group's step: micro-batches' activations come from the previous stage and go to the next, their
+ * gradients come back, in the run's schedule (1F1B or GPipe); then the first and last stages swap
+ * their tied wte gradients, every stage sends the others its Σg², and each applies AdamW with the
+ * same clip factor. Parameters cross the Trainer boundary in the global layout: the stage's own
+ * range is real, the rest zeros (rounds only ever read and write the stage's fragments).
+ *
+ * Whatever a group member sends is checked like any stranger's message: the sender must hold the
+ * slot the message comes from, in this group's current version; sizes must match the run's
+ * shapes; values must be finite and targets tokens. A message that fails is refused and counted,
+ * and the step in progress ends with PipelineInterrupted (nothing is applied: AdamW runs only
+ * once every stage's norm is in).
+ *
+ * The group's step numbers come from its first stage; the others adopt them from the first
+ * micro-batch's activations. Traffic of an older step or an older version of the group is
+ * dropped. The first stage sends the last the wte it holds at the start of every step where it
+ * may have changed (a merge, a new member, an interrupted step), or an empty wte message saying
+ * it did not, so the copies never drift.
+ */
+import {
+  type Batch,
+  buildLayout,
+  buildStageLayout,
+  gatherStage,
+  microBatchOf,
+  type OptimizerState,
+  type ParamLayout,
+  type PipelineSchedule,
+  pipelineGradScale,
+  type StageLayout,
+  type StageSpec,
+  type StageTrainer,
+  scatterStage,
+  scheduleOrder,
+  splitStages,
+  type TrainConfig,
+  type Trainer,
+  tiedValues,
+} from '@shoal/model';
+import type { PeerId, PipelineConfig, PipelineSlot, PipeMessage, RosterMessage, RunConfig } from '@shoal/protocol';
+import type { Member } from '../member.ts';
+import { bytesPerValue, readValues, writeValues } from './wire-values.ts';
+
+/** The group changed or a stage stopped answering: the step was abandoned, nothing applied. */
+export class PipelineInterrupted extends Error {
+  override name = 'PipelineInterrupted';
+}
+
+export interface MeshStageOptions {
+  member: Member;
+  config: RunConfig;
+  coordinator: PeerId;
+  /** Builds the stage's engine (CPU or WebGPU) once the coordinator has placed this worker. */
+  createStage(spec: StageSpec, params: Float32Array, o: { microBatch: number; slots: number }): Promise<StageTrainer>;
+  /** How long a stage waits for a group member's message before giving the step up, ms. */
+  timeoutMs?: number;
+}
+
+/** Counts of the group's traffic, for the heartbeat's and the bench's figures. */
+export interface PipeCounters {
+  steps: number;
+  interrupted: number;
+  /** Messages refused (wrong sender, size, values) or dropped as stale. */
+  refused: number;
+  stale: number;
+  activationBytesSent: number;
+  /** Time this stage waited for its neighbours during steps, ms (the bubble, plus the links). */
+  waitedMs: number;
+  busyMs: number;
+}
+
+type Kind = PipeMessage['what'];
+
+interface Waiter {
+  accept(message: PipeMessage): boolean;
+  resolve(message: PipeMessage): void;
+  reject(error: Error): void;
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000;
+
+export class MeshStageTrainer implements Trainer {
+  readonly backend: 'cpu' | 'webgpu' = 'cpu';
+  readonly layout: ParamLayout;
+  readonly train: TrainConfig;
+  /** Its step waits on the network: the worker must not hold a simulated clock still over it. */
+  readonly distributed = true;
+  readonly counters: PipeCounters = {
+    steps: 0,
+    interrupted: 0,
+    refused: 0,
+    stale: 0,
+    activationBytesSent: 0,
+    waitedMs: 0,
+    busyMs: 0,
+  };
+  private readonly pipeline: PipelineConfig;
+  private readonly specs: StageSpec[];
+  private slot: PipelineSlot | null = null;
+  /** Who holds each stage of this worker's group (from the roster), for its current version. */
+  private peers: (PeerId | null)[] = [];
+  private rosterEpoch = -1;
+  private stage: StageTrainer | null = null;
+  private stageLayout: StageLayout | null = null;
+  private starting: Promise<void> | null = null;
+  /** Parameters before the stage exists (the global layout). */
+  private pending: Float32Array;
+  /** The first stage: its wte may differ from the last stage's copy. */
+  private wteDirty = true;
+  /** The first stage's step numbers (never reused); the others' current step. */
+  private stepNumber = 0;
+  /** A later stage: the last step it completed (it adopts no older one). */
+  private lastStep = -1;
+  private readonly queues = new Map<string, PipeMessage[]>();
+  /** Messages of a newer version of the group than the roster has shown this worker yet. */
+  private future: { from: PeerId; message: PipeMessage }[] = [];
+  private waiter: { key: string; waiter: Waiter } | null = null;
+  private readonly timeoutMs: number;
+  private readonly offs: (() => void)[] = [];
+  private destroyed = false;
+
+  constructor(
+    private readonly options: MeshStageOptions,
+    params: Float32Array,
+  ) {
+    const { config, member } = options;
+    if (!config.pipeline) throw new Error('a mesh stage needs a run with a pipeline');
+    this.pipeline = config.pipeline;
+    this.train = config.train;
+    this.layout = buildLayout(config.model);
+    this.specs = splitStages(config.model.nLayer, this.pipeline.stages);
+    this.pending = params.slice();
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.offs.push(
+      member.on('roster', (from, roster) => {
+        if (from === options.coordinator) this.onRoster(roster);
+      }),
+      member.on('pipe', (from, message) => this.onPipe(from, message)),
+    );
+    member.onPeerDown((peer) => {
+      if (this.peers.includes(peer)) this.interrupt(`stage ${this.peers.indexOf(peer)} (${peer}) went down`);
+    });
+  }
+
+  /** Its place: group, stage, version; null until the coordinator has placed it. */
+  get place(): PipelineSlot | null {
+    return this.slot;
+  }
+
+  /** Why it cannot step now (no place yet, its group incomplete, its engine starting), or null. */
+  get waiting(): string | null {
+    if (!this.slot) return 'waiting for the coordinator to place it in a group';
+    const missing = this.peers.flatMap((p, s) => (p === null ? [s] : []));
+    if (missing.length > 0) return `waiting for stage ${missing.join(', ')} of group ${this.slot.group}`;
+    if (!this.stage) return 'starting its stage';
+    return null;
+  }
+
+  private onRoster(roster: RosterMessage): void {
+    if (roster.epoch <= this.rosterEpoch) return;
+    this.rosterEpoch = roster.epoch;
+    const self = this.options.member.self;
+    const mine = roster.members.find((m) => m.peer === self)?.pipeline ?? null;
+    const peers: (PeerId | null)[] = new Array(this.pipeline.stages).fill(null);
+    if (mine) {
+      for (const m of roster.members) {
+        if (m.pipeline?.group === mine.group && m.pipeline.version === mine.version) peers[m.pipeline.stage] = m.peer;
+      }
+    }
+    const changed = mine?.group !== this.slot?.group || mine?.version !== this.slot?.version;
+    if (mine && this.slot && mine.stage !== this.slot.stage) {
+      // a new stage: its engine is built again from the parameters it holds
+      this.interrupt('this worker moved to another stage');
+      void this.getParams().then((p) => {
+        this.pending = p;
+      });
+      this.stage?.destroy();
+      this.stage = null;
+      this.stageLayout = null;
+    }
+    this.slot = mine;
+    this.peers = peers;
+    if (changed) {
+      this.interrupt(mine ? `group ${mine.group} is now version ${mine.version}` : 'this worker lost its place');
+      this.wteDirty = true;
+      // traffic of the group as it was is dropped; a newer version's waits for its turn
+      for (const [key, queue] of this.queues) {
+        this.queues.set(
+          key,
+          queue.filter((m) => mine && m.group === mine.group && m.version >= mine.version),
+        );
+      }
+    }
+    if (mine && !this.stage && !this.starting) this.starting = this.startStage(mine.stage);
+    const future = this.future;
+    this.future = [];
+    for (const { from, message } of future) this.onPipe(from, message);
+  }
+
+  private async startStage(index: number): Promise<void> {
+    try {
+      const spec = this.specs[index] as StageSpec;
+      const layout = buildStageLayout(this.options.config.model, spec);
+      const S = this.pipeline.stages;
+      const M = this.pipeline.micros;
+      const slots = this.pipeline.schedule === 'gpipe' ? M : Math.min(S - index, M);
+      const microBatch = this.train.batchSize / M;
+      const stage = await this.options.createStage(spec, gatherStage(layout, this.pending), { microBatch, slots });
+      if (this.destroyed || this.slot?.stage !== index) {
+        stage.destroy();
+        return;
+      }
+      this.stage = stage;
+      this.stageLayout = layout;
+    } finally {
+      this.starting = null;
+    }
+  }
+
+  private key(kind: Kind, from: number): string {
+    return `${kind}:${from}`;
+  }
+
+  /** Checks a group member's message; queues it for the step that takes it, or refuses it. */
+  private onPipe(from: PeerId, message: PipeMessage): void {
+    const refuse = (why: string) => {
+      this.counters.refused++;
+      this.options.member.refuse(from, 'pipe', 'pipe', why);
+    };
+    const slot = this.slot;
+    if (!slot || message.group !== slot.group) return refuse(`${from} is not in this worker's group`);
+    if (message.version < slot.version) {
+      this.counters.stale++;
+      return;
+    }
+    if (message.version > slot.version) {
+      // the group changed and the roster saying so has not arrived yet: kept until it does
+      if (this.future.length < 4 * this.pipeline.micros + 4 * this.pipeline.stages) this.future.push({ from, message });
+      else refuse('too many messages of a group version this worker does not know');
+      return;
+    }
+    const S = this.pipeline.stages;
+    const s = slot.stage;
+    const sender = this.peers.indexOf(from);
+    if (sender < 0) return refuse(`${from} holds no stage of this group`);
+    const expected: Record<Kind, number[]> = {
+      act: [s - 1],
+      grad: [s + 1],
+      tied: s === 0 ? [S - 1] : s === S - 1 ? [0] : [],
+      wte: s === S - 1 ? [0] : [],
+      norm: [...Array(S).keys()].filter((t) => t !== s),
+    };
+    if (!expected[message.what].includes(sender)) {
+      return refuse(`stage ${sender} does not send ${message.what} to stage ${s}`);
+    }
+    const problem = this.sizeProblem(message);
+    if (problem) return refuse(problem);
+    const key = this.key(message.what, sender);
+    const waiting = this.waiter;
+    if (waiting && waiting.key === key && waiting.waiter.accept(message)) {
+      this.waiter = null;
+      waiting.waiter.resolve(message);
+      return;
+    }
+    const queue = this.queues.get(key) ?? [];
+    queue.push(message);
+    this.queues.set(key, queue);
+  }
+
+  private sizeProblem(m: PipeMessage): string | null {
+    const { model } = this.options.config;
+    const rows = (this.train.batchSize / this.pipeline.micros) * this.train.seqLen;
+    const wanted: Record<Kind, [number[], number, PipeMessage['dtype']]> = {
+      act: [[rows * model.nEmbd], rows, this.pipeline.activations],
+      grad: [[rows * model.nEmbd], 0, this.pipeline.activations],
+      tied: [[model.vocabSize * model.nEmbd], 0, 'f32'],
+      wte: [[0, model.vocabSize * model.nEmbd], 0, 'f32'],
+      norm: [[0], 0, 'f32'],
+    };
+    const [values, targets, dtype] = wanted[m.what];
+    if (!values.includes(m.values) || m.targets !== targets || m.dtype !== dtype) {
+      return `a ${m.what} message of ${m.values} ${m.dtype} values and ${m.targets} targets, expected ${values.join(' or ')} ${dtype} and ${targets}`;
+    }
+    if (m.micro >= this.pipeline.micros) return `micro-batch ${m.micro} of ${this.pipeline.micros}`;
+    return null;
+  }
+
+  /** Ends the step in progress, if any (a stopping worker, a changed group). */
+  interrupt(why: string): void {
+    const waiting = this.waiter;
+    this.waiter = null;
+    waiting?.waiter.reject(new PipelineInterrupted(why));
+  }
+
+  /**
+   * The next message of `kind` from stage `from` that `accept` takes. Messages of an older step
+   * are dropped; one of a newer step means the group went on without this stage (interrupted).
+   */
+  private take(kind: Kind, from: number, step: number | null, micro: number): Promise<PipeMessage> {
+    const key = this.key(kind, from);
+    const queue = this.queues.get(key) ?? [];
+    this.queues.set(key, queue);
+    // with no step yet (a later stage's first activations), the next step after its last
+    const matches = (m: PipeMessage) => (step === null ? m.step > this.lastStep : m.step === step) && m.micro === micro;
+    const version = this.slot?.version;
+    while (queue.length > 0) {
+      const head = queue[0] as PipeMessage;
+      if (head.version !== version) break; // a newer version's, for later
+      if (matches(head)) return Promise.resolve(queue.shift() as PipeMessage);
+      if (step !== null && head.step > step) {
+        return Promise.reject(new PipelineInterrupted(`stage ${from} is on step ${head.step}, this one on ${step}`));
+      }
+      queue.shift();
+      this.counters.stale++;
+    }
+    const { clock } = this.options.member;
+    return new Promise<PipeMessage>((resolve, reject) => {
+      const cancel = clock.setTimer(this.timeoutMs, () => {
+        if (this.waiter?.key !== key) return;
+        this.waiter = null;
+        reject(new PipelineInterrupted(`stage ${from} sent no ${kind} for ${this.timeoutMs / 1000} s`));
+      });
+      this.waiter = {
+        key,
+        waiter: {
+          accept: (m) => {
+            if (m.version !== this.slot?.version) return false;
+            if (matches(m)) return true;
+            this.counters.stale++;
+            return false;
+          },
+          resolve: (m) => {
+            cancel();
+            resolve(m);
+          },
+          reject: (error) => {
+            cancel();
+            reject(error);
+          },
+        },
+      };
+    });
+  }
+
+  private send(stage: number, body: Omit<PipeMessage, 'kind' | 'group' | 'version'>): void {
+    const peer = this.peers[stage];
+    const slot = this.slot;
+    if (!peer || !slot) throw new PipelineInterrupted(`stage ${stage} of the group is empty`);
+    const message = { kind: 'pipe', group: slot.group, version: slot.version, ...body } as PipeMessage;
+    if (body.what === 'act' || body.what === 'grad') this.counters.activationBytesSent += message.payload.length;
+    this.options.member.send(peer, message).catch(() => this.interrupt(`sending to stage ${stage} failed`));
+  }
+
+  private sendValues(
+    stage: number,
+    what: Kind,
+    step: number,
+    micro: number,
+    values: Float32Array,
+    dtype: 'f32' | 'bf16',
+    targets: Int32Array | null = null,
+  ): void {
+    const n = targets?.length ?? 0;
+    const payload = new Uint8Array(values.length * bytesPerValue(dtype) + 4 * n);
+    const end = writeValues(values, dtype, payload, 0);
+    if (targets) payload.set(new Uint8Array(targets.buffer, targets.byteOffset, targets.byteLength), end);
+    this.send(stage, { what, step, micro, dtype, values: values.length, targets: n, payload });
+  }
+
+  private decode(message: PipeMessage): { values: Float32Array; targets: Int32Array | null } {
+    const values = readValues(message.payload, 0, message.values, message.dtype);
+    for (let i = 0; i < values.length; i++) {
+      if (!Number.isFinite(values[i] as number)) {
+        this.counters.refused++;
+        throw new PipelineInterrupted(`a ${message.what} message carried a non-finite value at ${i}`);
+      }
+    }
+    if (message.targets === 0) return { values, targets: null };
+    const start = message.values * bytesPerValue(message.dtype);
+    const targets = new Int32Array(message.payload.slice(start, start + 4 * message.targets).buffer);
+    const V = this.options.config.model.vocabSize;
+    for (const t of targets) {
+      if (t < 0 || t >= V) {
+        this.counters.refused++;
+        throw new PipelineInterrupted(`an act message carried target ${t}, outside [0, ${V})`);
+      }
+    }
+    return { values, targets };
+  }
+
+  /** Runs the stage's work, timed as busy (and held on a simulated clock). */
+  private async busy<T>(work: () => Promise<T>): Promise<T> {
+    const { clock } = this.options.member;
+    const started = clock.now();
+    const result = await clock.track(work());
+    this.counters.busyMs += clock.now() - started;
+    return result;
+  }
+
+  private async waited<T>(message: Promise<T>): Promise<T> {
+    const { clock } = this.options.member;
+    const started = clock.now();
+    try {
+      return await message;
+    } finally {
+      this.counters.waitedMs += clock.now() - started;
+    }
+  }
+
+  async step(batch: Batch, lr: number): Promise<number> {
+    const stage = this.stage;
+    const slot = this.slot;
+    const why = this.waiting;
+    if (why || !stage || !slot || !this.stageLayout) throw new PipelineInterrupted(why ?? 'not placed');
+    try {
+      const { loss, step } = await this.groupStep(stage, slot, this.stageLayout, batch, lr);
+      this.counters.steps++;
+      this.lastStep = step;
+      return loss;
+    } catch (error) {
+      if (!(error instanceof PipelineInterrupted)) throw error;
+      this.counters.interrupted++;
+      this.wteDirty = true;
+      throw error;
+    }
+  }
+
+  private async groupStep(
+    stage: StageTrainer,
+    slot: PipelineSlot,
+    layout: StageLayout,
+    batch: Batch,
+    lr: number,
+  ): Promise<{ loss: number; step: number }> {
+    const S = this.pipeline.stages;
+    const M = this.pipeline.micros;
+    const s = slot.stage;
+    const dtype = this.pipeline.activations;
+    const slots = stage.slots;
+    let step: number | null = s === 0 ? ++this.stepNumber : null;
+    let loss = 0;
+    let backwards = 0;
+    const targets = new Map<number, Int32Array>();
+    for (const op of scheduleOrder(this.pipeline.schedule as PipelineSchedule, S, M)[s] ?? []) {
+      const m = op.micro;
+      if (op.kind === 'F') {
+        let input: Int32Array | Float32Array;
+        let micro: Batch | null = null;
+        if (s === 0) {
+          micro = microBatchOf(batch, m, M);
+          input = micro.inputs;
+          if (m === 0) await this.sendWte(stage, layout, step as number);
+        } else {
+          const message = await this.waited(this.take('act', s - 1, step, m));
+          step ??= message.step;
+          const decoded = this.decode(message);
+          input = decoded.values;
+          targets.set(m, decoded.targets as Int32Array);
+          if (s === S - 1 && m === 0) await this.receiveWte(stage, layout, step);
+        }
+        const y = micro ? micro.targets : (targets.get(m) as Int32Array);
+        const out = await this.busy(() => stage.forward(m % slots, input, s === S - 1 ? y : null));
+        if (typeof out === 'number') loss += out;
+        else this.sendValues(s + 1, 'act', step as number, m, out, dtype, y);
+      } else {
+        const d = s === S - 1 ? null : this.decode(await this.waited(this.take('grad', s + 1, step, m))).values;
+        const dInput = await this.busy(() => stage.backward(m % slots, d, backwards++ > 0));
+        if (dInput) this.sendValues(s - 1, 'grad', step as number, m, dInput, dtype);
+      }
+    }
+    const k = step as number;
+    if (S > 1 && (s === 0 || s === S - 1)) {
+      const other = s === 0 ? S - 1 : 0;
+      const mine = (await this.busy(() => stage.tiedGrad())) as Float32Array;
+      this.sendValues(other, 'tied', k, 0, mine, 'f32');
+      const theirs = this.decode(await this.waited(this.take('tied', other, k, 0))).values;
+      const [first, last] = s === 0 ? [mine, theirs] : [theirs, mine];
+      const sum = new Float32Array(first.length);
+      for (let i = 0; i < sum.length; i++) sum[i] = (first[i] as number) + (last[i] as number);
+      await this.busy(() => stage.setTiedGrad(sum));
+    }
+    const own = await this.busy(() => stage.gradSumSquares());
+    const meanLoss = s === S - 1 ? loss / M : Number.NaN;
+    for (let t = 0; t < S; t++) {
+      if (t === s) continue;
+      this.send(t, {
+        what: 'norm',
+        step: k,
+        micro: 0,
+        dtype: 'f32',
+        values: 0,
+        targets: 0,
+        sumSquares: own,
+        ...(Number.isFinite(meanLoss) ? { loss: meanLoss } : {}),
+        payload: new Uint8Array(0),
+      });
+    }
+    let total = 0;
+    let groupLoss = meanLoss;
+    for (let t = 0; t < S; t++) {
+      if (t === s) {
+        total += own;
+        continue;
+      }
+      const norm = await this.waited(this.take('norm', t, k, 0));
+      total += norm.sumSquares ?? 0;
+      if (t === S - 1 && norm.loss !== undefined) groupLoss = norm.loss;
+    }
+    await this.busy(() => stage.update(lr, pipelineGradScale(total, M, this.train.gradClip)));
+    return { loss: groupLoss, step: k };
+  }
+
+  /** The first stage, at a step's start: its wte to the last stage when it may have changed. */
+  private async sendWte(stage: StageTrainer, layout: StageLayout, step: number): Promise<void> {
+    const S = this.pipeline.stages;
+    if (S < 2) return;
+    const dirty = this.wteDirty;
+    this.wteDirty = false;
+    const empty = { what: 'wte' as const, step, micro: 0, dtype: 'f32' as const, targets: 0 };
+    if (!dirty) {
+      this.send(S - 1, { ...empty, values: 0, payload: new Uint8Array(0) });
+      return;
+    }
+    const local = await this.busy(() => stage.getParams());
+    this.sendValues(S - 1, 'wte', step, 0, tiedValues(layout, local) as Float32Array, 'f32');
+  }
+
+  /** The last stage, at a step's start: the first stage's wte into its copy, when it sent one. */
+  private async receiveWte(stage: StageTrainer, layout: StageLayout, step: number): Promise<void> {
+    const message = await this.waited(this.take('wte', 0, step, 0));
+    if (message.values === 0) return;
+    const wte = this.decode(message).values;
+    await this.busy(async () => {
+      const local = await stage.getParams();
+      (tiedValues(layout, local) as Float32Array).set(wte);
+      await stage.setParams(local);
+    });
+  }
+
+  async evaluate(): Promise<number> {
+    throw new Error('a pipeline stage cannot evaluate alone: the host evaluates θ_global');
+  }
+
+  async getParams(): Promise<Float32Array> {
+    if (!this.stage || !this.stageLayout) return this.pending.slice();
+    const global = new Float32Array(this.layout.size);
+    scatterStage(this.stageLayout, await this.stage.getParams(), global);
+    return global;
+  }
+
+  async setParams(params: Float32Array): Promise<void> {
+    if (params.length !== this.layout.size) {
+      throw new RangeError(`params have ${params.length} values, the model needs ${this.layout.size}`);
+    }
+    if (!this.stage || !this.stageLayout) {
+      this.pending = params.slice();
+      return;
+    }
+    const local = gatherStage(this.stageLayout, params);
+    const tied = this.stageLayout.tiedCopy ? tiedValues(this.stageLayout, local) : null;
+    // the last stage's wte copy is the first stage's to set (sendWte), not θ_global's
+    if (tied) tied.set(tiedValues(this.stageLayout, await this.stage.getParams()) as Float32Array);
+    await this.stage.setParams(local);
+    this.wteDirty = true;
+  }
+
+  async getOptimizerState(): Promise<OptimizerState> {
+    const m = new Float32Array(this.layout.size);
+    const v = new Float32Array(this.layout.size);
+    if (!this.stage || !this.stageLayout) return { m, v, step: 0 };
+    const state = await this.stage.getOptimizerState();
+    scatterStage(this.stageLayout, state.m, m);
+    scatterStage(this.stageLayout, state.v, v);
+    return { m, v, step: state.step };
+  }
+
+  async setOptimizerState(state: OptimizerState): Promise<void> {
+    if (!this.stage || !this.stageLayout) return;
+    const { m, v, step } = state;
+    await this.stage.setOptimizerState({
+      m: gatherStage(this.stageLayout, m),
+      v: gatherStage(this.stageLayout, v),
+      step,
+    });
+  }
+
+  destroy(): void {
+    this.destroyed = true;
+    this.interrupt('the worker stopped');
+    for (const off of this.offs) off();
+    this.stage?.destroy();
+  }
+}
