@@ -1,5 +1,5 @@
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
-import { METHODS } from '@shoal/swarm/methods';
+import { DEFAULT_STAGE_LINK, METHODS } from '@shoal/swarm/methods';
 import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { parseRunOption } from '@shoal/swarm/run-options';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -9,7 +9,7 @@ import { hostCommand } from './host.ts';
 import { planCommand } from './plan.ts';
 import { runOption, withRunOptions } from './run-options.ts';
 import { serverCommand } from './server.ts';
-import { simulateCommand } from './simulate.ts';
+import { parseBytes, simulateCommand } from './simulate.ts';
 import { trainCommand } from './train.ts';
 import { UsageError } from './usage.ts';
 import { workerCommand } from './worker.ts';
@@ -105,6 +105,13 @@ export function createProgram(): Command {
     if (!Number.isFinite(n)) throw new InvalidArgumentError('expected a number');
     return n;
   };
+  const parseByteSize = (value: string) => {
+    try {
+      return parseBytes(value);
+    } catch (error) {
+      throw new InvalidArgumentError((error as Error).message);
+    }
+  };
 
   withRunOptions(
     program
@@ -128,9 +135,25 @@ export function createProgram(): Command {
     .option('--step-ms <ms>', 'compute time per inner step (overrides --gpu-tflops)', parseNumber)
     .option('--link-mbps <n>', 'each peer’s up and down link, Mbit/s', parseNumber, ROOM_MODEL_DEFAULTS.linkMbps)
     .option('--latency-ms <ms>', 'one-way latency between peers', parseNumber, ROOM_MODEL_DEFAULTS.latencyMs)
+    .option(
+      '--max-memory <bytes>',
+      "each volunteer's memory (e.g. 512MB, 1.5GiB): without --pipeline-stages, the fewest stages per replica that fit; with it, refuse stages that do not",
+      parseByteSize,
+    )
+    .option(
+      '--stage-link-mbps <n>',
+      "the link between a pipeline replica's stage volunteers, Mbit/s each way (activations, their gradients, the tied wte gradient)",
+      parseNumber,
+      DEFAULT_STAGE_LINK.stageLinkMbps,
+    )
+    .option('--stage-latency-ms <ms>', 'one-way latency of that link', parseNumber, DEFAULT_STAGE_LINK.stageLatencyMs)
     .option('--dry-run', 'model time and bytes without training (no evaluation)')
-    .option('--json', 'end with one JSON line {"methods": [...]}')
-    .action(guarded(simulateCommand));
+    .option('--json', 'end with one JSON line {"methods": [...]} (and "pipeline" with S > 1 or --max-memory)')
+    .action(
+      guarded((options, command: Command) =>
+        simulateCommand({ ...options, pipelineStagesSet: command.getOptionValueSource('pipelineStages') === 'cli' }),
+      ),
+    );
 
   const parsePositive = (value: string) => {
     const n = parseNumber(value);

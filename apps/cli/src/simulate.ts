@@ -4,14 +4,35 @@
  * streaming-lowrank, streaming-delay, dilocox);
  * then a table (or, with --json, one JSON line last) of validation loss, bytes, peak bytes per
  * sync, simulated time and compute utilisation. See packages/swarm/src/simulate.ts for the model.
+ *
+ * With --pipeline-stages S (or --max-memory, which picks the fewest stages whose every volunteer
+ * fits the cap), each worker is a replica of S stage volunteers on a --stage-link-mbps link; the
+ * header then says S, M, the schedule, its bubble and the activation bytes per step.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCorpus, validationBatches } from '@shoal/data';
 import { DEFAULT_LOW_RANK } from '@shoal/diloco';
-import { CpuTrainer, createGptKernels, type GptKernels, GpuTrainer } from '@shoal/model';
+import {
+  CpuTrainer,
+  createGptKernels,
+  formatMemory,
+  type GptKernels,
+  GpuTrainer,
+  type PipelineSchedule,
+} from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
-import { METHODS, type MethodName, type MethodResult, type SimulateOptions, simulateMethod } from '@shoal/swarm';
+import {
+  METHODS,
+  type MethodName,
+  type MethodResult,
+  type PipelinePlan,
+  type PipelineTiming,
+  planPipeline,
+  type SimPipeline,
+  type SimulateOptions,
+  simulateMethod,
+} from '@shoal/swarm';
 import { RUN_OPTION_DEFAULTS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
@@ -34,6 +55,45 @@ export interface SimulateCliOptions extends Omit<RunOptions, 'steps' | 'overlapR
   latencyMs: number;
   dryRun?: boolean;
   json?: boolean;
+  /** Each volunteer's memory, bytes (`parseBytes`): picks S, or refuses a --pipeline-stages that does not fit. */
+  maxMemory?: number;
+  /** The link between a replica's stage volunteers. */
+  stageLinkMbps: number;
+  stageLatencyMs: number;
+  /** Whether --pipeline-stages was given (its default 1 is not a choice that --max-memory must respect). */
+  pipelineStagesSet?: boolean;
+}
+
+const BYTE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1e3,
+  kb: 1e3,
+  kib: 2 ** 10,
+  m: 1e6,
+  mb: 1e6,
+  mib: 2 ** 20,
+  g: 1e9,
+  gb: 1e9,
+  gib: 2 ** 30,
+  t: 1e12,
+  tb: 1e12,
+  tib: 2 ** 40,
+};
+
+/**
+ * A byte count as people write it: 4000000, 4e6, 512MB, 1.5GiB, 2 gb (SI units are powers of
+ * 1000, the -iB ones of 1024; a bare k, m, g is SI). Whole bytes ≥ 1; throws a RangeError.
+ */
+export function parseBytes(text: string): number {
+  const match = /^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*([a-z]*)\s*$/i.exec(text);
+  const unit = BYTE_UNITS[match?.[2]?.toLowerCase() ?? 'none'];
+  if (!match || unit === undefined) {
+    throw new RangeError(`"${text}" is not a size: write bytes, or a number with kB, MB, GB, KiB, MiB, GiB`);
+  }
+  const bytes = Math.floor(Number(match[1]) * unit);
+  if (!Number.isFinite(bytes) || bytes < 1) throw new RangeError(`"${text}" is not a size of at least 1 byte`);
+  return bytes;
 }
 
 function parseMethods(list: string): MethodName[] {
@@ -70,8 +130,24 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     ['--gpu-tflops', options.gpuTflops],
     ['--link-mbps', options.linkMbps],
     ['--latency-ms', options.latencyMs],
+    ['--stage-latency-ms', options.stageLatencyMs],
   ] as const) {
     if (!Number.isFinite(value) || value < 0) throw new UsageError(`${flag} must be a number ≥ 0, got ${value}`);
+  }
+  if (!(options.stageLinkMbps > 0)) {
+    throw new UsageError(`--stage-link-mbps must be a number > 0, got ${options.stageLinkMbps}`);
+  }
+  const { plan, config: pipelined } = pipelineFor(options, config);
+  config = pipelined;
+  const pipeline: SimPipeline | undefined = config.pipeline && {
+    ...config.pipeline,
+    stageLinkMbps: options.stageLinkMbps,
+    stageLatencyMs: options.stageLatencyMs,
+  };
+  if (pipeline && options.backend === 'webgpu' && !options.dryRun) {
+    throw new UsageError(
+      'pipeline stages train on the CPU in the simulator (no WebGPU stage engine yet): use --backend cpu',
+    );
   }
   const { codec, codecBlockSize, aggregation } = config.diloco;
   // the low-rank methods' codec: --low-rank (DEFAULT_LOW_RANK at its 0, which turns a room's off)
@@ -130,6 +206,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         linkMbps: options.linkMbps,
         latencyMs: options.latencyMs,
         dryRun: Boolean(options.dryRun),
+        ...(pipeline ? { pipeline } : {}),
         createTrainer,
         trainTokens: corpus.train,
         evalBatches,
@@ -155,6 +232,8 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         `H ${options.innerSteps}, P ${options.fragments}, τ ${options.overlap}, α ${options.alpha}, codec ${options.codec}, ` +
         `${options.linkMbps} Mbit/s, ${options.latencyMs} ms${options.dryRun ? ', dry run' : ''}`,
     );
+    const line = pipelineLine(plan, results[0]?.pipeline ?? null, options);
+    if (line) console.log(line);
     console.log(
       'method             eval loss   bytes/worker   vs dp     peak/sync    sim time   compute util   rounds (aborted)',
     );
@@ -170,6 +249,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     }
   }
   if (!options.json) return;
+  const timing = results[0]?.pipeline ?? null;
   console.log(
     JSON.stringify({
       methods: results.map(({ name, evalLoss, bytesPerWorker, peakSyncBytes, simSeconds, computeUtilization }) => ({
@@ -180,6 +260,72 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         simSeconds,
         computeUtilization,
       })),
+      ...(plan
+        ? {
+            pipeline: {
+              stages: plan.stages,
+              micros: plan.micros,
+              schedule: config.pipeline?.schedule ?? null,
+              activations: config.pipeline?.activations ?? null,
+              bubbleFraction: timing?.bubbleFraction ?? 0,
+              activationBytesPerStep: timing?.activationBytesPerStep ?? 0,
+              stepMs: timing?.stepMs ?? null,
+              stageBytes: plan.stageBytes,
+              wholeModelBytes: plan.wholeModelBytes,
+              maxMemoryBytes: options.maxMemory ?? null,
+            },
+          }
+        : {}),
     }),
+  );
+}
+
+/**
+ * The replica's S for these options and the config that carries it: --max-memory without
+ * --pipeline-stages takes the fewest stages that fit; with it, a S whose stages do not fit is
+ * refused. Null plan: no pipeline and no cap (nothing to report).
+ */
+function pipelineFor(options: SimulateCliOptions, config: RunConfig): { plan: PipelinePlan | null; config: RunConfig } {
+  const asked = options.pipelineStagesSet
+    ? options.pipelineStages
+    : config.pipeline
+      ? config.pipeline.stages
+      : undefined;
+  if (options.maxMemory === undefined && asked === undefined) return { plan: null, config };
+  let plan: PipelinePlan;
+  try {
+    plan = planPipeline({
+      model: config.model,
+      batch: config.train.batchSize,
+      seqLen: config.train.seqLen,
+      stages: asked,
+      micros: options.microBatches || undefined,
+      schedule: options.pipelineSchedule as PipelineSchedule,
+      maxMemoryBytes: options.maxMemory,
+    });
+  } catch (error) {
+    throw new UsageError(`--max-memory: ${(error as Error).message}`);
+  }
+  if (plan.stages === (config.pipeline?.stages ?? 1)) return { plan, config };
+  try {
+    return { plan, config: runConfigOf({ ...RUN_OPTION_DEFAULTS, ...options, pipelineStages: plan.stages }) };
+  } catch (error) {
+    throw new UsageError(`--max-memory needs ${plan.stages} pipeline stages: ${(error as Error).message}`);
+  }
+}
+
+/** The header's line about the replica: S, M, schedule, bubble, activation bytes, memory. */
+function pipelineLine(plan: PipelinePlan | null, timing: PipelineTiming | null, options: SimulateCliOptions) {
+  if (!plan) return null;
+  const cap = options.maxMemory === undefined ? '' : `, cap ${formatMemory(options.maxMemory)}`;
+  const memory =
+    `memory per volunteer ${plan.stageBytes.map(formatMemory).join(' / ')}` +
+    `${cap} (whole model ${formatMemory(plan.wholeModelBytes)})`;
+  if (!timing) return `no pipeline (S 1): ${memory}`;
+  return (
+    `pipeline: S ${plan.stages} × M ${plan.micros} ${options.pipelineSchedule}, ${options.activations} activations, ` +
+    `stage link ${options.stageLinkMbps} Mbit/s ${options.stageLatencyMs} ms; bubble ${(100 * timing.bubbleFraction).toFixed(1)}%, ` +
+    `activations ${formatBytes(timing.activationBytesPerStep)}/step, step ${timing.stepMs.toFixed(2)} ms; ${memory}; ` +
+    'bytes are per replica'
   );
 }
