@@ -26,6 +26,7 @@ import {
   type FragmentState,
   MAX_REJECTION_REASONS,
   type PeerId,
+  type RosterMessage,
   type RoundOpenMessage,
   type RunConfig,
 } from '@shoal/protocol';
@@ -120,6 +121,8 @@ export class Worker {
   readonly rejectedContributions = new Map<string, number>();
   private synced = false;
   private stopped = false;
+  /** The coordinator's latest roster (a pipeline stage built later starts from it). */
+  private roster: RosterMessage | null = null;
   private paused = false;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private welcome: Promise<void>;
@@ -144,6 +147,9 @@ export class Worker {
       void this.start(message.config, message.stateFrom, message.fragments).then(resolveWelcome, failSetup);
     });
     member.on('round-open', (from, message) => this.onOpen(from, message));
+    member.on('roster', (from, message) => {
+      if (from === options.coordinator && message.epoch > (this.roster?.epoch ?? -1)) this.roster = message;
+    });
     member.on('contribution', (from, message) => {
       if (this.duties) this.duties.onContribution(from, message);
       else member.refuse(from, 'contribution', 'not-owner', 'this worker has not joined the run yet');
@@ -268,7 +274,7 @@ export class Worker {
   stop(): void {
     this.stopped = true;
     // a pipeline stage waiting on its group would otherwise wait out its timeout
-    if (this.trainer instanceof MeshStageTrainer) this.trainer.interrupt('the worker stopped');
+    if (this.trainer instanceof MeshStageTrainer) this.trainer.stop();
   }
 
   /** Pauses the inner loop after the step in progress (the worker stays a member and a replica). */
@@ -440,6 +446,8 @@ export class Worker {
     const fragments = buildFragments(layout, config.diloco.fragments, config.diloco.fragmentMode);
     if (fragments.length !== welcomed.length) throw new Error('the welcome disagrees with the fragment count');
     const init = initParameters(layout, config.train.seed);
+    // a stage hears the roster from the start: the coordinator places it before it has synced
+    if (config.pipeline) this.trainer = this.meshStage(config, init);
     const hasher = await member.clock.track(createFragmentHasher(config.diloco.hashAlgorithm));
     const state = new ReplicaState(
       fragments,
@@ -461,7 +469,6 @@ export class Worker {
     const synced = async () => {
       const params = state.params(new Float32Array(layout.size));
       if (this.trainer) await member.clock.track(this.trainer.setParams(params));
-      else if (config.pipeline) this.trainer = this.meshStage(config, params);
       else this.trainer = await member.clock.track(this.options.createTrainer(config, params));
       // A fragment that diverged meanwhile (a commit overtook its transfer) is being fetched again:
       // its own `synced` call says hello, with holds the coordinator can accept.
@@ -504,6 +511,7 @@ export class Worker {
         member: this.options.member,
         config,
         coordinator: this.options.coordinator,
+        roster: this.roster,
         createStage: (spec, local, o) =>
           createStage
             ? createStage(config, spec, local, o)

@@ -56,6 +56,8 @@ export interface MeshStageOptions {
   createStage(spec: StageSpec, params: Float32Array, o: { microBatch: number; slots: number }): Promise<StageTrainer>;
   /** How long a stage waits for a group member's message before giving the step up, ms. */
   timeoutMs?: number;
+  /** The coordinator's latest roster, if one came before this stage was built. */
+  roster?: RosterMessage | null;
 }
 
 /** Counts of the group's traffic, for the heartbeat's and the bench's figures. */
@@ -120,6 +122,10 @@ export class MeshStageTrainer implements Trainer {
   private readonly timeoutMs: number;
   private readonly offs: (() => void)[] = [];
   private destroyed = false;
+  /** The worker stopped: no step waits on the group any more. */
+  private stopped = false;
+  /** The group's version when the step in progress started. */
+  private stepVersion = -1;
 
   constructor(
     private readonly options: MeshStageOptions,
@@ -142,6 +148,7 @@ export class MeshStageTrainer implements Trainer {
     member.onPeerDown((peer) => {
       if (this.peers.includes(peer)) this.interrupt(`stage ${this.peers.indexOf(peer)} (${peer}) went down`);
     });
+    if (options.roster) this.onRoster(options.roster);
   }
 
   /** Its place: group, stage, version; null until the coordinator has placed it. */
@@ -212,6 +219,8 @@ export class MeshStageTrainer implements Trainer {
         stage.destroy();
         return;
       }
+      // parameters set while the engine was being built (a sync) replace the ones it started from
+      await stage.setParams(gatherStage(layout, this.pending));
       this.stage = stage;
       this.stageLayout = layout;
     } finally {
@@ -287,8 +296,14 @@ export class MeshStageTrainer implements Trainer {
     return null;
   }
 
-  /** Ends the step in progress, if any (a stopping worker, a changed group). */
-  interrupt(why: string): void {
+  /** Stops for good: the step in progress ends, and no other starts. */
+  stop(): void {
+    this.stopped = true;
+    this.interrupt('the worker stopped');
+  }
+
+  /** Ends the step in progress, if any (a changed group, a neighbour gone). */
+  private interrupt(why: string): void {
     const waiting = this.waiter;
     this.waiter = null;
     waiting?.waiter.reject(new PipelineInterrupted(why));
@@ -299,6 +314,10 @@ export class MeshStageTrainer implements Trainer {
    * are dropped; one of a newer step means the group went on without this stage (interrupted).
    */
   private take(kind: Kind, from: number, step: number | null, micro: number): Promise<PipeMessage> {
+    if (this.stopped) return Promise.reject(new PipelineInterrupted('the worker stopped'));
+    if (this.slot?.version !== this.stepVersion) {
+      return Promise.reject(new PipelineInterrupted(`the group changed during step ${step}`));
+    }
     const key = this.key(kind, from);
     const queue = this.queues.get(key) ?? [];
     this.queues.set(key, queue);
@@ -438,6 +457,7 @@ export class MeshStageTrainer implements Trainer {
     const M = this.pipeline.micros;
     const s = slot.stage;
     const dtype = this.pipeline.activations;
+    this.stepVersion = slot.version;
     const slots = stage.slots;
     let step: number | null = s === 0 ? ++this.stepNumber : null;
     let loss = 0;
@@ -588,7 +608,7 @@ export class MeshStageTrainer implements Trainer {
 
   destroy(): void {
     this.destroyed = true;
-    this.interrupt('the worker stopped');
+    this.stop();
     for (const off of this.offs) off();
     this.stage?.destroy();
   }

@@ -38,3 +38,32 @@ describe('a pipeline-parallel room on the simulated mesh', () => {
     }
   }, 120_000);
 });
+
+describe('a pipeline-parallel room that loses a stage worker', () => {
+  it('stops that group, places a newcomer in the empty slot, and the group trains on', async () => {
+    const room = await createRoom({ workers: 4, pipeline, detectionMs: 500, spec: () => ({ computeMsPerStep: 20 }) });
+    const { network, clock } = room;
+    const opens = room.spy(room.hostMember, 'round-open');
+    const victim = must(room.workers[1]);
+    const trainer = (i: number) => must((room.workers[i]?.worker as unknown as { trainer: MeshStageTrainer }).trainer);
+    room.startAll();
+    let stepsAtCrash = 0;
+    clock.schedule(3_000, () => {
+      stepsAtCrash = trainer(0).counters.steps;
+      network.crash(victim.peer);
+    });
+    clock.schedule(4_000, () => room.start(room.addWorker()));
+    await room.finish(12_000);
+
+    expect(room.events).toContainEqual({ event: 'peer-left', peer: victim.peer, reason: 'crashed' });
+    expect(trainer(4).place).toMatchObject({ group: 0, stage: 1 });
+    expect(trainer(0).counters.interrupted).toBeGreaterThanOrEqual(1);
+    expect(trainer(0).counters.steps).toBeGreaterThan(stepsAtCrash + 20);
+    expect(trainer(4).counters.steps).toBeGreaterThan(20);
+    // fragment 1's rounds name the newcomer once it has synced
+    const later = opens.filter((o) => o.message.fragment === 1 && o.message.participants.includes('w4'));
+    expect(later.length).toBeGreaterThanOrEqual(2);
+    expect(room.committed().filter((e) => e.fragment === 1 && e.round > 0).length).toBeGreaterThanOrEqual(4);
+    for (const i of [0, 2, 3, 4]) expect(trainer(i).counters.refused).toBe(0);
+  }, 120_000);
+});
