@@ -8,6 +8,7 @@ export * from './gpu/trainer.ts';
 export * from './gradient-check.ts';
 export * from './init.ts';
 export * from './layout.ts';
+export * from './pipeline/gpu-stage.ts';
 export * from './pipeline/memory.ts';
 export * from './pipeline/schedule.ts';
 export * from './pipeline/stage-trainer.ts';

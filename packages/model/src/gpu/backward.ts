@@ -8,44 +8,28 @@
  * - the branch gradients (dfchGelu, dln2, datty, dln1, dlnf) are overwritten by the matmul that
  *   produces them (accumulate: false); dfch and dqkv, which GELU and attention add into, are
  *   zeroed by a fill just before each layer uses them.
+ *
+ * A pipeline stage without the head starts from `dresidual` as the caller left it (the next
+ * stage's input gradient, uploaded before the pass) instead of the loss; one that does not embed
+ * stops after its first block, leaving ∂L/∂input in `dresidual`.
  */
-import type { BoundKernel } from '@shoal/gpu';
+import type { BoundKernel, TensorView } from '@shoal/gpu';
 import { blockView, type GptBuffers, paramView } from './buffers.ts';
 
 /** The backward pass's kernels, in dispatch order; reads what the forward pass kept in `model.acts`. */
 export function bindBackward(model: GptBuffers): BoundKernel[] {
-  const { B, T, kernels: k, params: P, grads: G, inputs, targets, acts, dacts, layout } = model;
-  const { nLayer: L, nEmbd: C, nHead: NH, vocabSize: V } = model.config;
+  const { B, T, kernels: k, params: P, grads: G, inputs, acts, dacts, layout, stage } = model;
+  const { nEmbd: C, nHead: NH, vocabSize: V } = model.config;
   const param = (buffer: GPUBuffer, name: string, floats?: number) => paramView(layout, buffer, name, floats);
   const block = (buffer: GPUBuffer, l: number, suffix: string) => blockView(layout, buffer, l, suffix);
   const BT = B * T;
   const a = (name: string) => acts.view(name);
   const d = (name: string) => dacts.view(name);
-  const wte = param(P, 'transformer.wte.weight');
-  const dwte = param(G, 'transformer.wte.weight');
-  const residualOut = (l: number) => (l < 0 ? a('encoded') : a(`${l}.residual3`));
+  const residualOut = (l: number) => (l < stage.firstBlock ? a('encoded') : a(`${l}.residual3`));
   const dres = d('dresidual');
-  const out: BoundKernel[] = [k.vector.fill(dres, 0, BT * C)];
-
-  // dlogits = (softmax − onehot) / BT over the logits, then the tied head.
-  out.push(
-    k.crossEntropy.backward({ logits: a('logits'), targets: { buffer: targets } }, BT, V),
-    k.matmul.backwardInput({ dinp: d('dlnf'), dout: a('logits'), weight: wte, N: BT, C, OC: V, accumulate: false }),
-    k.matmul.backwardWeight({ dweight: dwte, dout: a('logits'), inp: a('lnf'), N: BT, C, OC: V }),
-    k.layernorm.backward(
-      dres,
-      param(G, 'transformer.ln_f.weight'),
-      param(G, 'transformer.ln_f.bias'),
-      d('dlnf'),
-      residualOut(L - 1),
-      param(P, 'transformer.ln_f.weight'),
-      a('lnfMean'),
-      a('lnfRstd'),
-      BT,
-      C,
-    ),
-  );
-  for (let l = L - 1; l >= 0; l--) {
+  const out: BoundKernel[] = [];
+  if (stage.head) out.push(...bindHeadBackward(model, residualOut(stage.endBlock - 1)));
+  for (let l = stage.endBlock - 1; l >= stage.firstBlock; l--) {
     const w = (suffix: string) => block(P, l, suffix);
     const g = (suffix: string) => block(G, l, suffix);
     const x = (name: string) => a(`${l}.${name}`);
@@ -159,6 +143,67 @@ export function bindBackward(model: GptBuffers): BoundKernel[] {
       ),
     );
   }
-  out.push(k.embedding.backward(dwte, param(G, 'transformer.wpe.weight', T * C), dres, { buffer: inputs }, B, T, C, V));
+  if (stage.embeds) {
+    out.push(
+      k.embedding.backward(
+        param(G, 'transformer.wte.weight'),
+        param(G, 'transformer.wpe.weight', T * C),
+        dres,
+        { buffer: inputs },
+        B,
+        T,
+        C,
+        V,
+      ),
+    );
+  }
   return out;
+}
+
+/**
+ * From the loss to ∂L/∂(last block's output) in `dresidual`: dlogits = (softmax − onehot) / BT
+ * over the logits, the tied head (its wte gradient into the stage's own wte: the copy on the last
+ * stage of a pipeline), then ln_f.
+ */
+function bindHeadBackward(model: GptBuffers, lastResidual: TensorView): BoundKernel[] {
+  const { B, T, kernels: k, params: P, grads: G, targets, acts, dacts, layout } = model;
+  const { nEmbd: C, vocabSize: V } = model.config;
+  const param = (buffer: GPUBuffer, name: string) => paramView(layout, buffer, name);
+  const BT = B * T;
+  const a = (name: string) => acts.view(name);
+  const d = (name: string) => dacts.view(name);
+  const dres = d('dresidual');
+  return [
+    k.vector.fill(dres, 0, BT * C),
+    k.crossEntropy.backward({ logits: a('logits'), targets: { buffer: targets } }, BT, V),
+    k.matmul.backwardInput({
+      dinp: d('dlnf'),
+      dout: a('logits'),
+      weight: param(P, 'transformer.wte.weight'),
+      N: BT,
+      C,
+      OC: V,
+      accumulate: false,
+    }),
+    k.matmul.backwardWeight({
+      dweight: param(G, 'transformer.wte.weight'),
+      dout: a('logits'),
+      inp: a('lnf'),
+      N: BT,
+      C,
+      OC: V,
+    }),
+    k.layernorm.backward(
+      dres,
+      param(G, 'transformer.ln_f.weight'),
+      param(G, 'transformer.ln_f.bias'),
+      d('dlnf'),
+      lastResidual,
+      param(P, 'transformer.ln_f.weight'),
+      a('lnfMean'),
+      a('lnfRstd'),
+      BT,
+      C,
+    ),
+  ];
 }

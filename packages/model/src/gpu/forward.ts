@@ -1,33 +1,38 @@
 /**
  * The GPT-2 forward pass on WebGPU, bound once for one batch shape: embedding, L blocks of
  * (LayerNorm, attention, residual, LayerNorm, MLP, residual), final LayerNorm, the tied head and
- * the cross-entropy loss, the same plan as the CPU model's forward (cpu/gpt.ts).
+ * the cross-entropy loss, the same plan as the CPU model's forward (cpu/gpt.ts). A pipeline
+ * stage binds its part: the embedding only if it embeds (else its input is already in
+ * `encoded`), its blocks, and the head only if it has it (else its output is its last block's
+ * residual3).
  */
 import type { BoundKernel } from '@shoal/gpu';
 import { blockView, type GptBuffers, paramView } from './buffers.ts';
 
 /** The forward pass's kernels, in dispatch order; the mean loss lands in `model.loss[0]`. */
 export function bindForward(model: GptBuffers): BoundKernel[] {
-  const { B, T, kernels: k, params: P, inputs, targets, loss, acts, layout } = model;
-  const { nLayer: L, nEmbd: C, nHead: NH, vocabSize: V } = model.config;
+  const { B, T, kernels: k, params: P, inputs, targets, loss, acts, layout, stage } = model;
+  const { nEmbd: C, nHead: NH, vocabSize: V } = model.config;
   const param = (buffer: GPUBuffer, name: string, floats?: number) => paramView(layout, buffer, name, floats);
   const block = (buffer: GPUBuffer, l: number, suffix: string) => blockView(layout, buffer, l, suffix);
   const BT = B * T;
   const a = (name: string) => acts.view(name);
   const out: BoundKernel[] = [];
-  out.push(
-    k.embedding.forward(
-      a('encoded'),
-      { buffer: inputs },
-      param(P, 'transformer.wte.weight'),
-      param(P, 'transformer.wpe.weight', T * C),
-      B,
-      T,
-      C,
-    ),
-  );
+  if (stage.embeds) {
+    out.push(
+      k.embedding.forward(
+        a('encoded'),
+        { buffer: inputs },
+        param(P, 'transformer.wte.weight'),
+        param(P, 'transformer.wpe.weight', T * C),
+        B,
+        T,
+        C,
+      ),
+    );
+  }
   let residual = a('encoded');
-  for (let l = 0; l < L; l++) {
+  for (let l = stage.firstBlock; l < stage.endBlock; l++) {
     const w = (suffix: string) => block(P, l, suffix);
     const x = (name: string) => a(`${l}.${name}`);
     out.push(
@@ -85,6 +90,7 @@ export function bindForward(model: GptBuffers): BoundKernel[] {
     );
     residual = x('residual3');
   }
+  if (!stage.head) return out;
   out.push(
     k.layernorm.forward(
       a('lnf'),
