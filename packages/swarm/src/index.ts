@@ -9,6 +9,8 @@ export * from './corpus-share.ts';
 export * from './host.ts';
 export * from './member.ts';
 export * from './owner.ts';
+export * from './pipeline/groups.ts';
+export * from './pipeline/mesh-stage.ts';
 export * from './replica.ts';
 export * from './replica-node.ts';
 export * from './room-checkpoint.ts';

@@ -47,6 +47,11 @@ export interface WorkerOptions {
   /** Builds the engine once the run's config is known (from the welcome). */
   createTrainer(config: RunConfig, params: Float32Array): Promise<Trainer>;
   /**
+   * Readies what the run needs besides the engine (its text, the batch stream) in a
+   * pipeline-parallel room, where createTrainer is not called: the worker builds its stage itself.
+   */
+  prepare?(config: RunConfig): Promise<void>;
+  /**
    * In a pipeline-parallel room, builds the engine of the stage the coordinator places this worker
    * in (default: the CPU stage).
    */
@@ -447,7 +452,10 @@ export class Worker {
     if (fragments.length !== welcomed.length) throw new Error('the welcome disagrees with the fragment count');
     const init = initParameters(layout, config.train.seed);
     // a stage hears the roster from the start: the coordinator places it before it has synced
-    if (config.pipeline) this.trainer = this.meshStage(config, init);
+    if (config.pipeline) {
+      await this.options.prepare?.(config);
+      this.trainer = this.meshStage(config, init);
+    }
     const hasher = await member.clock.track(createFragmentHasher(config.diloco.hashAlgorithm));
     const state = new ReplicaState(
       fragments,

@@ -12,7 +12,7 @@ import { BatchSampler, type Corpus, fnv1a32 } from '@shoal/data';
 import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
 import type { Capabilities, PeerId, RunConfig } from '@shoal/protocol';
 import type { Member } from '../member.ts';
-import { Worker } from '../worker.ts';
+import { Worker, type WorkerOptions } from '../worker.ts';
 
 /** This volunteer's batch stream: from its peer id, so two volunteers of a room draw different batches. */
 export function workerIndexFor(peerId: string): number {
@@ -46,6 +46,8 @@ export interface VolunteerServiceOptions {
   loadCorpus(config: RunConfig): Promise<Corpus>;
   /** The training engine for the run, on θ_global as the welcome gave it. */
   createEngine(config: RunConfig, params: Float32Array): Promise<Trainer>;
+  /** A pipeline-parallel room's stage engine (default: the CPU stage). */
+  createStage?: WorkerOptions['createStage'];
   /**
    * The fraction of wall time the engine may be busy, read after every step (restAfterStep).
    * Omitted: flat out, with only a zero-length sleep after each step, which lets the transport,
@@ -75,20 +77,30 @@ export class VolunteerService {
       failed = resolve;
     });
     const { dutyCycle } = options;
+    const prepare = async (config: RunConfig) => {
+      try {
+        options.onRun?.(config);
+        const corpus = await options.loadCorpus(config);
+        sampler = new BatchSampler(corpus.train, {
+          batchSize: config.train.batchSize,
+          seqLen: config.train.seqLen,
+          seed: config.data.seed,
+          worker: workerIndexFor(member.self),
+        });
+      } catch (error) {
+        failed(error as Error);
+        throw error;
+      }
+    };
     this.worker = new Worker({
       member,
       coordinator: options.coordinator,
       capabilities: options.capabilities,
+      prepare,
+      createStage: options.createStage,
       createTrainer: async (config, params) => {
+        await prepare(config);
         try {
-          options.onRun?.(config);
-          const corpus = await options.loadCorpus(config);
-          sampler = new BatchSampler(corpus.train, {
-            batchSize: config.train.batchSize,
-            seqLen: config.train.seqLen,
-            seed: config.data.seed,
-            worker: workerIndexFor(member.self),
-          });
           // the engine itself: the worker sets θ into it at every merge, and reads Δ out of it
           return await options.createEngine(config, params);
         } catch (error) {
