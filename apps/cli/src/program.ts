@@ -272,6 +272,11 @@ export function createProgram(): Command {
     .requiredOption('--room <id>', 'room id (from the join link)')
     .requiredOption('--token <token>', 'join token (from the join link)')
     .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+    .option(
+      '--max-memory <bytes>',
+      'the most memory to lend (512MB, 1.5GiB): a pipeline room places this worker only in a stage that fits',
+      parseByteSize,
+    )
     .option('--data <file>', "the room's corpus, when it is not Moby Dick")
     .option('--json', 'one JSON line per event on stdout')
     .action(guarded(workerCommand));

@@ -11,7 +11,7 @@ import type { Trainer } from '@shoal/model';
 import { type Capabilities, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import type { ServerMessageOf } from '@shoal/signaling';
 import { fetchCorpusFrom, type Member, type Worker } from '@shoal/swarm';
-import { trainerFor, VolunteerService } from '@shoal/swarm/services';
+import { stageFor, trainerFor, VolunteerService, type VolunteerServiceOptions } from '@shoal/swarm/services';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import { connectSignaling, joinMesh, loadWrtc, type RoomLink, serverBase, untilSignal } from './room.ts';
 import { UsageError } from './usage.ts';
@@ -21,6 +21,8 @@ export interface WorkerCliOptions {
   room: string;
   token: string;
   backend: 'webgpu' | 'cpu';
+  /** The most memory this volunteer lends, bytes: a pipeline room places it in a stage that fits. */
+  maxMemory?: number;
   /** The corpus, when the room trains on a file rather than Moby Dick. */
   data?: string;
   json?: boolean;
@@ -34,6 +36,8 @@ export interface RoomWorkerOptions {
   wrtc: WrtcImplementation;
   capabilities: Capabilities;
   createEngine(config: RunConfig, params: Float32Array): Promise<Trainer>;
+  /** A pipeline room's stage engine (default: the CPU stage). */
+  createStage?: VolunteerServiceOptions['createStage'];
   /**
    * The corpus, when the room trains on a file rather than Moby Dick. Without it, such a room's
    * text is fetched from the host over the mesh (hosts that give the text's fingerprint).
@@ -124,6 +128,7 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
       return corpus;
     },
     createEngine: options.createEngine,
+    createStage: options.createStage,
   });
 
   // Hello only once the mesh reaches every member already in the room: the coordinator names a
@@ -164,6 +169,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     release = () => gpu.destroy();
     capabilities = { backend: 'webgpu', adapter: formatAdapter(gpu.report), tokensPerSecond: 0 };
   }
+  if (options.maxMemory !== undefined) capabilities = { ...capabilities, memoryBytes: options.maxMemory };
 
   const log = (event: object, text: string) => {
     if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -176,6 +182,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     wrtc,
     capabilities,
     createEngine: (config, params) => trainerFor(device, config, params),
+    createStage: (config, spec, params, o) => stageFor(device, config, spec, params, o),
     data: options.data,
     onCorpus: (corpus, source) =>
       log(

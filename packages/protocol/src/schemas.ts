@@ -87,6 +87,11 @@ export const capabilitiesSchema = z.object({
   adapter: textSchema,
   /** Inner-loop tokens per second: measured, or a benchmark's estimate before the first step. */
   tokensPerSecond: nonNegativeSchema,
+  /**
+   * The most memory this member lends, bytes (minor 6): a pipeline-parallel room places it only in
+   * a stage that fits. Absent: no limit it knows of.
+   */
+  memoryBytes: z.int().min(1).optional(),
 });
 export type Capabilities = z.infer<typeof capabilitiesSchema>;
 

@@ -10,11 +10,12 @@
  * are skipped.
  */
 import { type Codec, createCodec, type Fragment, lowRankPayloadSize } from '@shoal/diloco';
+import { formatMemory } from '@shoal/model';
 import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
 import { abortReason, aggregateFaults, type Fault, graceMs, roundMisses, tally } from './commit-rule.ts';
 import { AdaptiveRank } from './low-rank-rule.ts';
 import type { Member } from './member.ts';
-import { fragmentStages, PipelineGroups } from './pipeline/groups.ts';
+import { fragmentStages, PipelineGroups, pipelineStageBytes } from './pipeline/groups.ts';
 import type { ReplicaState, ShardClaim } from './replica.ts';
 import { type MemberInfo, median, Roster } from './roster.ts';
 import { chooseParticipants, seenTokens, shardTable } from './round-plan.ts';
@@ -118,6 +119,8 @@ export class Coordinator {
   readonly groups: PipelineGroups | null;
   /** Per fragment, the pipeline stage that holds it. */
   private readonly stageOfFragment: number[];
+  /** Per pipeline stage, the memory a volunteer needs to hold it (docs/pipeline.md). */
+  private readonly stageBytes: number[];
 
   constructor(private readonly options: CoordinatorOptions) {
     const { config, member, fragments } = options;
@@ -131,6 +134,7 @@ export class Coordinator {
     this.stageOfFragment = pipeline
       ? fragmentStages(model, diloco.fragments, diloco.fragmentMode, pipeline.stages)
       : [];
+    this.stageBytes = pipeline ? pipelineStageBytes(config) : [];
     this.roster = new Roster(
       member.self,
       fragments.length,
@@ -229,7 +233,7 @@ export class Coordinator {
         scheduleOffset: Math.max(this.medianStep, Math.min(...this.nextOpenStep) - this.config.diloco.innerSteps),
       };
       this.roster.add(newcomer, this.member.clock.now());
-      if (role === 'worker') this.groups?.add(from);
+      if (role === 'worker') this.place(from, capabilities);
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
     void this.member.send(from, {
@@ -291,6 +295,26 @@ export class Coordinator {
   /** Whether fragment p has a round in flight. */
   isInFlight(p: number): boolean {
     return this.inFlight[p] !== null;
+  }
+
+  /**
+   * A pipeline room: the newcomer's slot in a group, in a stage its memory holds; one that holds
+   * none stays a replica that does not train, and the roster says why.
+   */
+  private place(peer: PeerId, capabilities: Capabilities): void {
+    if (!this.groups) return;
+    const memory = capabilities.memoryBytes;
+    const fits = (stage: number) => memory === undefined || (this.stageBytes[stage] as number) <= memory;
+    if (this.groups.add(peer, fits)) return;
+    const smallest = Math.min(...this.stageBytes);
+    this.roster.setReasons(
+      new Map([
+        [
+          peer,
+          `its ${formatMemory(memory ?? 0)} holds no pipeline stage (the smallest needs ${formatMemory(smallest)})`,
+        ],
+      ]),
+    );
   }
 
   /**

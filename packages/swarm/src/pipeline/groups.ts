@@ -9,8 +9,19 @@
  * for the group as it is.
  */
 import { type FragmentMode, fragmentBlocks } from '@shoal/diloco';
-import { type GptConfig, splitStages } from '@shoal/model';
-import type { PeerId, PipelineSlot } from '@shoal/protocol';
+import { type GptConfig, splitStages, stageInFlight, stageMemoryBytes } from '@shoal/model';
+import type { PeerId, PipelineSlot, RunConfig } from '@shoal/protocol';
+
+/** Per stage of the run's pipeline, the memory a volunteer needs to hold it. */
+export function pipelineStageBytes(config: RunConfig): number[] {
+  const { model, train, pipeline } = config;
+  if (!pipeline) return [];
+  const inFlight = stageInFlight(pipeline.schedule, pipeline.stages, pipeline.micros);
+  const microBatch = train.batchSize / pipeline.micros;
+  return splitStages(model.nLayer, pipeline.stages).map((spec) =>
+    stageMemoryBytes(model, spec, { microBatch, seqLen: train.seqLen, inFlight: inFlight[spec.index] as number }),
+  );
+}
 
 /**
  * Per fragment, the pipeline stage that holds all its blocks; throws a RangeError naming the

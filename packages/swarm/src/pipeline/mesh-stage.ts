@@ -104,6 +104,8 @@ export class MeshStageTrainer implements Trainer {
   /** Who holds each stage of this worker's group (from the roster), for its current version. */
   private peers: (PeerId | null)[] = [];
   private rosterEpoch = -1;
+  /** Why the coordinator has not placed it (the roster's reason), or ''. */
+  private unplaced = '';
   private stage: StageTrainer | null = null;
   private stageLayout: StageLayout | null = null;
   private starting: Promise<void> | null = null;
@@ -158,7 +160,7 @@ export class MeshStageTrainer implements Trainer {
 
   /** Why it cannot step now (no place yet, its group incomplete, its engine starting), or null. */
   get waiting(): string | null {
-    if (!this.slot) return 'waiting for the coordinator to place it in a group';
+    if (!this.slot) return this.unplaced || 'waiting for the coordinator to place it in a group';
     const missing = this.peers.flatMap((p, s) => (p === null ? [s] : []));
     if (missing.length > 0) return `waiting for stage ${missing.join(', ')} of group ${this.slot.group}`;
     if (!this.stage) return 'starting its stage';
@@ -169,7 +171,9 @@ export class MeshStageTrainer implements Trainer {
     if (roster.epoch <= this.rosterEpoch) return;
     this.rosterEpoch = roster.epoch;
     const self = this.options.member.self;
-    const mine = roster.members.find((m) => m.peer === self)?.pipeline ?? null;
+    const me = roster.members.find((m) => m.peer === self);
+    const mine = me?.pipeline ?? null;
+    this.unplaced = me && !mine ? me.reason : '';
     const peers: (PeerId | null)[] = new Array(this.pipeline.stages).fill(null);
     if (mine) {
       for (const m of roster.members) {

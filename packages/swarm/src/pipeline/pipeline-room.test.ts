@@ -67,3 +67,25 @@ describe('a pipeline-parallel room that loses a stage worker', () => {
     for (const i of [0, 2, 3, 4]) expect(trainer(i).counters.refused).toBe(0);
   }, 120_000);
 });
+
+describe('a pipeline-parallel room and a volunteer with too little memory', () => {
+  it('places it in no stage and says why; it trains nothing', async () => {
+    const room = await createRoom({ workers: 2, pipeline, spec: () => ({ computeMsPerStep: 20 }) });
+    const small = room.addWorker();
+    (small.worker as unknown as { options: { capabilities: object } }).options.capabilities = {
+      backend: 'cpu',
+      adapter: 'test',
+      tokensPerSecond: 1000,
+      memoryBytes: 1000,
+    };
+    room.startAll();
+    await room.finish(2_000);
+    const info = room.host.coordinator.members.get(small.peer);
+    expect(info?.reason).toMatch(/holds no pipeline stage \(the smallest needs [\d.]+ [KM]iB\)/);
+    const stage = must((small.worker as unknown as { trainer: MeshStageTrainer }).trainer);
+    expect(stage.place).toBeNull();
+    expect(stage.waiting).toMatch(/holds no pipeline stage/);
+    expect(stage.counters.steps).toBe(0);
+    expect(room.host.coordinator.groups?.list().map((g) => g.slots)).toEqual([['w0', 'w1']]);
+  }, 60_000);
+});

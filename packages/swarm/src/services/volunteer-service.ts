@@ -9,7 +9,16 @@
  * come in (trainerFor builds the usual one from a GPU device or none).
  */
 import { BatchSampler, type Corpus, fnv1a32 } from '@shoal/data';
-import { CpuTrainer, createGptKernels, GpuTrainer, type Trainer } from '@shoal/model';
+import {
+  CpuStageTrainer,
+  CpuTrainer,
+  createGptKernels,
+  GpuStageTrainer,
+  GpuTrainer,
+  type StageSpec,
+  type StageTrainer,
+  type Trainer,
+} from '@shoal/model';
 import type { Capabilities, PeerId, RunConfig } from '@shoal/protocol';
 import type { Member } from '../member.ts';
 import { Worker, type WorkerOptions } from '../worker.ts';
@@ -33,6 +42,19 @@ export async function trainerFor(device: GPUDevice | null, config: RunConfig, pa
   if (!device) return new CpuTrainer(config.model, config.train, params);
   const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead);
   return GpuTrainer.create(device, config.model, config.train, params, kernels);
+}
+
+/** A pipeline-parallel room's stage engine: WebGPU on `device`, else the CPU. */
+export async function stageFor(
+  device: GPUDevice | null,
+  config: RunConfig,
+  spec: StageSpec,
+  params: Float32Array,
+  o: { microBatch: number; slots: number },
+): Promise<StageTrainer> {
+  if (!device) return new CpuStageTrainer(config.train, spec, params, config.model, o);
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead);
+  return GpuStageTrainer.create(device, config.model, config.train, spec, params, { ...o, kernels });
 }
 
 export interface VolunteerServiceOptions {
