@@ -305,7 +305,12 @@ export class Coordinator {
     if (!this.groups) return;
     const memory = capabilities.memoryBytes;
     const fits = (stage: number) => memory === undefined || (this.stageBytes[stage] as number) <= memory;
-    if (this.groups.add(peer, fits)) return;
+    // a link either side has not reported yet counts as there (as for round participants)
+    const sees = (a: PeerId, b: PeerId) => {
+      const reachable = this.members.get(a)?.reachable;
+      return !reachable || reachable.has(b);
+    };
+    if (this.groups.add(peer, fits, (a, b) => sees(a, b) && sees(b, a))) return;
     const smallest = Math.min(...this.stageBytes);
     this.roster.setReasons(
       new Map([

@@ -47,6 +47,11 @@ describe('PipelineGroups', () => {
     expect(groups.add('small', (stage) => stage === 1)).toMatchObject({ group: 0, stage: 1 });
     expect(groups.add('big')).toMatchObject({ group: 0, stage: 0 });
     expect(groups.add('none', () => false)).toBeNull();
+    // a newcomer without a channel to a group's members goes elsewhere, though a slot is free there
+    const linked = new PipelineGroups(2);
+    linked.add('a');
+    expect(linked.add('far', undefined, (x, y) => !(x === 'far' && y === 'a'))).toMatchObject({ group: 1, stage: 0 });
+    expect(linked.add('near')).toMatchObject({ group: 0, stage: 1 });
     expect(() => new PipelineGroups(1)).toThrow(/2 or more stages/);
   });
 });

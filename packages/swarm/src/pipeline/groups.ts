@@ -62,14 +62,20 @@ export class PipelineGroups {
 
   /**
    * Places a newcomer in the first empty slot whose stage `fits` it (lowest group, then lowest
-   * stage), opening a new group when none has one. Null when no stage fits it at all.
+   * stage), in a group whose every member it is `linked` to (a stage talks to its group every
+   * micro-batch), opening a new group when none has one. Null when no stage fits it at all.
    */
-  add(peer: PeerId, fits: (stage: number) => boolean = () => true): PipelineSlot | null {
+  add(
+    peer: PeerId,
+    fits: (stage: number) => boolean = () => true,
+    linked: (a: PeerId, b: PeerId) => boolean = () => true,
+  ): PipelineSlot | null {
     const existing = this.slot(peer);
     if (existing) return existing;
     const stages = [...Array(this.stages).keys()].filter(fits);
     if (stages.length === 0) return null;
     for (const group of this.groups) {
+      if (!group.slots.every((member) => member === null || linked(peer, member))) continue;
       const stage = stages.find((s) => group.slots[s] === null);
       if (stage !== undefined) return this.place(peer, group, stage);
     }
