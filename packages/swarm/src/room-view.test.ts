@@ -1,14 +1,15 @@
+import { splitStages, stagePlan } from '@shoal/model';
 import { MAX_VIEW_HISTORY, MAX_VIEW_ROUNDS, roomViewUpdateSchema } from '@shoal/protocol';
 import { describe, expect, it } from 'vitest';
 import { createRunConfig } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
-import { RoomViewRecorder, ringAllReduceBytes, wireLabel } from './room-view.ts';
+import { pipelineGroupsOf, placeOf, RoomViewRecorder, ringAllReduceBytes, wireLabel } from './room-view.ts';
 import { createRoom, must } from './test-room.ts';
 
 /** A room whose host events also reach a recorder on the room's virtual clock (t = virtual ms). */
-async function recordedRoom(workers: number) {
+async function recordedRoom(workers: number, options: Omit<Parameters<typeof createRoom>[0], 'workers'> = {}) {
   let recorder: RoomViewRecorder | null = null;
-  const room = await createRoom({ workers, onEvent: (event) => recorder?.onEvent(event) });
+  const room = await createRoom({ ...options, workers, onEvent: (event) => recorder?.onEvent(event) });
   recorder = new RoomViewRecorder({
     host: room.host,
     roomId: 'room-1',
@@ -114,6 +115,9 @@ describe('the room view recorder', () => {
       expect(peer.lastSeenMs).toBeLessThan(1_500); // the workers stopped at 4 s; the view is at 5 s
     }
     expect(events.some((e) => e.event === 'round-aborted')).toBe(false);
+    // not a pipeline room: no places, no pipeline section
+    expect(recorder.snapshot()).not.toHaveProperty('pipeline');
+    for (const peer of recorder.snapshot().peers) expect(peer).not.toHaveProperty('pipeline');
     recorder.close();
   });
 
@@ -219,6 +223,98 @@ describe('the room view recorder', () => {
     const older = roomViewUpdateSchema.parse({ ...snapshot, metrics, rounds });
     expect(older.metrics.wire).toBeUndefined();
     expect(older.rounds[0]).not.toHaveProperty('rank');
+  });
+});
+
+describe('the room view of a pipeline-parallel room', () => {
+  const pipeline = { stages: 2, micros: 2, schedule: '1f1b', activations: 'bf16' } as const;
+
+  it('shows each worker’s place and blocks, the run’s settings, the split and a group waiting for a stage', async () => {
+    // 3 workers, S = 2: group 0 is w0 + w1 and trains; group 1 has w2 at stage 0 and waits for stage 1
+    const { room, recorder } = await recordedRoom(3, { pipeline, spec: () => ({ computeMsPerStep: 20 }) });
+    recorder.setStatus('running');
+    room.startAll();
+    await room.finish(1_500);
+    const view = recorder.snapshot();
+    const { config, coordinator } = room.host;
+
+    const split = splitStages(config.model.nLayer, 2); // nano: one block a stage
+    const memory = stagePlan(config.model, 4, 64, 2, 2, '1f1b').stageBytes;
+    expect(view.pipeline).toEqual({
+      stages: 2,
+      micros: 2,
+      schedule: '1f1b',
+      activations: 'bf16',
+      split: [
+        { stage: 0, firstBlock: 0, endBlock: 1, embeds: true, head: false, memoryBytes: memory[0] },
+        { stage: 1, firstBlock: 1, endBlock: 2, embeds: false, head: true, memoryBytes: memory[1] },
+      ],
+      groups: [
+        { id: 0, version: expect.any(Number), members: ['w0', 'w1'], complete: true, waitingFor: [] },
+        { id: 1, version: expect.any(Number), members: ['w2', null], complete: false, waitingFor: [1] },
+      ],
+      unplaced: [],
+    });
+    expect(must(view.pipeline?.split[0]).memoryBytes).toBeGreaterThan(0);
+    // the coordinator's groups, as they are
+    const groups = must(coordinator.groups).list();
+    expect(view.pipeline?.groups.map((g) => [g.id, g.version, g.members])).toEqual(
+      groups.map((g) => [g.id, g.version, g.slots]),
+    );
+    // each row carries its place: slot and the blocks its stage holds
+    const places = Object.fromEntries(view.peers.map((p) => [p.peer, p.pipeline]));
+    for (const peer of ['w0', 'w1', 'w2']) {
+      const slot = must(coordinator.groups?.slot(peer));
+      expect(places[peer]).toEqual(placeOf(slot, split));
+    }
+    expect(places.w1).toMatchObject({ group: 0, stage: 1, firstBlock: 1, endBlock: 2 });
+    expect(places.w2).toMatchObject({ group: 1, stage: 0, firstBlock: 0, endBlock: 1 });
+    // the complete group trained; the waiting one did not
+    const steps = Object.fromEntries(view.peers.map((p) => [p.peer, p.innerStep]));
+    expect(steps.w0).toBeGreaterThan(5);
+    expect(steps.w2).toBe(0);
+    // the protocol's schema takes the view, without the pipeline fields (the watch link lacks them)
+    const wire = roomViewUpdateSchema.parse(view);
+    expect(wire).not.toHaveProperty('pipeline');
+    expect(wire.peers[0]).not.toHaveProperty('pipeline');
+    recorder.close();
+  }, 60_000);
+});
+
+describe('pipelineGroupsOf', () => {
+  const slot = (group: number, stage: number, version: number) => ({ group, stage, version });
+
+  it('lists the groups by id, a null for each stage without a member, and what each waits for', () => {
+    const members = [
+      { peer: 'c', pipeline: slot(2, 2, 9) },
+      { peer: 'a', pipeline: slot(0, 0, 4) },
+      { peer: 'host' },
+      { peer: 'b', pipeline: slot(0, 1, 4) },
+      { peer: 'd', pipeline: null },
+      { peer: 'e', pipeline: slot(0, 2, 4) },
+    ];
+    expect(pipelineGroupsOf(members, 3)).toEqual([
+      { id: 0, version: 4, members: ['a', 'b', 'e'], complete: true, waitingFor: [] },
+      { id: 2, version: 9, members: [null, null, 'c'], complete: false, waitingFor: [0, 1] },
+    ]);
+    expect(pipelineGroupsOf([], 2)).toEqual([]);
+  });
+
+  it('leaves out a member whose place names an older version of its group', () => {
+    const members = [
+      { peer: 'a', pipeline: slot(0, 0, 3) }, // from before the group changed
+      { peer: 'b', pipeline: slot(0, 1, 5) },
+    ];
+    expect(pipelineGroupsOf(members, 2)).toEqual([
+      { id: 0, version: 5, members: [null, 'b'], complete: false, waitingFor: [0] },
+    ]);
+  });
+
+  it('gives a place its stage’s blocks', () => {
+    const split = splitStages(5, 2); // the last stage takes the odd block
+    expect(placeOf(slot(1, 0, 2), split)).toEqual({ group: 1, stage: 0, version: 2, firstBlock: 0, endBlock: 2 });
+    expect(placeOf(slot(1, 1, 2), split)).toEqual({ group: 1, stage: 1, version: 2, firstBlock: 2, endBlock: 5 });
+    expect(() => placeOf(slot(0, 2, 1), split)).toThrow(RangeError);
   });
 });
 

@@ -10,16 +10,28 @@
  * Byte figures count from the recorder's start, or, for a resumed run, from its last chart point
  * (`continueFrom`); the host's own mesh counter restarts either way.
  *
+ * A pipeline-parallel room's view adds each worker's place (group, stage, the blocks its stage
+ * holds) and a `pipeline` section: the run's S, M, schedule and activation dtype, each stage's
+ * blocks and memory, and the coordinator's groups (per stage the member or null, complete or
+ * waiting for which stages). `pipelineGroupsOf` derives the groups from members' places, so the
+ * dashboard (from the coordinator) and a volunteer (from its roster) show the same table.
+ * The protocol's RoomViewUpdate schema does not carry these fields yet, so the watch link, which
+ * the signaling server validates, gets the view without them (`RoomView` types them here).
+ *
  *   const recorder = new RoomViewRecorder({ host, roomId, hostKind: 'cli' });
  *   // Host.create({ …, onEvent: (event) => recorder.onEvent(event) })
  *   setInterval(() => { recorder.sample(); signal.publish(recorder.update()); }, 2000);
  */
+
+import { type StageSpec, splitStages, stagePlan } from '@shoal/model';
 import {
   appendThinned,
   MAX_VIEW_PEERS,
   MAX_VIEW_POINTS,
   MAX_VIEW_ROUNDS,
   type PeerId,
+  type PipelineConfig,
+  type PipelineSlot,
   ROOM_VIEW_VERSION,
   type RoomStatus,
   type RoomViewMetrics,
@@ -33,6 +45,90 @@ import {
 import type { CoordinatorEvent } from './coordinator.ts';
 import type { Host } from './host.ts';
 import type { MemberInfo } from './roster.ts';
+
+/** A worker's place in a pipeline-parallel room: its slot, and the blocks its stage holds. */
+export interface RoomViewPlace extends PipelineSlot {
+  /** The transformer blocks [firstBlock, endBlock) of its stage (splitStages). */
+  firstBlock: number;
+  endBlock: number;
+}
+
+/** One stage of a pipeline room's split. */
+export interface RoomViewStage {
+  stage: number;
+  /** Transformer blocks [firstBlock, endBlock). */
+  firstBlock: number;
+  endBlock: number;
+  /** The first stage: wte and wpe too. */
+  embeds: boolean;
+  /** The last stage: ln_f, the tied head and the loss. */
+  head: boolean;
+  /** What a volunteer holding it needs, bytes (stagePlan: inner and outer state, activations in flight). */
+  memoryBytes: number;
+}
+
+/** One replica group of a pipeline room. */
+export interface RoomViewGroup {
+  id: number;
+  /** Bumped whenever its members change. */
+  version: number;
+  /** The member holding each stage (index = stage); null: the slot waits for a volunteer. */
+  members: (PeerId | null)[];
+  /** Every stage is held: the group trains. */
+  complete: boolean;
+  /** The stages that wait for a volunteer, lowest first (empty when complete). */
+  waitingFor: number[];
+}
+
+/** A pipeline room's section of the view: the run's pipeline settings, its split and its groups. */
+export interface RoomViewPipeline extends PipelineConfig {
+  split: RoomViewStage[];
+  /** Lowest id first. */
+  groups: RoomViewGroup[];
+  /** Workers in no group (the coordinator found no stage that fits them). */
+  unplaced: PeerId[];
+}
+
+/** A peer's row, with its place in a pipeline room (absent otherwise, or while unplaced). */
+export type RoomViewPeerRow = RoomViewPeer & { pipeline?: RoomViewPlace };
+
+/**
+ * The view a recorder makes: the protocol's RoomViewUpdate plus a pipeline room's fields, which
+ * the protocol's schema does not carry yet (see the top of this file).
+ */
+export type RoomView = Omit<RoomViewUpdate, 'peers'> & { peers: RoomViewPeerRow[]; pipeline?: RoomViewPipeline };
+
+/** A slot with the blocks its stage holds (`split`: splitStages of the run). */
+export function placeOf(slot: PipelineSlot, split: readonly StageSpec[]): RoomViewPlace {
+  const spec = split[slot.stage];
+  if (!spec) throw new RangeError(`stage ${slot.stage} of a ${split.length}-stage pipeline`);
+  return { ...slot, firstBlock: spec.firstBlock, endBlock: spec.endBlock };
+}
+
+/**
+ * The replica groups of a room of `stages` stages from its members' places (the coordinator's
+ * slots, or a roster's `pipeline` fields): per group, who holds each stage, lowest id first. A
+ * member whose place names an older version of its group than another member's is left out, as
+ * its stages would (it is being moved).
+ */
+export function pipelineGroupsOf(
+  members: Iterable<{ peer: PeerId; pipeline?: PipelineSlot | null }>,
+  stages: number,
+): RoomViewGroup[] {
+  const placed = [...members].flatMap(({ peer, pipeline }) => (pipeline ? [{ peer, slot: pipeline }] : []));
+  const versions = new Map<number, number>();
+  for (const { slot } of placed) versions.set(slot.group, Math.max(versions.get(slot.group) ?? 0, slot.version));
+  return [...versions]
+    .sort(([a], [b]) => a - b)
+    .map(([id, version]) => {
+      const members: (PeerId | null)[] = new Array(stages).fill(null);
+      for (const { peer, slot } of placed) {
+        if (slot.group === id && slot.version === version && slot.stage < stages) members[slot.stage] = peer;
+      }
+      const waitingFor = members.flatMap((peer, stage) => (peer === null ? [stage] : []));
+      return { id, version, members, complete: waitingFor.length === 0, waitingFor };
+    });
+}
 
 export interface RoomViewRecorderOptions {
   host: Host;
@@ -104,6 +200,9 @@ export class RoomViewRecorder {
   private dpTokens: number;
   /** N: every parameter of the model (the fragments cover them all). */
   private readonly parameters: number;
+  /** A pipeline room's split (splitStages), with each stage's memory; empty otherwise. */
+  private readonly split: StageSpec[];
+  private readonly stageBytes: number[];
   private readonly unsubscribe: () => void;
 
   constructor(options: RoomViewRecorderOptions) {
@@ -115,6 +214,11 @@ export class RoomViewRecorder {
     this.parameters = this.host.fragments.reduce((sum, fragment) => sum + fragment.size, 0);
     this.codec = this.host.config.diloco.codec;
     this.ranks = this.host.fragments.map(() => null);
+    const { model, train, pipeline } = this.host.config;
+    this.split = pipeline ? splitStages(model.nLayer, pipeline.stages) : [];
+    this.stageBytes = pipeline
+      ? stagePlan(model, train.batchSize, train.seqLen, pipeline.stages, pipeline.micros, pipeline.schedule).stageBytes
+      : [];
     this.fp32Bytes = options.continueFrom?.fp32Bytes ?? 0;
     this.dpBytes = options.continueFrom?.dpBytes ?? 0;
     this.dpTokens = this.host.coordinator.roomTokens;
@@ -212,14 +316,14 @@ export class RoomViewRecorder {
   }
 
   /** The view with the points recorded since the previous update(): what a host publishes. */
-  update(): RoomViewUpdate {
+  update(): RoomView {
     const view = this.view(this.pending);
     this.pending = [];
     return view;
   }
 
   /** The view with every point kept (thinned): for a local UI. */
-  snapshot(): RoomViewUpdate {
+  snapshot(): RoomView {
     return this.view(this.history);
   }
 
@@ -228,7 +332,7 @@ export class RoomViewRecorder {
     this.unsubscribe();
   }
 
-  private view(points: RoomViewPoint[]): RoomViewUpdate {
+  private view(points: RoomViewPoint[]): RoomView {
     const { coordinator, member } = this.host;
     const figures = this.figures();
     const metrics: RoomViewMetrics = {
@@ -248,6 +352,7 @@ export class RoomViewRecorder {
       wire: this.wire(),
     };
     const clock = member.clock.now(); // lastSeen is on the member's clock, not the epoch
+    const pipeline = this.pipeline();
     return {
       version: ROOM_VIEW_VERSION,
       roomId: this.roomId,
@@ -259,6 +364,29 @@ export class RoomViewRecorder {
       peers: [...coordinator.members.values()].slice(0, MAX_VIEW_PEERS).map((info) => this.peerRow(info, clock)),
       rounds: this.rounds.map((entry) => ({ ...entry })),
       points: [...points],
+      ...(pipeline ? { pipeline } : {}),
+    };
+  }
+
+  /** A pipeline room's section: the run's settings, the split, the coordinator's groups; else null. */
+  private pipeline(): RoomViewPipeline | null {
+    const { config, coordinator } = this.host;
+    const groups = coordinator.groups;
+    if (!config.pipeline || !groups) return null;
+    const workers = [...coordinator.members.values()].filter((m) => m.role === 'worker');
+    const places = workers.map(({ peer }) => ({ peer, pipeline: groups.slot(peer) }));
+    return {
+      ...config.pipeline,
+      split: this.split.map((spec) => ({
+        stage: spec.index,
+        firstBlock: spec.firstBlock,
+        endBlock: spec.endBlock,
+        embeds: spec.embeds,
+        head: spec.head,
+        memoryBytes: this.stageBytes[spec.index] ?? 0,
+      })),
+      groups: pipelineGroupsOf(places, config.pipeline.stages),
+      unplaced: places.filter((p) => p.pipeline === null).map((p) => p.peer),
     };
   }
 
@@ -267,7 +395,8 @@ export class RoomViewRecorder {
     return { codec: this.codec, ranks, label: clip(wireLabel(this.codec, ranks, this.host.config.diloco)) };
   }
 
-  private peerRow(info: MemberInfo, clock: number): RoomViewPeer {
+  private peerRow(info: MemberInfo, clock: number): RoomViewPeerRow {
+    const slot = this.host.coordinator.groups?.slot(info.peer) ?? null;
     return {
       peer: info.peer,
       role: info.role,
@@ -284,6 +413,7 @@ export class RoomViewRecorder {
       rejected: { ...info.rejected },
       bytesSent: info.bytesSent,
       bytesReceived: info.bytesReceived,
+      ...(slot ? { pipeline: placeOf(slot, this.split) } : {}),
     };
   }
 
