@@ -164,6 +164,10 @@ export class Coordinator {
         return;
       }
       this.roster.heartbeat(info, message, member.clock.now());
+      // a pipeline room places a worker once its heartbeat says which channels it has
+      if (info.role === 'worker' && this.groups && !this.groups.slot(from) && this.place(from, info.capabilities)) {
+        this.roster.broadcast();
+      }
       this.maybeOpenRounds();
     });
     member.on('hash-report', (from, message) => this.onHashReport(from, message.fragment, message.round, message.hash));
@@ -233,7 +237,6 @@ export class Coordinator {
         scheduleOffset: Math.max(this.medianStep, Math.min(...this.nextOpenStep) - this.config.diloco.innerSteps),
       };
       this.roster.add(newcomer, this.member.clock.now());
-      if (role === 'worker') this.place(from, capabilities);
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
     }
     void this.member.send(from, {
@@ -298,19 +301,16 @@ export class Coordinator {
   }
 
   /**
-   * A pipeline room: the newcomer's slot in a group, in a stage its memory holds; one that holds
-   * none stays a replica that does not train, and the roster says why.
+   * A pipeline room: the worker's slot in a group whose members it has channels to (its heartbeat
+   * says, the others' may predate it), in a stage its memory holds. True when placed; one whose
+   * memory holds no stage stays a replica that does not train, and the roster says why.
    */
-  private place(peer: PeerId, capabilities: Capabilities): void {
-    if (!this.groups) return;
+  private place(peer: PeerId, capabilities: Capabilities): boolean {
+    if (!this.groups) return false;
     const memory = capabilities.memoryBytes;
     const fits = (stage: number) => memory === undefined || (this.stageBytes[stage] as number) <= memory;
-    // a link either side has not reported yet counts as there (as for round participants)
-    const sees = (a: PeerId, b: PeerId) => {
-      const reachable = this.members.get(a)?.reachable;
-      return !reachable || reachable.has(b);
-    };
-    if (this.groups.add(peer, fits, (a, b) => sees(a, b) && sees(b, a))) return;
+    const sees = (a: PeerId, b: PeerId) => this.members.get(a)?.reachable?.has(b) ?? true;
+    if (this.groups.add(peer, fits, sees)) return true;
     const smallest = Math.min(...this.stageBytes);
     this.roster.setReasons(
       new Map([
@@ -320,6 +320,7 @@ export class Coordinator {
         ],
       ]),
     );
+    return false;
   }
 
   /**
