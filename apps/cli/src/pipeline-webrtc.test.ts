@@ -6,13 +6,10 @@
  * mesh every micro-batch. Then one stage worker crashes without a goodbye: its group stops, a
  * fifth worker takes the empty slot, and the group trains on.
  */
-import { loadMobyDick, splitCorpus, validationBatches } from '@shoal/data';
-import { CpuTrainer } from '@shoal/model';
-import { startServer } from '@shoal/server';
-import { type CoordinatorEvent, createRunConfig, Host, type MeshStageTrainer } from '@shoal/swarm';
+import { createRunConfig, type MeshStageTrainer } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
-import { connectSignaling, joinMesh, loadWrtc, type RoomLink } from './room.ts';
-import { joinRoomAsWorker, type RoomWorker } from './worker.ts';
+import { openWebrtcRoom, until } from './test-webrtc-room.ts';
+import type { RoomWorker } from './worker.ts';
 
 const config = {
   ...createRunConfig({
@@ -23,16 +20,6 @@ const config = {
   }),
   pipeline: { stages: 2, micros: 2, schedule: '1f1b', activations: 'bf16' } as const,
 };
-
-async function until<T>(condition: () => T | undefined | null | false, timeoutMs: number, what: string): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = condition();
-    if (value) return value;
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterAll(async () => {
@@ -46,46 +33,8 @@ describe('a pipeline-parallel room over real WebRTC', () => {
   it('host + 4 workers form 2 replicas of 2 stages and train nano; a crashed stage worker is replaced', {
     timeout: 240_000,
   }, async () => {
-    const wrtc = await loadWrtc();
-    const server = await startServer({ port: 0, logger: null });
-    cleanups.push(() => server.close());
-    const events: CoordinatorEvent[] = [];
-    const signal = await connectSignaling(server.url);
-    const room = await signal.create();
-    const hostLink: RoomLink = await joinMesh(signal, room, [], wrtc);
-    cleanups.push(() => hostLink.close());
-    const host = await Host.create({
-      member: hostLink.member,
-      config,
-      deadlineMs: 10_000,
-      onEvent: (event) => events.push(event),
-    });
-    const corpus = splitCorpus(loadMobyDick());
-    const evalBatches = validationBatches(corpus.validation, { batchSize: 4, seqLen: 64, count: 4 });
-    const evaluator = new CpuTrainer(config.model, config.train, host.params());
-    cleanups.push(() => evaluator.destroy());
-    const evaluate = async () => {
-      await evaluator.setParams(host.params());
-      return evaluator.evaluate(evalBatches);
-    };
+    const { host, events, evaluate, join, committed } = await openWebrtcRoom(config, cleanups);
     const initialLoss = await evaluate();
-    const join = async () => {
-      const w = await joinRoomAsWorker({
-        server: server.url,
-        room: room.roomId,
-        token: room.joinToken,
-        wrtc,
-        capabilities: { backend: 'cpu', adapter: 'test', tokensPerSecond: 0 },
-        createEngine: () => Promise.reject(new Error('a pipeline room builds stages, not whole engines')),
-      });
-      cleanups.push(() => w.leave());
-      return w;
-    };
-    const committed = (p?: number) =>
-      events.filter(
-        (e): e is Extract<CoordinatorEvent, { event: 'round-committed' }> =>
-          e.event === 'round-committed' && (p === undefined || e.fragment === p),
-      );
     const workers: RoomWorker[] = [];
     for (let i = 0; i < 4; i++) workers.push(await join());
     const groups = host.coordinator.groups;

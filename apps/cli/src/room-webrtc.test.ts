@@ -5,15 +5,12 @@
  * fixed protocol point (right after one shard of its contribution has left, a test-only fault
  * switch on its mesh); a fourth joins mid-run.
  */
-import { loadMobyDick, splitCorpus, validationBatches } from '@shoal/data';
-import { CpuTrainer } from '@shoal/model';
 import type { PeerId } from '@shoal/protocol';
-import { startServer } from '@shoal/server';
-import { type CoordinatorEvent, createRunConfig, Host } from '@shoal/swarm';
+import { createRunConfig } from '@shoal/swarm';
 import { contributionOf } from '@shoal/swarm/test-wire';
 import { afterAll, describe, expect, it } from 'vitest';
-import { connectSignaling, joinMesh, loadWrtc, type RoomLink } from './room.ts';
-import { joinRoomAsWorker, type RoomWorker } from './worker.ts';
+import { openWebrtcRoom, until } from './test-webrtc-room.ts';
+import type { RoomWorker } from './worker.ts';
 
 const config = createRunConfig({
   preset: 'nano',
@@ -21,17 +18,6 @@ const config = createRunConfig({
   diloco: { innerSteps: 8, fragments: 2 },
   heartbeatMs: 250,
 });
-
-/** Polls `condition` every 50 ms; fails naming `what` after `timeoutMs`. */
-async function until<T>(condition: () => T | undefined | null | false, timeoutMs: number, what: string): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = condition();
-    if (value) return value;
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterAll(async () => {
@@ -44,45 +30,8 @@ describe('the swarm over real WebRTC', () => {
   it('host + 3 workers train nano; one crashes after sending exactly one shard; a 4th joins mid-run', {
     timeout: 240_000,
   }, async () => {
-    const wrtc = await loadWrtc(); // fails loudly (never skips) without WebRTC in Node
-    const server = await startServer({ port: 0, logger: null });
-    cleanups.push(() => server.close());
-
-    const events: CoordinatorEvent[] = [];
-    const signal = await connectSignaling(server.url);
-    const room = await signal.create();
-    const hostLink: RoomLink = await joinMesh(signal, room, [], wrtc);
-    cleanups.push(() => hostLink.close());
-    const host = await Host.create({
-      member: hostLink.member,
-      config,
-      deadlineMs: 10_000,
-      onEvent: (event) => events.push(event),
-    });
-    const corpus = splitCorpus(loadMobyDick());
-    const evalBatches = validationBatches(corpus.validation, { batchSize: 4, seqLen: 64, count: 4 });
-    const evaluator = new CpuTrainer(config.model, config.train, host.params());
-    cleanups.push(() => evaluator.destroy());
-    const evaluate = async () => {
-      await evaluator.setParams(host.params());
-      return evaluator.evaluate(evalBatches);
-    };
+    const { host, events, evaluate, join, committed } = await openWebrtcRoom(config, cleanups);
     const initialLoss = await evaluate();
-
-    const join = async () => {
-      const w = await joinRoomAsWorker({
-        server: server.url,
-        room: room.roomId,
-        token: room.joinToken,
-        wrtc,
-        capabilities: { backend: 'cpu', adapter: 'test', tokensPerSecond: 0 },
-        createEngine: async (run, params) => new CpuTrainer(run.model, run.train, params),
-      });
-      cleanups.push(() => w.leave());
-      return w;
-    };
-    const committed = () =>
-      events.filter((e): e is Extract<CoordinatorEvent, { event: 'round-committed' }> => e.event === 'round-committed');
     const workers: RoomWorker[] = [];
     for (let i = 0; i < 3; i++) workers.push(await join());
     const peers = workers.map((w) => w.joined.peerId);
