@@ -285,7 +285,8 @@ const corpusTransferBody = corpusRange;
  * - grad: their gradient, s+1 → s (`values` in `dtype`);
  * - tied: the first and last stages' tied wte gradients, each to the other (f32);
  * - wte: the first stage's new wte after a merge, to the last stage's copy (f32);
- * - norm: a stage's Σg² to every other stage of the group, in `sumSquares` (no payload).
+ * - norm: a stage's Σg² to every other stage of the group, in `sumSquares` (no payload); the
+ *   last stage's carries the step's loss.
  * `group` and `version` say which formation of which group it belongs to, `step` the group's step.
  */
 const pipeBody = z
@@ -299,6 +300,8 @@ const pipeBody = z
     values: countSchema,
     targets: countSchema,
     sumSquares: z.number().min(0).optional(),
+    /** On the last stage's norm message: the step's mean loss, so every stage can report it. */
+    loss: z.number().optional(),
   })
   .refine((b) => (b.what === 'norm') === (b.sumSquares !== undefined), {
     message: 'a norm message carries sumSquares, and only a norm message',
