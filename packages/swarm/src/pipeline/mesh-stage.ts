@@ -278,6 +278,8 @@ export class MeshStageTrainer implements Trainer {
       return;
     }
     const queue = this.queues.get(key) ?? [];
+    // an honest neighbour is at most a step ahead: a flood is refused, not kept
+    if (queue.length >= 2 * this.pipeline.micros + 4) return refuse(`more than a step of ${message.what} queued`);
     queue.push(message);
     this.queues.set(key, queue);
   }
@@ -294,7 +296,7 @@ export class MeshStageTrainer implements Trainer {
     };
     const [values, targets, dtype] = wanted[m.what];
     if (!values.includes(m.values) || m.targets !== targets || m.dtype !== dtype) {
-      return `a ${m.what} message of ${m.values} ${m.dtype} values and ${m.targets} targets, expected ${values.join(' or ')} ${dtype} and ${targets}`;
+      return `${m.what}: ${m.values} ${m.dtype} values and ${m.targets} targets, expected ${values.join(' or ')} ${dtype} and ${targets}`;
     }
     if (m.micro >= this.pipeline.micros) return `micro-batch ${m.micro} of ${this.pipeline.micros}`;
     return null;

@@ -89,3 +89,45 @@ describe('a pipeline-parallel room and a volunteer with too little memory', () =
     expect(room.host.coordinator.groups?.list().map((g) => g.slots)).toEqual([['w0', 'w1']]);
   }, 60_000);
 });
+
+describe('a stage facing a hostile group member or stranger', () => {
+  it('refuses and counts pipe messages from outside its group, from the wrong stage, of the wrong size', async () => {
+    const room = await createRoom({ workers: 4, pipeline, spec: () => ({ computeMsPerStep: 20 }) });
+    const { clock } = room;
+    room.startAll();
+    await clock.runAsync({ until: 2_000 });
+    const target = must(room.workers[1]); // group 0, stage 1
+    const stage = must((target.worker as unknown as { trainer: MeshStageTrainer }).trainer);
+    const place = must(stage.place);
+    const body = {
+      kind: 'pipe',
+      group: place.group,
+      version: place.version,
+      step: 1_000_000,
+      micro: 0,
+      dtype: 'f32',
+      targets: 0,
+    } as const;
+    const rows = (room.config.train.batchSize / pipeline.micros) * room.config.train.seqLen;
+    const values = rows * room.config.model.nEmbd;
+    const send = (from: number, message: object) =>
+      void must(room.workers[from]).member.send(target.peer, message as never);
+    // a stranger to the group (group 1's stage 0), the right shape
+    send(2, { ...body, what: 'act', values, targets: rows, payload: new Uint8Array(values * 4 + rows * 4) });
+    // its own stage 0, a grad (stage 0 never sends one to stage 1)
+    send(0, { ...body, what: 'grad', values, payload: new Uint8Array(values * 4) });
+    // its own stage 0, activations of the wrong size
+    send(0, { ...body, what: 'act', values: 8, targets: rows, payload: new Uint8Array(8 * 4 + rows * 4) });
+    const before = stage.counters.refused;
+    await clock.runAsync({ until: 2_500 });
+    expect(stage.counters.refused - before).toBe(3);
+    const reasons = target.member.counters.recent().map((r) => r.detail);
+    expect(reasons.some((d) => /w2 holds no stage of this group/.test(d))).toBe(true);
+    expect(reasons.some((d) => /stage 0 does not send grad to stage 1/.test(d))).toBe(true);
+    expect(reasons.some((d) => /act: 8 f32 values and 128 targets, expected 8192 f32 and 128/.test(d))).toBe(true);
+    // and the group trains on
+    const steps = stage.counters.steps;
+    await room.finish(4_000);
+    expect(stage.counters.steps).toBeGreaterThan(steps + 5);
+  }, 60_000);
+});
