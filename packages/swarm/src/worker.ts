@@ -520,6 +520,11 @@ export class Worker {
         config,
         coordinator: this.options.coordinator,
         roster: this.roster,
+        globalParams: () => {
+          const layout = buildLayout(config.model);
+          const out = new Float32Array(layout.size);
+          return this.replica ? this.replica.state.params(out) : initParameters(layout, config.train.seed);
+        },
         createStage: (spec, local, o) =>
           createStage
             ? createStage(config, spec, local, o)

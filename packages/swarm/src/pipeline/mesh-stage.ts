@@ -58,6 +58,11 @@ export interface MeshStageOptions {
   timeoutMs?: number;
   /** The coordinator's latest roster, if one came before this stage was built. */
   roster?: RosterMessage | null;
+  /**
+   * θ_global now (the worker's replica), for a stage the coordinator moves this worker to: its
+   * θ_local there starts from the room's, as a newcomer's would.
+   */
+  globalParams?: () => Float32Array;
 }
 
 /** Counts of the group's traffic, for the heartbeat's and the bench's figures. */
@@ -181,12 +186,12 @@ export class MeshStageTrainer implements Trainer {
       }
     }
     const changed = mine?.group !== this.slot?.group || mine?.version !== this.slot?.version;
-    if (mine && this.slot && mine.stage !== this.slot.stage) {
-      // a new stage: its engine is built again from the parameters it holds
+    // (against the engine's stage: a worker dropped and placed again passes through no place at all)
+    if (mine && this.stageLayout && mine.stage !== this.stageLayout.stage.index) {
+      // a new stage (placed again after a link failure or a host restart): its engine is built
+      // again, from θ_global, since θ_local of the old stage says nothing of the new one's blocks
       this.interrupt('this worker moved to another stage');
-      void this.getParams().then((p) => {
-        this.pending = p;
-      });
+      if (this.options.globalParams) this.pending = this.options.globalParams();
       this.stage?.destroy();
       this.stage = null;
       this.stageLayout = null;
@@ -204,13 +209,19 @@ export class MeshStageTrainer implements Trainer {
         );
       }
     }
-    if (mine && !this.stage && !this.starting) this.starting = this.startStage(mine.stage);
+    this.ensureStage();
     const future = this.future;
     this.future = [];
     for (const { from, message } of future) this.onPipe(from, message);
   }
 
+  /** Builds the engine of the stage it is placed in, when it has none (or one of another stage). */
+  private ensureStage(): void {
+    if (this.slot && !this.stage && !this.starting) this.starting = this.startStage(this.slot.stage);
+  }
+
   private async startStage(index: number): Promise<void> {
+    let restart = false;
     try {
       const spec = this.specs[index] as StageSpec;
       const layout = buildStageLayout(this.options.config.model, spec);
@@ -221,6 +232,7 @@ export class MeshStageTrainer implements Trainer {
       const stage = await this.options.createStage(spec, gatherStage(layout, this.pending), { microBatch, slots });
       if (this.destroyed || this.slot?.stage !== index) {
         stage.destroy();
+        restart = !this.destroyed; // moved again while this one was being built
         return;
       }
       // parameters set while the engine was being built (a sync) replace the ones it started from
@@ -229,6 +241,7 @@ export class MeshStageTrainer implements Trainer {
       this.stageLayout = layout;
     } finally {
       this.starting = null;
+      if (restart) this.ensureStage();
     }
   }
 
@@ -438,7 +451,9 @@ export class MeshStageTrainer implements Trainer {
     const stage = this.stage;
     const slot = this.slot;
     const why = this.waiting;
-    if (why || !stage || !slot || !this.stageLayout) throw new PipelineInterrupted(why ?? 'not placed');
+    if (why || !stage || !slot || this.stageLayout?.stage.index !== slot.stage) {
+      throw new PipelineInterrupted(why ?? 'its stage is being built');
+    }
     try {
       const { loss, step } = await this.groupStep(stage, slot, this.stageLayout, batch, lr);
       this.counters.steps++;

@@ -131,3 +131,38 @@ describe('a stage facing a hostile group member or stranger', () => {
     expect(stage.counters.steps).toBeGreaterThan(steps + 5);
   }, 60_000);
 });
+
+describe('a stage worker the coordinator places again in another stage', () => {
+  it('rebuilds its engine for the new stage from θ_global and trains there', async () => {
+    const room = await createRoom({ workers: 3, pipeline, detectionMs: 500, spec: () => ({ computeMsPerStep: 20 }) });
+    const { network, clock } = room;
+    const stageOfWorker = (i: number) =>
+      must((room.workers[i]?.worker as unknown as { trainer: MeshStageTrainer }).trainer);
+    room.startAll();
+    // w1 (group 0, stage 1) loses the host; w3 takes its slot; group 1's only member (w2) crashes;
+    // back, w1 is placed in a new group, at stage 0, and w4 completes that group
+    clock.schedule(2_000, () => network.partition('host', 'w1'));
+    clock.schedule(2_500, () => room.start(room.addWorker()));
+    clock.schedule(3_000, () => network.crash('w2'));
+    let stepsBack = 0;
+    clock.schedule(4_000, () => {
+      stepsBack = stageOfWorker(1).counters.steps;
+      network.heal('host', 'w1');
+    });
+    clock.schedule(4_500, () => room.start(room.addWorker()));
+    await clock.runAsync({ until: 2_000 });
+    expect(stageOfWorker(1).place?.stage).toBe(1);
+    await room.finish(12_000);
+    const moved = stageOfWorker(1);
+    expect(moved.place?.stage).toBe(0);
+    expect(moved.counters.steps).toBeGreaterThan(stepsBack + 20);
+    // its stage-0 range came from θ_global, not from the zeros outside its old stage
+    const params = await room.localParams(must(room.workers[1]));
+    const wte = params.subarray(0, room.config.model.vocabSize * room.config.model.nEmbd);
+    expect(wte.some((x) => x !== 0)).toBe(true);
+    expect(params.every(Number.isFinite)).toBe(true);
+    const partner = stageOfWorker(4);
+    expect(partner.place).toMatchObject({ group: moved.place?.group, stage: 1 });
+    for (const i of [0, 1, 3, 4]) expect(stageOfWorker(i).counters.refused).toBe(0);
+  }, 120_000);
+});
