@@ -131,6 +131,8 @@ export class MeshStageTrainer implements Trainer {
   private destroyed = false;
   /** The worker stopped: no step waits on the group any more. */
   private stopped = false;
+  /** Its stage's engine could not be built (the worker stops with it). */
+  private failure: Error | null = null;
   /** The group's version when the step in progress started. */
   private stepVersion = -1;
 
@@ -165,6 +167,7 @@ export class MeshStageTrainer implements Trainer {
 
   /** Why it cannot step now (no place yet, its group incomplete, its engine starting), or null. */
   get waiting(): string | null {
+    if (this.failure) return null; // the next step throws it
     if (!this.slot) return this.unplaced || 'waiting for the coordinator to place it in a group';
     const missing = this.peers.flatMap((p, s) => (p === null ? [s] : []));
     if (missing.length > 0) return `waiting for stage ${missing.join(', ')} of group ${this.slot.group}`;
@@ -217,7 +220,11 @@ export class MeshStageTrainer implements Trainer {
 
   /** Builds the engine of the stage it is placed in, when it has none (or one of another stage). */
   private ensureStage(): void {
-    if (this.slot && !this.stage && !this.starting) this.starting = this.startStage(this.slot.stage);
+    if (!this.slot || this.stage || this.starting || this.failure) return;
+    const index = this.slot.stage;
+    this.starting = this.startStage(index).catch((error: unknown) => {
+      this.failure = new Error(`could not build stage ${index}'s engine: ${(error as Error).message}`);
+    });
   }
 
   private async startStage(index: number): Promise<void> {
@@ -448,6 +455,7 @@ export class MeshStageTrainer implements Trainer {
   }
 
   async step(batch: Batch, lr: number): Promise<number> {
+    if (this.failure) throw this.failure;
     const stage = this.stage;
     const slot = this.slot;
     const why = this.waiting;
