@@ -166,3 +166,36 @@ describe('a stage worker the coordinator places again in another stage', () => {
     for (const i of [0, 1, 3, 4]) expect(stageOfWorker(i).counters.refused).toBe(0);
   }, 120_000);
 });
+
+describe('a pipeline-parallel room on GPipe with bf16 activations', () => {
+  it('trains, with half the activation bytes of f32', async () => {
+    const run = async (activations: 'f32' | 'bf16') => {
+      const room = await createRoom({
+        workers: 2,
+        pipeline: { ...pipeline, schedule: 'gpipe', activations },
+        spec: () => ({ computeMsPerStep: 20 }),
+      });
+      room.startAll();
+      await room.finish(5_000);
+      const stages = room.workers.map((w) => must((w.worker as unknown as { trainer: MeshStageTrainer }).trainer));
+      const steps = must(stages[0]).counters.steps;
+      const bytes = must(stages[0]).counters.activationBytesSent;
+      const init = await evaluate(room.config, initParameters(buildLayout(room.config.model), room.config.train.seed));
+      return { steps, perStep: bytes / steps, loss: await evaluate(room.config, room.host.params()), init };
+    };
+    const f32 = await run('f32');
+    const bf16 = await run('bf16');
+    expect(bf16.loss).toBeLessThan(bf16.init - 0.5);
+    // stage 0 sends M micro-batches of activations (and their targets) a step; the step in flight
+    // at the end has sent some of its own
+    const rows = 2 * 64; // micro-batch 2 × T 64
+    for (const [run, bytes] of [
+      [f32, 4],
+      [bf16, 2],
+    ] as const) {
+      const exact = 2 * (rows * 64 * bytes + rows * 4);
+      expect(run.perStep).toBeGreaterThanOrEqual(exact);
+      expect(run.perStep).toBeLessThan(exact * (1 + 2 / run.steps));
+    }
+  }, 120_000);
+});
