@@ -85,6 +85,7 @@ describe('the store (slices without React)', () => {
       bytesReceived: 2_000,
       config: null,
       dataset: null,
+      pipeline: null,
     });
     expect(metricsOf(store.getState())).toEqual({
       step: 12,

@@ -4,7 +4,8 @@
  * only subscribes. `snapshot()` is what `window.shoal.getState()` returns.
  */
 import type { AdapterReport, SelfTestResult } from '@shoal/gpu';
-import { appendThinned, type RoomStatus, type RoomViewPoint, type RoomViewUpdate } from '@shoal/protocol';
+import { appendThinned, type RoomStatus, type RoomViewPoint } from '@shoal/protocol';
+import type { RoomView } from '@shoal/swarm';
 import { createStore, type StateCreator } from 'zustand/vanilla';
 import type { CheckpointInfo, DatasetInfo, VolunteerStats } from './runtime/messages.ts';
 
@@ -39,13 +40,16 @@ export interface SessionSlice {
 }
 
 export interface ViewSlice {
-  /** The latest room view (its `points` left empty; the series is `points`). */
-  view: Omit<RoomViewUpdate, 'points'> | null;
+  /**
+   * The latest room view (its `points` left empty; the series is `points`). The host's own
+   * recorder's carries a pipeline room's fields; a watcher's (through the server) does not.
+   */
+  view: Omit<RoomView, 'points'> | null;
   points: RoomViewPoint[];
   /** The room's schedule step (tokens ÷ tokens per step), from the host. */
   roomStep: number | null;
   /** Applies an update: its points are appended (thinned), or replace the series when `replace`. */
-  applyView(update: RoomViewUpdate, options?: { replace?: boolean; roomStep?: number }): void;
+  applyView(update: RoomView, options?: { replace?: boolean; roomStep?: number }): void;
 }
 
 /** What the host relays to every volunteer (signaling relay) with each view. */
@@ -203,6 +207,8 @@ export function snapshot() {
     error: state.error,
     /** The volunteers (the host excluded). */
     peers: (view?.peers ?? []).filter((peer) => peer.role === 'worker'),
+    /** A pipeline room's settings, split and groups (the host's view only); null otherwise. */
+    pipeline: view?.pipeline ?? null,
     metrics: metricsOf(state),
     fragments: view?.metrics.fragments ?? state.checkpoint?.fragments ?? null,
     rounds: view?.rounds ?? [],

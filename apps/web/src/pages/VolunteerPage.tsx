@@ -1,7 +1,8 @@
 /**
  * The join link's page. Nothing runs before the volunteer agrees: first what joining means, the
  * GPU check and a Join button (or, without WebGPU, the explanation and an offer to help slowly on
- * the CPU); then the volunteer's own numbers and controls.
+ * the CPU); then the volunteer's own numbers and controls, and in a pipeline room its stage: which
+ * group and stage it holds, and while its group lacks a stage, that it waits for a volunteer for it.
  */
 import { formatAdapter } from '@shoal/gpu';
 import { useState } from 'react';
@@ -10,7 +11,9 @@ import { statusLabel } from '../session/room-link.ts';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
 import { store } from '../store.ts';
 import { GpuCard } from '../ui/GpuCards.tsx';
+import { VolunteerStage } from '../ui/PipelineTables.tsx';
 import { DatasetLine, ErrorBox, fmt, Header, StatTiles } from '../ui/parts.tsx';
+import { stageWaiting } from '../ui/pipeline-text.ts';
 
 export function VolunteerPage({ roomId, token }: { roomId: string; token: string | null }) {
   const gpu = useStore(store, (state) => state.gpu);
@@ -104,10 +107,12 @@ function Training({ session }: { session: VolunteerSession }) {
   const summary = state.summary;
   const share = own && summary && summary.tokens > 0 ? Math.min(1, own.tokens / summary.tokens) : null;
   const phase = own?.phase ?? 'connecting';
+  // a pipeline stage whose group cannot train yet is waiting, not training
+  const stageWait = phase === 'training' ? stageWaiting(own?.pipeline ?? null) : null;
   const phaseText: Record<typeof phase, string> = {
     connecting: 'Connecting to the room…',
     waiting: 'Joined. Waiting for the host to press Start.',
-    training: 'Training.',
+    training: stageWait ? 'Not training yet: your stage waits for its group (below).' : 'Training.',
     paused:
       state.settings.paused || (state.settings.pauseWhenHidden && document.hidden)
         ? 'Paused by you.'
@@ -118,8 +123,8 @@ function Training({ session }: { session: VolunteerSession }) {
     <>
       <h1>
         Room <span className="mono">{state.roomId}</span>{' '}
-        <span className={`status ${phase}`} data-testid="volunteer-phase">
-          {phase}
+        <span className={`status ${stageWait ? 'waiting' : phase}`} data-testid="volunteer-phase">
+          {stageWait ? 'waiting' : phase}
         </span>
       </h1>
       <p className="muted">
@@ -137,6 +142,7 @@ function Training({ session }: { session: VolunteerSession }) {
         )}
       </p>
       <DatasetLine dataset={own?.dataset ?? null} own />
+      {own?.pipeline && <VolunteerStage pipeline={own.pipeline} />}
       <StatTiles
         stats={[
           { label: 'Your speed', value: fmt.rate(own?.tokensPerSecond), testId: 'own-speed' },

@@ -4,7 +4,8 @@
  * dashboard, the training loop on the volunteer page. The main thread keeps the UI, signaling
  * and the WebRTC mesh; `net` messages (port-transport.ts) carry the mesh traffic.
  */
-import type { RoomStatus, RoomViewPoint, RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import type { RoomStatus, RoomViewPoint, RunConfig } from '@shoal/protocol';
+import type { RoomView, RoomViewGroup, RoomViewPlace } from '@shoal/swarm';
 import type { NetIn, NetOut } from './port-transport.ts';
 
 export interface RoomCredentials {
@@ -95,6 +96,20 @@ export interface VolunteerStats {
   config: RunConfig | null;
   /** The room's text: null before the welcome names it; `received` < `bytes` while it arrives. */
   dataset: DatasetInfo | null;
+  /** In a pipeline-parallel room: this volunteer's stage and its group; null otherwise. */
+  pipeline: VolunteerPipeline | null;
+}
+
+/** A volunteer's part of a pipeline-parallel room, from the coordinator's latest roster. */
+export interface VolunteerPipeline {
+  /** S. */
+  stages: number;
+  /** Its group, stage and the blocks the stage holds; null until the coordinator places it. */
+  place: RoomViewPlace | null;
+  /** Its group: who holds each stage, and which stages wait for a volunteer; null while unplaced. */
+  group: RoomViewGroup | null;
+  /** Placed, and the engine of its stage is not built yet. */
+  starting: boolean;
 }
 
 /** The room's text as a page shows it. */
@@ -118,7 +133,7 @@ export type RuntimeOut = NetOut | RuntimeEvent;
 
 export type RuntimeEvent =
   /** Host: the room view since the previous one (points are a delta). */
-  | { type: 'view'; update: RoomViewUpdate; step: number }
+  | { type: 'view'; update: RoomView; step: number }
   /** Host: a checkpoint was written to IndexedDB. */
   | { type: 'saved'; checkpoint: CheckpointInfo }
   /** Host: resumed from IndexedDB. */

@@ -4,14 +4,33 @@
  * PortTransport. Heartbeats go from here too, so a hidden tab's throttled main-thread timers do
  * not slow the room down (docs/design.md, "Roles"). Pause, the duty-cycle cap and the host's
  * status arrive as messages.
+ *
+ * In a pipeline-parallel room the engine is one stage of a replica group, built on the same
+ * device as a whole-model engine would be (a GpuStageTrainer on WebGPU, a CpuStageTrainer on the
+ * CPU); the stats say where the coordinator's roster puts this volunteer and what its group lacks.
  */
 import { type Corpus, corpusFromBytes } from '@shoal/data';
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
-import { corpusLengthOf, createWireCodec, maxMessageBytesFor, type RoomStatus, type RunConfig } from '@shoal/protocol';
-import { fetchCorpusFrom, Member, runIdFor, wallClock } from '@shoal/swarm';
-import { trainerFor, VolunteerService } from '@shoal/swarm/services';
+import { splitStages } from '@shoal/model';
+import {
+  corpusLengthOf,
+  createWireCodec,
+  maxMessageBytesFor,
+  type RoomStatus,
+  type RosterMessage,
+  type RunConfig,
+} from '@shoal/protocol';
+import { fetchCorpusFrom, Member, pipelineGroupsOf, placeOf, runIdFor, wallClock } from '@shoal/swarm';
+import { stageFor, trainerFor, VolunteerService } from '@shoal/swarm/services';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
-import type { DatasetInfo, RuntimeControl, RuntimeOut, VolunteerInit, VolunteerStats } from './messages.ts';
+import type {
+  DatasetInfo,
+  RuntimeControl,
+  RuntimeOut,
+  VolunteerInit,
+  VolunteerPipeline,
+  VolunteerStats,
+} from './messages.ts';
 import type { PortTransport } from './port-transport.ts';
 
 type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
@@ -65,6 +84,14 @@ export async function startVolunteer(
     return localPause || hostStatus === 'paused' ? 'paused' : 'training';
   };
 
+  // A pipeline room: the coordinator's latest roster (where it placed this volunteer and who holds
+  // the other stages of its group), and the stage whose engine was built last.
+  let roster: RosterMessage | null = null;
+  member.on('roster', (from, message) => {
+    if (from === init.coordinator && message.epoch > (roster?.epoch ?? -1)) roster = message;
+  });
+  let builtStage: number | null = null;
+
   const volunteer = new VolunteerService({
     member,
     coordinator: init.coordinator,
@@ -72,6 +99,12 @@ export async function startVolunteer(
     onRun: (config) => post({ type: 'message-limit', bytes: maxMessageBytesFor(config) }),
     loadCorpus,
     createEngine: (config, params) => trainerFor(gpu?.device ?? null, config, params),
+    // on the device the whole-model engine would use: WebGPU, or the CPU without one
+    createStage: async (config, spec, params, o) => {
+      const stage = await stageFor(gpu?.device ?? null, config, spec, params, o);
+      builtStage = spec.index;
+      return stage;
+    },
     dutyCycle: () => dutyCycle,
   });
   const { worker } = volunteer;
@@ -83,6 +116,20 @@ export async function startVolunteer(
   };
   applyPause();
   transport.start();
+
+  const pipelineStats = (config: RunConfig | null): VolunteerPipeline | null => {
+    if (!config?.pipeline) return null;
+    const { stages } = config.pipeline;
+    const members = roster?.members ?? [];
+    const slot = members.find((m) => m.peer === member.self)?.pipeline ?? null;
+    if (!slot) return { stages, place: null, group: null, starting: false };
+    return {
+      stages,
+      place: placeOf(slot, splitStages(config.model.nLayer, stages)),
+      group: pipelineGroupsOf(members, stages).find((g) => g.id === slot.group) ?? null,
+      starting: builtStage !== slot.stage,
+    };
+  };
 
   const stats = (): VolunteerStats => {
     const { metrics } = worker;
@@ -101,6 +148,7 @@ export async function startVolunteer(
       bytesReceived: member.bytesReceived,
       config: worker.config,
       dataset: dataset && { ...dataset },
+      pipeline: pipelineStats(worker.config),
     };
   };
   const statsTimer = setInterval(() => post({ type: 'stats', stats: stats() }), init.statsEveryMs);

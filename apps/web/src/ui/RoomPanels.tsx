@@ -1,13 +1,14 @@
 /**
- * What the dashboard and the watch page both show of a room: the numbers, the charts, the peers
- * and the fragment-sync timeline. The dashboard adds its controls around it; the watch page
- * shows it as it is.
+ * What the dashboard and the watch page both show of a room: the numbers, the charts, a pipeline
+ * room's groups and stages, the peers and the fragment-sync timeline. The dashboard adds its
+ * controls around it; the watch page shows it as it is.
  */
 import { useDeferredValue } from 'react';
 import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
 import { RoomCharts } from '../charts/RoomCharts.tsx';
 import { metricsOf, store } from '../store.ts';
+import { PipelineGroups } from './PipelineTables.tsx';
 import { fmt, StatTiles } from './parts.tsx';
 import { PeersTable, RoundsTimeline } from './RoomTables.tsx';
 
@@ -51,6 +52,7 @@ export function RoomPanels({ onKick }: { onKick?: (peer: string) => void }) {
   const points = useDeferredValue(useStore(store, (state) => state.points));
   const peers = useDeferredValue(useStore(store, (state) => state.view?.peers));
   const rounds = useDeferredValue(useStore(store, (state) => state.view?.rounds));
+  const pipeline = useDeferredValue(useStore(store, (state) => state.view?.pipeline));
   const wire = useStore(store, (state) => state.view?.metrics.wire?.label);
   return (
     <>
@@ -58,9 +60,15 @@ export function RoomPanels({ onKick }: { onKick?: (peer: string) => void }) {
         <h2>Convergence, throughput and bandwidth</h2>
         <RoomCharts points={points} wire={wire} />
       </section>
+      {pipeline && (
+        <section className="card" data-testid="pipeline" aria-labelledby="pipeline-heading">
+          <h2 id="pipeline-heading">Groups and stages</h2>
+          <PipelineGroups pipeline={pipeline} peers={peers ?? NONE} />
+        </section>
+      )}
       <section className="card">
         <h2>Volunteers</h2>
-        <PeersTable peers={peers ?? NONE} onKick={onKick} />
+        <PeersTable peers={peers ?? NONE} pipeline={pipeline !== undefined} onKick={onKick} />
       </section>
       <section className="card">
         <h2>Fragment sync</h2>

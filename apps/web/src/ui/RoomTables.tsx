@@ -1,16 +1,22 @@
 /**
- * The room's tables, shared by the dashboard and the watch page: the peers (volunteers) and the
- * fragment-sync timeline (each round's open → reduce → gather → committed/aborted).
+ * The room's tables, shared by the dashboard and the watch page: the peers (volunteers), with
+ * each one's stage in a pipeline room, and the fragment-sync timeline (each round's open →
+ * reduce → gather → committed/aborted).
  */
-import type { RoomViewPeer, RoomViewRound } from '@shoal/protocol';
+import type { RoomViewRound } from '@shoal/protocol';
+import type { RoomViewPeerRow } from '@shoal/swarm';
 import { memo } from 'react';
 import { fmt } from './parts.tsx';
+import { placeLabel } from './pipeline-text.ts';
 
 export const PeersTable = memo(function PeersTable({
   peers,
+  pipeline = false,
   onKick,
 }: {
-  peers: RoomViewPeer[];
+  peers: RoomViewPeerRow[];
+  /** A pipeline room: a Stage column (group, stage, blocks). */
+  pipeline?: boolean;
   onKick?: (peer: string) => void;
 }) {
   const volunteers = peers.filter((peer) => peer.role === 'worker');
@@ -23,6 +29,7 @@ export const PeersTable = memo(function PeersTable({
         <thead>
           <tr>
             <th>Volunteer</th>
+            {pipeline && <th>Stage</th>}
             <th>Adapter</th>
             <th>Status</th>
             <th className="num">Speed</th>
@@ -43,6 +50,11 @@ export const PeersTable = memo(function PeersTable({
                 <td className="mono" title={peer.peer}>
                   {peer.peer.slice(0, 8)}
                 </td>
+                {pipeline && (
+                  <td className="mono" data-testid="peer-stage">
+                    {peer.pipeline ? placeLabel(peer.pipeline) : <span className="muted">not placed</span>}
+                  </td>
+                )}
                 <td title={peer.adapter}>
                   <span className="badge">{peer.backend}</span> {peer.adapter}
                 </td>
