@@ -12,6 +12,7 @@
  * charts need no clock agreement between the host and the watcher.
  */
 import { z } from 'zod';
+import { MAX_PIPELINE_STAGES } from './limits.ts';
 import { roleSchema, runConfigSchema } from './schemas.ts';
 
 export const ROOM_VIEW_VERSION = 1;
@@ -31,6 +32,65 @@ const shortText = z.string().max(500);
 
 export const roomStatusSchema = z.enum(['waiting', 'running', 'paused', 'stopped']);
 export type RoomStatus = z.infer<typeof roomStatusSchema>;
+
+const peerId = z.string().min(1).max(128);
+const stageIndex = z
+  .int()
+  .min(0)
+  .max(MAX_PIPELINE_STAGES - 1);
+
+/** A worker's place in a pipeline-parallel room: its group and stage, and the blocks its stage holds. */
+export const roomViewPlaceSchema = z.object({
+  group: count,
+  stage: stageIndex,
+  /** Bumped whenever its group's members change. */
+  version: count,
+  /** The transformer blocks [firstBlock, endBlock) of its stage. */
+  firstBlock: count,
+  endBlock: count,
+});
+export type RoomViewPlace = z.infer<typeof roomViewPlaceSchema>;
+
+/** One stage of a pipeline room's split. */
+export const roomViewStageSchema = z.object({
+  stage: stageIndex,
+  firstBlock: count,
+  endBlock: count,
+  /** The first stage: wte and wpe too. */
+  embeds: z.boolean(),
+  /** The last stage: ln_f, the tied head and the loss. */
+  head: z.boolean(),
+  /** What a volunteer holding it needs, bytes (inner and outer state, activations in flight). */
+  memoryBytes: nonNegative,
+});
+export type RoomViewStage = z.infer<typeof roomViewStageSchema>;
+
+/** One replica group of a pipeline room. */
+export const roomViewGroupSchema = z.object({
+  id: count,
+  version: count,
+  /** The member holding each stage (index = stage); null: the slot waits for a volunteer. */
+  members: z.array(peerId.nullable()).max(MAX_PIPELINE_STAGES),
+  /** Every stage is held: the group trains. */
+  complete: z.boolean(),
+  /** The stages that wait for a volunteer, lowest first (empty when complete). */
+  waitingFor: z.array(stageIndex).max(MAX_PIPELINE_STAGES),
+});
+export type RoomViewGroup = z.infer<typeof roomViewGroupSchema>;
+
+/** A pipeline room's section of the view: the run's pipeline settings, its split and its groups. */
+export const roomViewPipelineSchema = z.object({
+  stages: z.int().min(2).max(MAX_PIPELINE_STAGES),
+  micros: z.int().min(1).max(4096),
+  schedule: z.enum(['1f1b', 'gpipe']),
+  activations: z.enum(['f32', 'bf16']),
+  split: z.array(roomViewStageSchema).max(MAX_PIPELINE_STAGES),
+  /** Lowest id first. */
+  groups: z.array(roomViewGroupSchema).max(MAX_VIEW_PEERS),
+  /** Workers in no group (no stage fits them). */
+  unplaced: z.array(peerId).max(MAX_VIEW_PEERS),
+});
+export type RoomViewPipeline = z.infer<typeof roomViewPipelineSchema>;
 
 export const roomViewPeerSchema = z.object({
   peer: z.string().min(1).max(128),
@@ -53,6 +113,8 @@ export const roomViewPeerSchema = z.object({
   rejected: z.record(z.string().max(64), count),
   bytesSent: nonNegative,
   bytesReceived: nonNegative,
+  /** Its place in a pipeline-parallel room; absent otherwise, and while it has none. */
+  pipeline: roomViewPlaceSchema.optional(),
 });
 export type RoomViewPeer = z.infer<typeof roomViewPeerSchema>;
 
@@ -148,6 +210,8 @@ export const roomViewUpdateSchema = z.object({
   rounds: z.array(roomViewRoundSchema).max(MAX_VIEW_ROUNDS),
   /** Chart points since the previous update (the whole thinned history in a watcher's first view). */
   points: z.array(roomViewPointSchema).max(MAX_VIEW_POINTS),
+  /** A pipeline-parallel room's settings, split and groups; absent otherwise. */
+  pipeline: roomViewPipelineSchema.optional(),
 });
 export type RoomViewUpdate = z.infer<typeof roomViewUpdateSchema>;
 

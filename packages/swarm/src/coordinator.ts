@@ -186,10 +186,18 @@ export class Coordinator {
 
   /** The room's total tokens trained (the inner schedule's position). */
   get roomTokens(): number {
-    const tokensPerStep = this.config.train.batchSize * this.config.train.seqLen;
     let total = this.departedTokens;
-    for (const info of this.members.values()) total += info.innerStep * tokensPerStep;
+    for (const info of this.members.values()) total += info.innerStep * this.tokensPerStep;
     return total;
+  }
+
+  /**
+   * Tokens one worker's inner step adds to the room: a batch, or in a pipeline-parallel room a
+   * batch over S, since a group's S stages train the same batch.
+   */
+  get tokensPerStep(): number {
+    const { train, pipeline } = this.config;
+    return (train.batchSize * train.seqLen) / (pipeline?.stages ?? 1);
   }
 
   /** The median synced worker's inner step, on the room's schedule. */
@@ -255,7 +263,7 @@ export class Coordinator {
     if (!info) return;
     this.roster.members.delete(peer);
     this.groups?.remove(peer);
-    this.departedTokens += info.innerStep * this.config.train.batchSize * this.config.train.seqLen;
+    this.departedTokens += info.innerStep * this.tokensPerStep;
     this.options.onEvent?.({ event: 'peer-left', peer, reason });
     for (const round of this.inFlight) {
       if (!round?.participants.includes(peer)) continue;

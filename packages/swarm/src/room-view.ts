@@ -15,8 +15,7 @@
  * blocks and memory, and the coordinator's groups (per stage the member or null, complete or
  * waiting for which stages). `pipelineGroupsOf` derives the groups from members' places, so the
  * dashboard (from the coordinator) and a volunteer (from its roster) show the same table.
- * The protocol's RoomViewUpdate schema does not carry these fields yet, so the watch link, which
- * the signaling server validates, gets the view without them (`RoomView` types them here).
+ * The protocol's schema carries them, so the watch link shows the same groups.
  *
  *   const recorder = new RoomViewRecorder({ host, roomId, hostKind: 'cli' });
  *   // Host.create({ …, onEvent: (event) => recorder.onEvent(event) })
@@ -34,8 +33,11 @@ import {
   type PipelineSlot,
   ROOM_VIEW_VERSION,
   type RoomStatus,
+  type RoomViewGroup,
   type RoomViewMetrics,
   type RoomViewPeer,
+  type RoomViewPipeline,
+  type RoomViewPlace,
   type RoomViewPoint,
   type RoomViewRound,
   type RoomViewUpdate,
@@ -46,57 +48,13 @@ import type { CoordinatorEvent } from './coordinator.ts';
 import type { Host } from './host.ts';
 import type { MemberInfo } from './roster.ts';
 
-/** A worker's place in a pipeline-parallel room: its slot, and the blocks its stage holds. */
-export interface RoomViewPlace extends PipelineSlot {
-  /** The transformer blocks [firstBlock, endBlock) of its stage (splitStages). */
-  firstBlock: number;
-  endBlock: number;
-}
+export type { RoomViewGroup, RoomViewPipeline, RoomViewPlace, RoomViewStage } from '@shoal/protocol';
 
-/** One stage of a pipeline room's split. */
-export interface RoomViewStage {
-  stage: number;
-  /** Transformer blocks [firstBlock, endBlock). */
-  firstBlock: number;
-  endBlock: number;
-  /** The first stage: wte and wpe too. */
-  embeds: boolean;
-  /** The last stage: ln_f, the tied head and the loss. */
-  head: boolean;
-  /** What a volunteer holding it needs, bytes (stagePlan: inner and outer state, activations in flight). */
-  memoryBytes: number;
-}
+/** A peer's row (the protocol's, with its pipeline place when it has one). */
+export type RoomViewPeerRow = RoomViewPeer;
 
-/** One replica group of a pipeline room. */
-export interface RoomViewGroup {
-  id: number;
-  /** Bumped whenever its members change. */
-  version: number;
-  /** The member holding each stage (index = stage); null: the slot waits for a volunteer. */
-  members: (PeerId | null)[];
-  /** Every stage is held: the group trains. */
-  complete: boolean;
-  /** The stages that wait for a volunteer, lowest first (empty when complete). */
-  waitingFor: number[];
-}
-
-/** A pipeline room's section of the view: the run's pipeline settings, its split and its groups. */
-export interface RoomViewPipeline extends PipelineConfig {
-  split: RoomViewStage[];
-  /** Lowest id first. */
-  groups: RoomViewGroup[];
-  /** Workers in no group (the coordinator found no stage that fits them). */
-  unplaced: PeerId[];
-}
-
-/** A peer's row, with its place in a pipeline room (absent otherwise, or while unplaced). */
-export type RoomViewPeerRow = RoomViewPeer & { pipeline?: RoomViewPlace };
-
-/**
- * The view a recorder makes: the protocol's RoomViewUpdate plus a pipeline room's fields, which
- * the protocol's schema does not carry yet (see the top of this file).
- */
-export type RoomView = Omit<RoomViewUpdate, 'peers'> & { peers: RoomViewPeerRow[]; pipeline?: RoomViewPipeline };
+/** The view a recorder makes: the protocol's RoomViewUpdate, a pipeline room's fields included. */
+export type RoomView = RoomViewUpdate;
 
 /** A slot with the blocks its stage holds (`split`: splitStages of the run). */
 export function placeOf(slot: PipelineSlot, split: readonly StageSpec[]): RoomViewPlace {
@@ -417,14 +375,18 @@ export class RoomViewRecorder {
     };
   }
 
-  /** The workers, the mean of their last losses and the sum of their speeds. */
+  /**
+   * The workers, the mean of their last losses and the room's speed: the sum of theirs, over S in
+   * a pipeline-parallel room (a group's stages each report the group's tokens).
+   */
   private figures(): { workers: MemberInfo[]; trainLoss: number | null; tokensPerSecond: number } {
     const workers = [...this.host.coordinator.members.values()].filter((m) => m.role === 'worker');
     const losses = workers.map((w) => w.loss).filter((loss): loss is number => loss !== null);
     return {
       workers,
       trainLoss: losses.length === 0 ? null : losses.reduce((a, b) => a + b, 0) / losses.length,
-      tokensPerSecond: workers.reduce((sum, w) => sum + w.tokensPerSecond, 0),
+      tokensPerSecond:
+        workers.reduce((sum, w) => sum + w.tokensPerSecond, 0) / (this.host.config.pipeline?.stages ?? 1),
     };
   }
 

@@ -26,6 +26,10 @@ describe('a pipeline-parallel room on the simulated mesh', () => {
     }
     expect(room.committed().length).toBeGreaterThanOrEqual(6);
     expect(room.aborted()).toEqual([]);
+    // a group's two stages train one batch a step: the room counts it once
+    const { coordinator } = room.host;
+    const steps = [...coordinator.members.values()].reduce((sum, m) => sum + m.innerStep, 0);
+    expect(coordinator.roomTokens).toBe((steps * room.config.train.batchSize * room.config.train.seqLen) / 2);
     const init = await evaluate(room.config, initParameters(buildLayout(room.config.model), room.config.train.seed));
     const trained = await evaluate(room.config, room.host.params());
     expect(trained).toBeLessThan(init - 0.5);
