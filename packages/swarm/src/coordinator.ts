@@ -164,9 +164,12 @@ export class Coordinator {
         return;
       }
       this.roster.heartbeat(info, message, member.clock.now());
-      // a pipeline room places a worker once its heartbeat says which channels it has
-      if (info.role === 'worker' && this.groups && !this.groups.slot(from) && this.place(from, info.capabilities)) {
-        this.roster.broadcast();
+      // a pipeline room places a worker once its heartbeat says which channels it has, and joins
+      // up incomplete groups that complete each other once their channels are there
+      if (info.role === 'worker' && this.groups) {
+        const placed = !this.groups.slot(from) && this.place(from, info.capabilities);
+        const reformed = !this.groups.complete(from) && this.groups.reform(this.linked).length > 0;
+        if (placed || reformed) this.roster.broadcast();
       }
       this.maybeOpenRounds();
     });
@@ -262,7 +265,7 @@ export class Coordinator {
     const info = this.members.get(peer);
     if (!info) return;
     this.roster.members.delete(peer);
-    this.groups?.remove(peer);
+    this.groups?.remove(peer, this.linked);
     this.departedTokens += info.innerStep * this.tokensPerStep;
     this.options.onEvent?.({ event: 'peer-left', peer, reason });
     for (const round of this.inFlight) {
@@ -317,8 +320,7 @@ export class Coordinator {
     if (!this.groups) return false;
     const memory = capabilities.memoryBytes;
     const fits = (stage: number) => memory === undefined || (this.stageBytes[stage] as number) <= memory;
-    const sees = (a: PeerId, b: PeerId) => this.members.get(a)?.reachable?.has(b) ?? true;
-    if (this.groups.add(peer, fits, sees)) return true;
+    if (this.groups.add(peer, fits, this.linked)) return true;
     const smallest = Math.min(...this.stageBytes);
     this.roster.setReasons(
       new Map([
@@ -335,6 +337,9 @@ export class Coordinator {
    * The workers that train fragment p: all of them, or in a pipeline-parallel room the holders of
    * its stage in complete groups (a round synchronises one stage across the replicas).
    */
+  /** Whether a's last heartbeat lists a channel to b (true before a's first heartbeat). */
+  private readonly linked = (a: PeerId, b: PeerId): boolean => this.members.get(a)?.reachable?.has(b) ?? true;
+
   private holders(p: number, workers: MemberInfo[]): MemberInfo[] {
     const groups = this.groups;
     if (!groups) return workers;

@@ -42,6 +42,26 @@ describe('PipelineGroups', () => {
     expect(groups.slot('b1')).toMatchObject({ group: 0, stage: 1 });
   });
 
+  it('merges two incomplete groups that complete each other, when their members are linked', () => {
+    const groups = new PipelineGroups(2);
+    groups.add('a');
+    groups.add('b', undefined, () => false); // no channel to a yet: a group of its own, at stage 0
+    groups.remove('a');
+    groups.add(
+      'c',
+      (s) => s === 1,
+      (x, y) => !(x === 'c' && y === 'b'),
+    ); // group 0's stage 1
+    expect(groups.list().map((g) => g.slots)).toEqual([
+      [null, 'c'],
+      ['b', null],
+    ]);
+    expect(groups.reform(() => false)).toEqual([]);
+    expect(groups.reform()).toEqual([0, 1]);
+    expect(groups.list().map((g) => g.slots)).toEqual([['b', 'c']]);
+    expect(groups.complete('b') && groups.complete('c')).toBe(true);
+  });
+
   it('places a member only in a stage that fits it', () => {
     const groups = new PipelineGroups(2);
     expect(groups.add('small', (stage) => stage === 1)).toMatchObject({ group: 0, stage: 1 });

@@ -86,19 +86,27 @@ export class PipelineGroups {
   }
 
   /** Empties the member's slot and re-forms the groups; the groups whose members changed. */
-  remove(peer: PeerId): number[] {
+  remove(peer: PeerId, linked: (a: PeerId, b: PeerId) => boolean = () => true): number[] {
     const at = this.slotOf.get(peer);
     if (!at) return [];
     at.group.slots[at.stage] = null;
     this.slotOf.delete(peer);
-    const changed = new Set([at.group.id]);
     at.group.version = this.nextVersion++;
-    for (const id of this.reform()) changed.add(id);
-    // a group left with nobody is forgotten (its id is free again)
+    return [...new Set([at.group.id, ...this.reform(linked)])].sort((a, b) => a - b);
+  }
+
+  /**
+   * Moves members of later incomplete groups into the gaps of earlier ones, stage for stage,
+   * where that completes an earlier group whose members the movers all have channels to (two
+   * volunteers that joined at once can start two groups). Returns the ids of the groups whose
+   * members changed; a group left with nobody is forgotten.
+   */
+  reform(linked: (a: PeerId, b: PeerId) => boolean = () => true): number[] {
+    const changed = this.moveIntoGaps(linked);
     for (let i = this.groups.length - 1; i >= 0; i--) {
       if ((this.groups[i] as Group).slots.every((p) => p === null)) this.groups.splice(i, 1);
     }
-    return [...changed].sort((a, b) => a - b);
+    return changed.sort((a, b) => a - b);
   }
 
   /** The member's group, stage and the group's version, or null when it holds no slot. */
@@ -132,18 +140,18 @@ export class PipelineGroups {
     return id;
   }
 
-  /**
-   * Moves members of later incomplete groups into the gaps of earlier ones, stage for stage,
-   * while that completes an earlier group. Returns the ids of groups whose members changed.
-   */
-  private reform(): number[] {
+  private moveIntoGaps(linked: (a: PeerId, b: PeerId) => boolean): number[] {
     const changed = new Set<number>();
     const incomplete = () => this.groups.filter((g) => g.slots.some((p) => p === null));
     for (const target of incomplete()) {
       const gaps = target.slots.flatMap((p, s) => (p === null ? [s] : []));
       const donors = new Map<number, { group: Group; peer: PeerId }>();
+      const stays = target.slots.filter((p): p is PeerId => p !== null);
       for (const stage of gaps) {
-        const donor = incomplete().find((g) => g.id > target.id && g.slots[stage] !== null);
+        const donor = incomplete().find((g) => {
+          const peer = g.slots[stage];
+          return g.id > target.id && peer && stays.every((other) => linked(peer, other) && linked(other, peer));
+        });
         if (!donor) break;
         donors.set(stage, { group: donor, peer: donor.slots[stage] as PeerId });
       }
