@@ -39,6 +39,21 @@ export interface VolunteerRuntime {
   handle(message: RuntimeControl): void;
 }
 
+/** The most memory the CPU engine can use: WebAssembly's 32-bit address space. */
+const WASM_MEMORY_BYTES = 4 * 2 ** 30;
+
+/**
+ * What this browser lends a pipeline room, by its own limits (it tells no total): on WebGPU, four
+ * of its largest buffers (parameters, gradients and AdamW's two moments each live in one); on the
+ * CPU, half the device memory the browser reports (navigator.deviceMemory, coarse and capped at
+ * 8 GiB), within WebAssembly's 4 GiB.
+ */
+export function lendableMemory(device: GPUDevice | null, deviceMemoryGiB?: number): number {
+  if (device) return 4 * device.limits.maxBufferSize;
+  const reported = deviceMemoryGiB ? Math.floor((deviceMemoryGiB * 2 ** 30) / 2) : WASM_MEMORY_BYTES;
+  return Math.min(WASM_MEMORY_BYTES, reported);
+}
+
 export async function startVolunteer(
   init: VolunteerInit,
   transport: PortTransport,
@@ -95,7 +110,15 @@ export async function startVolunteer(
   const volunteer = new VolunteerService({
     member,
     coordinator: init.coordinator,
-    capabilities: { backend: init.backend, adapter, tokensPerSecond: 0 },
+    capabilities: {
+      backend: init.backend,
+      adapter,
+      tokensPerSecond: 0,
+      memoryBytes: lendableMemory(
+        gpu?.device ?? null,
+        (globalThis.navigator as Navigator & { deviceMemory?: number }).deviceMemory,
+      ),
+    },
     onRun: (config) => post({ type: 'message-limit', bytes: maxMessageBytesFor(config) }),
     loadCorpus,
     createEngine: (config, params) => trainerFor(gpu?.device ?? null, config, params),
