@@ -29,7 +29,6 @@ import {
   MAX_VIEW_POINTS,
   MAX_VIEW_ROUNDS,
   type PeerId,
-  type PipelineConfig,
   type PipelineSlot,
   ROOM_VIEW_VERSION,
   type RoomStatus,

@@ -50,7 +50,6 @@ export function stageMemory(config: GptConfig, stage: StageSpec, o: StageMemoryS
   requireCount('seqLen', o.seqLen);
   requireCount('inFlight', o.inFlight);
   const layout = buildStageLayout(config, stage);
-  const owned = layout.owned[1] - layout.owned[0];
   const shape = { layers: stage.endBlock - stage.firstBlock, head: stage.head };
   const innerBytes = 4 * FLOAT_BYTES * layout.size;
   const outerBytes = 2 * FLOAT_BYTES * layout.global.size;

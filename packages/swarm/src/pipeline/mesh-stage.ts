@@ -263,7 +263,10 @@ export class MeshStageTrainer implements Trainer {
       this.options.member.refuse(from, 'pipe', 'pipe', why);
     };
     const slot = this.slot;
-    if (!slot || message.group !== slot.group) return refuse(`${from} is not in this worker's group`);
+    if (!slot || message.group !== slot.group) {
+      refuse(`${from} is not in this worker's group`);
+      return;
+    }
     if (message.version < slot.version) {
       this.counters.stale++;
       return;
@@ -277,7 +280,10 @@ export class MeshStageTrainer implements Trainer {
     const S = this.pipeline.stages;
     const s = slot.stage;
     const sender = this.peers.indexOf(from);
-    if (sender < 0) return refuse(`${from} holds no stage of this group`);
+    if (sender < 0) {
+      refuse(`${from} holds no stage of this group`);
+      return;
+    }
     const expected: Record<Kind, number[]> = {
       act: [s - 1],
       grad: [s + 1],
@@ -286,10 +292,14 @@ export class MeshStageTrainer implements Trainer {
       norm: [...Array(S).keys()].filter((t) => t !== s),
     };
     if (!expected[message.what].includes(sender)) {
-      return refuse(`stage ${sender} does not send ${message.what} to stage ${s}`);
+      refuse(`stage ${sender} does not send ${message.what} to stage ${s}`);
+      return;
     }
     const problem = this.sizeProblem(message);
-    if (problem) return refuse(problem);
+    if (problem) {
+      refuse(problem);
+      return;
+    }
     const key = this.key(message.what, sender);
     const waiting = this.waiter;
     if (waiting && waiting.key === key && waiting.waiter.accept(message)) {
@@ -299,7 +309,10 @@ export class MeshStageTrainer implements Trainer {
     }
     const queue = this.queues.get(key) ?? [];
     // an honest neighbour is at most a step ahead: a flood is refused, not kept
-    if (queue.length >= 2 * this.pipeline.micros + 4) return refuse(`more than a step of ${message.what} queued`);
+    if (queue.length >= 2 * this.pipeline.micros + 4) {
+      refuse(`more than a step of ${message.what} queued`);
+      return;
+    }
     queue.push(message);
     this.queues.set(key, queue);
   }

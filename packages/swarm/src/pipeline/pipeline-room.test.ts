@@ -49,7 +49,8 @@ describe('a pipeline-parallel room that loses a stage worker', () => {
     const { network, clock } = room;
     const opens = room.spy(room.hostMember, 'round-open');
     const victim = must(room.workers[1]);
-    const trainer = (i: number) => must((room.workers[i]?.worker as unknown as { trainer: MeshStageTrainer }).trainer);
+    const trainer = (i: number) =>
+      must((must(room.workers[i]).worker as unknown as { trainer: MeshStageTrainer }).trainer);
     room.startAll();
     let stepsAtCrash = 0;
     clock.schedule(3_000, () => {
@@ -141,7 +142,7 @@ describe('a stage worker the coordinator places again in another stage', () => {
     const room = await createRoom({ workers: 3, pipeline, detectionMs: 500, spec: () => ({ computeMsPerStep: 20 }) });
     const { network, clock } = room;
     const stageOfWorker = (i: number) =>
-      must((room.workers[i]?.worker as unknown as { trainer: MeshStageTrainer }).trainer);
+      must((must(room.workers[i]).worker as unknown as { trainer: MeshStageTrainer }).trainer);
     room.startAll();
     // w1 (group 0, stage 1) loses the host; w3 takes its slot; group 1's only member (w2) crashes;
     // back, w1 is placed in a new group, at stage 0, and w4 completes that group

@@ -14,8 +14,8 @@ export function writeValues(values: Float32Array, dtype: 'f32' | 'bf16', out: Ui
   for (let i = 0; i < bits.length; i++) {
     const x = bits[i] as number;
     // NaN stays NaN (a quiet one); the rest round to nearest even on the dropped 16 bits
-    const isNaN = (x & 0x7f80_0000) === 0x7f80_0000 && (x & 0x007f_ffff) !== 0;
-    const rounded = isNaN ? (x >>> 16) | 0x0040 : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
+    const nan = (x & 0x7f80_0000) === 0x7f80_0000 && (x & 0x007f_ffff) !== 0;
+    const rounded = nan ? (x >>> 16) | 0x0040 : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
     view.setUint16(offset + 2 * i, rounded & 0xffff, true);
   }
   return offset + 2 * values.length;
