@@ -119,6 +119,10 @@ export class Coordinator {
   readonly groups: PipelineGroups | null;
   /** Per fragment, the pipeline stage that holds it. */
   private readonly stageOfFragment: number[];
+  /** Per pipeline stage, the fragments it holds. */
+  private readonly stageFragments: number[][];
+  /** Pipeline workers' stages by the state they said they hold (placed there when a slot is free). */
+  private readonly heldStage = new Map<PeerId, number>();
   /** Per pipeline stage, the memory a volunteer needs to hold it (docs/pipeline.md). */
   private readonly stageBytes: number[];
 
@@ -135,6 +139,9 @@ export class Coordinator {
       ? fragmentStages(model, diloco.fragments, diloco.fragmentMode, pipeline.stages)
       : [];
     this.stageBytes = pipeline ? pipelineStageBytes(config) : [];
+    this.stageFragments = this.stageBytes.map((_, s) =>
+      this.stageOfFragment.flatMap((stage, p) => (stage === s ? [p] : [])),
+    );
     this.roster = new Roster(
       member.self,
       fragments.length,
@@ -226,9 +233,14 @@ export class Coordinator {
   ) {
     const fresh = this.options.replica.fragments.every((f) => f.round === 0);
     const existing = this.members.get(from);
-    const holdsCurrent =
-      holds.length === this.options.replica.fragments.length &&
-      holds.every((h) => this.options.replica.fragments[h.fragment]?.hash === h.hash);
+    // every fragment, or in a pipeline room one stage's (a stage worker follows its own)
+    const current = (p: number) =>
+      holds.find((h) => h.fragment === p)?.hash === this.options.replica.fragments[p]?.hash;
+    const sets = [this.options.replica.fragments.map((_, p) => p), ...this.stageFragments];
+    const held = sets.findIndex((set) => set.every(current));
+    const holdsCurrent = held >= 0;
+    // a stage worker that comes back (a restarted host) is placed in the stage whose state it holds
+    if (held > 0) this.heldStage.set(from, held - 1);
     const status: MemberInfo['status'] = role === 'spectator' ? 'synced' : fresh || holdsCurrent ? 'synced' : 'syncing';
     if (existing) {
       // a hello does not lift a bench: the member stays out of rounds until it has served it
@@ -266,6 +278,7 @@ export class Coordinator {
     if (!info) return;
     this.roster.members.delete(peer);
     this.groups?.remove(peer, this.linked);
+    this.heldStage.delete(peer);
     this.departedTokens += info.innerStep * this.tokensPerStep;
     this.options.onEvent?.({ event: 'peer-left', peer, reason });
     for (const round of this.inFlight) {
@@ -320,7 +333,7 @@ export class Coordinator {
     if (!this.groups) return false;
     const memory = capabilities.memoryBytes;
     const fits = (stage: number) => memory === undefined || (this.stageBytes[stage] as number) <= memory;
-    if (this.groups.add(peer, fits, this.linked)) return true;
+    if (this.groups.add(peer, fits, this.linked, this.heldStage.get(peer))) return true;
     const smallest = Math.min(...this.stageBytes);
     this.roster.setReasons(
       new Map([

@@ -189,7 +189,7 @@ export class ReplicaNode {
   }
 
   /** Fragment p's state is stale or wrong: fetch it from the state source, if there is one. */
-  private resync(p: number): void {
+  resync(p: number): void {
     this.events.diverged?.(p);
     const source = this.options.stateSource ? this.options.stateSource() : this.coordinator();
     if (source !== null && source !== this.member.self) this.fetch(source, [p]);
@@ -211,6 +211,7 @@ export class ReplicaNode {
     }
     this.trust(p, message.baseHash);
     if (message.round > (this.latestOpened.get(p) ?? 0)) this.latestOpened.set(p, message.round);
+    if (!this.state.follows(p)) return; // another pipeline stage's fragment
     if (this.fetching.has(p)) {
       this.held.set(p, { ...this.held.get(p), open: message });
       return;
@@ -254,6 +255,7 @@ export class ReplicaNode {
       this.member.refuse(from, 'shard-result', 'no-such-fragment', `fragment ${p}`);
       return;
     }
+    if (!this.state.follows(p)) return; // owners send results to every replica
     const open = this.opens.get(roundKey(p, round));
     if (!open || !this.state.isOpen(p, round)) {
       // the current round (opened while this replica was fetching) or the next one may wait
@@ -340,6 +342,7 @@ export class ReplicaNode {
     const { fragment: p, round } = message;
     if (p >= this.state.fragments.length) return;
     this.trust(p, message.hash);
+    if (!this.state.follows(p)) return;
     if (this.fetching.has(p)) {
       this.held.set(p, { ...this.held.get(p), commit: message });
       return;

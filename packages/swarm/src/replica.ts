@@ -97,6 +97,11 @@ const verifiedValues = (slot: ShardSlot) => verifiedResult(slot)?.values ?? null
 export class ReplicaState {
   readonly fragments: FragmentState[];
   private readonly pending = new Map<string, PendingRound>();
+  /**
+   * The fragments this replica follows (applies rounds of, holds θ_global and m of); null: all.
+   * A pipeline stage follows its stage's fragments only: the others' state is released.
+   */
+  private followed: ReadonlySet<number> | null = null;
 
   constructor(
     fragments: readonly Fragment[],
@@ -116,20 +121,48 @@ export class ReplicaState {
     });
   }
 
+  /** Whether it follows fragment p (holds its state and applies its rounds). */
+  follows(p: number): boolean {
+    return this.followed === null || this.followed.has(p);
+  }
+
+  /**
+   * Follows only `fragments` (null: all) from now on: the others' θ_global and m are released and
+   * their rounds forgotten. Returns the fragments it follows now and did not hold: their state is
+   * stale and must be fetched.
+   */
+  follow(fragments: ReadonlySet<number> | null): number[] {
+    const stale = this.fragments.flatMap((f, p) =>
+      (fragments === null || fragments.has(p)) && f.theta.length !== f.fragment.size ? [p] : [],
+    );
+    this.followed = fragments;
+    for (const [p, state] of this.fragments.entries()) {
+      if (this.follows(p)) continue;
+      state.theta = new Float32Array(0);
+      state.momentum = new Float32Array(0);
+      for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.pending.delete(k);
+    }
+    return stale;
+  }
+
   fragment(p: number): FragmentState {
     const state = this.fragments[p];
     if (!state) throw new RangeError(`no fragment ${p} (the run has ${this.fragments.length})`);
     return state;
   }
 
-  /** θ_global in the logical layout (for evaluation, checkpoints, a worker's merge). */
+  /** θ_global in the logical layout (for evaluation, checkpoints, a worker's merge); unfollowed fragments left as they are in `out`. */
   params(out: Float32Array): Float32Array {
-    for (const state of this.fragments) scatterFragment(state.theta, state.fragment, out);
+    for (const [p, state] of this.fragments.entries()) {
+      if (this.follows(p)) scatterFragment(state.theta, state.fragment, out);
+    }
     return out;
   }
 
   momentum(out: Float32Array): Float32Array {
-    for (const state of this.fragments) scatterFragment(state.momentum, state.fragment, out);
+    for (const [p, state] of this.fragments.entries()) {
+      if (this.follows(p)) scatterFragment(state.momentum, state.fragment, out);
+    }
     return out;
   }
 
@@ -331,8 +364,10 @@ export class ReplicaState {
     const state = this.fragment(p);
     if (theta.length !== state.fragment.size || momentum.length !== state.fragment.size) return false;
     if (this.hasher.hash(theta, momentum) !== hash) return false;
-    state.theta = theta;
-    state.momentum = momentum;
+    // a fragment it does not follow (a fetch that outlived a change of stage) keeps no state
+    const kept = this.follows(p);
+    state.theta = kept ? theta : new Float32Array(0);
+    state.momentum = kept ? momentum : new Float32Array(0);
     state.round = round;
     state.hash = hash;
     for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.pending.delete(k);

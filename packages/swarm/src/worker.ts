@@ -32,6 +32,7 @@ import {
 } from '@shoal/protocol';
 import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
+import { fragmentStages } from './pipeline/groups.ts';
 import { MeshStageTrainer, PipelineInterrupted } from './pipeline/mesh-stage.ts';
 import { ReplicaState } from './replica.ts';
 import { type ReplicaEvents, ReplicaNode } from './replica-node.ts';
@@ -222,7 +223,11 @@ export class Worker {
       role: 'worker',
       client: 'shoal-swarm 0.1.0',
       capabilities: this.options.capabilities,
-      holds: this.replica?.state.fragments.map((f, fragment) => ({ fragment, round: f.round, hash: f.hash })) ?? [],
+      // a pipeline stage holds its stage's fragments only
+      holds:
+        this.replica?.state.fragments.flatMap((f, fragment) =>
+          this.replica?.state.follows(fragment) ? [{ fragment, round: f.round, hash: f.hash }] : [],
+        ) ?? [],
       innerStep: this.metrics.innerStep,
     });
   }
@@ -520,6 +525,7 @@ export class Worker {
         config,
         coordinator: this.options.coordinator,
         roster: this.roster,
+        onStage: (stage) => this.followStage(config, stage),
         globalParams: () => {
           const layout = buildLayout(config.model);
           const out = new Float32Array(layout.size);
@@ -532,6 +538,19 @@ export class Worker {
       },
       params,
     );
+  }
+
+  /**
+   * A pipeline stage's replica follows its stage's fragments only: the others' θ_global and m are
+   * released (8 bytes a parameter), and a stage it moves to has its fragments fetched again.
+   */
+  private followStage(config: RunConfig, stage: number): void {
+    const replica = this.replica;
+    if (!replica || !config.pipeline) return;
+    const { model, diloco, pipeline } = config;
+    const stages = fragmentStages(model, diloco.fragments, diloco.fragmentMode, pipeline.stages);
+    const own = new Set(stages.flatMap((s, p) => (s === stage ? [p] : [])));
+    for (const p of replica.state.follow(own)) replica.resync(p);
   }
 
   /** How the worker follows its replica: merges, aborts, resyncs. */

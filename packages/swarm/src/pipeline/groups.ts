@@ -69,20 +69,27 @@ export class PipelineGroups {
     peer: PeerId,
     fits: (stage: number) => boolean = () => true,
     linked: (a: PeerId, b: PeerId) => boolean = () => true,
+    /** A stage whose state it holds: a free slot there comes first, in any group. */
+    prefer?: number,
   ): PipelineSlot | null {
     const existing = this.slot(peer);
     if (existing) return existing;
     const stages = [...Array(this.stages).keys()].filter(fits);
     if (stages.length === 0) return null;
+    const joinable = (group: Group) => group.slots.every((member) => member === null || linked(peer, member));
+    if (prefer !== undefined && stages.includes(prefer)) {
+      const group = this.groups.find((g) => g.slots[prefer] === null && joinable(g));
+      if (group) return this.place(peer, group, prefer);
+    }
     for (const group of this.groups) {
-      if (!group.slots.every((member) => member === null || linked(peer, member))) continue;
+      if (!joinable(group)) continue;
       const stage = stages.find((s) => group.slots[s] === null);
       if (stage !== undefined) return this.place(peer, group, stage);
     }
     const group: Group = { id: this.freeId(), slots: new Array(this.stages).fill(null), version: 0 };
     this.groups.push(group);
     this.groups.sort((a, b) => a.id - b.id);
-    return this.place(peer, group, stages[0] as number);
+    return this.place(peer, group, prefer !== undefined && stages.includes(prefer) ? prefer : (stages[0] as number));
   }
 
   /** Empties the member's slot and re-forms the groups; the groups whose members changed. */

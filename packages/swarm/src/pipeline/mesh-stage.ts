@@ -63,6 +63,8 @@ export interface MeshStageOptions {
    * θ_local there starts from the room's, as a newcomer's would.
    */
   globalParams?: () => Float32Array;
+  /** The coordinator placed this worker in `stage` (first, or another than before). */
+  onStage?: (stage: number) => void;
 }
 
 /** Counts of the group's traffic, for the heartbeat's and the bench's figures. */
@@ -109,6 +111,8 @@ export class MeshStageTrainer implements Trainer {
   /** Who holds each stage of this worker's group (from the roster), for its current version. */
   private peers: (PeerId | null)[] = [];
   private rosterEpoch = -1;
+  /** The stage it was last placed in (its replica follows that stage's fragments). */
+  private stageChosen: number | null = null;
   /** Why the coordinator has not placed it (the roster's reason), or ''. */
   private unplaced = '';
   private stage: StageTrainer | null = null;
@@ -199,11 +203,16 @@ export class MeshStageTrainer implements Trainer {
       this.stage = null;
       this.stageLayout = null;
     }
+    const newStage = mine !== null && mine.stage !== this.stageChosen;
+    if (newStage) this.stageChosen = mine.stage;
     this.slot = mine;
     this.peers = peers;
     if (changed) {
       this.interrupt(mine ? `group ${mine.group} is now version ${mine.version}` : 'this worker lost its place');
       this.wteDirty = true;
+      // a new formation numbers its steps afresh (its first stage may be new): versions keep the
+      // old traffic out, so any step of the new version is the next one
+      this.lastStep = -1;
       // traffic of the group as it was is dropped; a newer version's waits for its turn
       for (const [key, queue] of this.queues) {
         this.queues.set(
@@ -213,6 +222,7 @@ export class MeshStageTrainer implements Trainer {
       }
     }
     this.ensureStage();
+    if (newStage && mine) this.options.onStage?.(mine.stage);
     const future = this.future;
     this.future = [];
     for (const { from, message } of future) this.onPipe(from, message);

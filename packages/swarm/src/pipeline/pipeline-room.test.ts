@@ -138,14 +138,14 @@ describe('a stage facing a hostile group member or stranger', () => {
 });
 
 describe('a stage worker the coordinator places again in another stage', () => {
-  it('rebuilds its engine for the new stage from θ_global and trains there', async () => {
-    const room = await createRoom({ workers: 3, pipeline, detectionMs: 500, spec: () => ({ computeMsPerStep: 20 }) });
+  it('follows the new stage: its fragments fetched, the old ones released, its engine rebuilt from θ_global', async () => {
+    const room = await createRoom({ workers: 4, pipeline, detectionMs: 500, spec: () => ({ computeMsPerStep: 20 }) });
     const { network, clock } = room;
     const stageOfWorker = (i: number) =>
       must((must(room.workers[i]).worker as unknown as { trainer: MeshStageTrainer }).trainer);
     room.startAll();
-    // w1 (group 0, stage 1) loses the host; w3 takes its slot; group 1's only member (w2) crashes;
-    // back, w1 is placed in a new group, at stage 0, and w4 completes that group
+    // w1 (group 0, stage 1) loses the host and w4 takes its slot; w2 (group 1, stage 0) crashes;
+    // back, w1 holds stage 1's state but only group 1's stage 0 is free
     clock.schedule(2_000, () => network.partition('host', 'w1'));
     clock.schedule(2_500, () => room.start(room.addWorker()));
     clock.schedule(3_000, () => network.crash('w2'));
@@ -154,20 +154,26 @@ describe('a stage worker the coordinator places again in another stage', () => {
       stepsBack = stageOfWorker(1).counters.steps;
       network.heal('host', 'w1');
     });
-    clock.schedule(4_500, () => room.start(room.addWorker()));
     await clock.runAsync({ until: 2_000 });
     expect(stageOfWorker(1).place?.stage).toBe(1);
+    // a stage worker holds its own stage's outer state only (nano: fragment p is stage p)
+    const state = must(room.workers[1]?.worker.replica).state;
+    expect(state.fragment(0).theta.length).toBe(0);
+    expect(state.fragment(1).theta.length).toBe(state.fragment(1).fragment.size);
     await room.finish(12_000);
     const moved = stageOfWorker(1);
-    expect(moved.place?.stage).toBe(0);
+    expect(moved.place).toMatchObject({ group: 1, stage: 0 });
     expect(moved.counters.steps).toBeGreaterThan(stepsBack + 20);
+    expect(state.fragment(0).theta.length).toBe(state.fragment(0).fragment.size);
+    expect(state.fragment(1).theta.length).toBe(0);
+    expect(state.fragment(0).hash).toBe(room.host.fragmentStates()[0]?.hash);
     // its stage-0 range came from θ_global, not from the zeros outside its old stage
     const params = await room.localParams(must(room.workers[1]));
     const wte = params.subarray(0, room.config.model.vocabSize * room.config.model.nEmbd);
     expect(wte.some((x) => x !== 0)).toBe(true);
     expect(params.every(Number.isFinite)).toBe(true);
-    const partner = stageOfWorker(4);
-    expect(partner.place).toMatchObject({ group: moved.place?.group, stage: 1 });
+    expect(stageOfWorker(3).place).toMatchObject({ group: 1, stage: 1 });
+    expect(stageOfWorker(4).place).toMatchObject({ group: 0, stage: 1 });
     for (const i of [0, 1, 3, 4]) expect(stageOfWorker(i).counters.refused).toBe(0);
   }, 120_000);
 });
