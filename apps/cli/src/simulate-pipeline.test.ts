@@ -42,7 +42,7 @@ describe('shoal simulate with pipeline replicas', () => {
     const text = simulate(args);
     expect(text.status, text.stderr).toBe(0);
     expect(text.stdout).toMatch(
-      /pipeline: S 2 × M 8 1f1b, f32 activations, stage link 1000 Mbit\/s 0.5 ms; bubble \d+\.\d%, activations 524\.3 kB\/step, step [\d.]+ ms; memory per volunteer 5\.38 MiB \/ 3\.94 MiB, cap 15\.26 MiB \(whole model 31\.85 MiB\)/,
+      /pipeline: S 2 × M 8 1f1b, f32 activations, stage link 1000 Mbit\/s 0.5 ms; bubble \d+\.\d%, activations 524\.3 kB\/step, step [\d.]+ ms; memory per volunteer 5\.00 MiB \/ 3\.40 MiB, cap 15\.26 MiB \(whole model 31\.85 MiB\)/,
     );
     const { status, stdout, stderr } = simulate([...args, '--json']);
     expect(status, stderr).toBe(0);
@@ -55,7 +55,7 @@ describe('shoal simulate with pipeline replicas', () => {
       activations: 'f32',
       // one hop × 8 micro-batches × 2 directions × 2·64·64 values × 4 bytes
       activationBytesPerStep: 524_288,
-      stageBytes: [5_639_168, 4_132_864],
+      stageBytes: [5_238_272, 3_569_152],
       wholeModelBytes: 33_392_640,
       maxMemoryBytes: 16_000_000,
     });
@@ -82,11 +82,11 @@ describe('shoal simulate with pipeline replicas', () => {
   it.each([
     [
       ['--pipeline-stages', '2', '--max-memory', '5MB'],
-      /--max-memory: 2 pipeline stages do not fit a memory cap of 4\.77 MiB: stage 0 needs 5\.38 MiB, 624\.19 KiB over/,
+      /--max-memory: 2 pipeline stages do not fit a memory cap of 4\.77 MiB: stage 0 needs 5\.00 MiB, 232\.69 KiB over/,
     ],
     [
       ['--max-memory', '3MB'],
-      /--max-memory: no pipeline fits a cap of 2\.86 MiB: with 2 stages \(one block each, M = 8, 1f1b\) stage 0 still needs 5\.38 MiB, 2\.52 MiB over the cap/,
+      /--max-memory: no pipeline fits a cap of 2\.86 MiB: with 2 stages \(one block each, M = 8, 1f1b\) stage 0 still needs 5\.00 MiB, 2\.13 MiB over the cap/,
     ],
     [
       ['--pipeline-stages', '1', '--max-memory', '16MB'],

@@ -31,21 +31,21 @@ const head = (B: number, T: number) => B * T * 64 + 3 * B * T + B * T * 256;
 describe('stageMemoryBytes', () => {
   const [first, last] = splitStages(2, 2) as [StageSpec, StageSpec];
 
-  it('counts inner state, the whole outer state, and activations × 2 × in flight (nano, S = 2)', () => {
+  it('counts inner state, outer state over the owned range, and activations × 2 × in flight (nano, S = 2)', () => {
     // micro-batch 1 × 64: per block 73 728 + 256 + 32 768 = 106 752; encoded 4 096; head 20 672
     expect(perBlock(1, 64)).toBe(106_752);
     expect(head(1, 64)).toBe(20_672);
-    // stage 0: 16·70 464 + 8·120 576 (θ_global and m of the whole model) + 8·(4 096 + 106 752)·2
+    // stage 0: 16·70 464 + 8·70 464 + 8·(4 096 + 106 752)·2
     expect(stageMemoryBytes(nano, first, { microBatch: 1, seqLen: 64, inFlight: 2 })).toBe(
-      16 * 70_464 + 8 * 120_576 + 8 * 110_848 * 2,
+      16 * 70_464 + 8 * 70_464 + 8 * 110_848 * 2,
     );
-    expect(stageMemoryBytes(nano, first, { microBatch: 1, seqLen: 64, inFlight: 2 })).toBe(3_865_600);
-    // stage 1: the wte copy counts in the inner state
+    expect(stageMemoryBytes(nano, first, { microBatch: 1, seqLen: 64, inFlight: 2 })).toBe(3_464_704);
+    // stage 1: the copy counts in the inner state, not in the outer one
     expect(stageMemory(nano, last, { microBatch: 1, seqLen: 64, inFlight: 1 })).toEqual({
       innerBytes: 16 * 66_496,
-      outerBytes: 8 * 120_576,
+      outerBytes: 8 * 50_112,
       activationBytes: 8 * (4_096 + 106_752 + 20_672),
-      total: 3_080_704,
+      total: 2_516_992,
     });
   });
 
@@ -120,13 +120,13 @@ describe('fewestStages', () => {
 
   it('splits nano in two below its whole-model need (1F1B)', () => {
     const plan = fewestStages(nano, 16, 64, undefined, '1f1b', 33_392_639);
-    expect(plan).toEqual({ stages: 2, micros: 8, stageBytes: [5_639_168, 4_132_864], maxStageBytes: 5_639_168 });
-    expect(fewestStages(nano, 16, 64, undefined, '1f1b', 5_639_168).stages).toBe(2);
+    expect(plan).toEqual({ stages: 2, micros: 8, stageBytes: [5_238_272, 3_569_152], maxStageBytes: 5_238_272 });
+    expect(fewestStages(nano, 16, 64, undefined, '1f1b', 5_238_272).stages).toBe(2);
   });
 
   it('charges GPipe for all M micro-batches', () => {
-    expect(stagePlan(nano, 16, 64, 2, undefined, 'gpipe').stageBytes).toEqual([16_280_576, 18_863_104]);
-    expect(fewestStages(nano, 16, 64, undefined, 'gpipe', 18_863_104).stages).toBe(2);
+    expect(stagePlan(nano, 16, 64, 2, undefined, 'gpipe').stageBytes).toEqual([15_879_680, 18_299_392]);
+    expect(fewestStages(nano, 16, 64, undefined, 'gpipe', 18_299_392).stages).toBe(2);
     expect(() => fewestStages(nano, 16, 64, undefined, 'gpipe', 18_299_391)).toThrow(/stage 1 still needs/);
   });
 
@@ -134,7 +134,7 @@ describe('fewestStages', () => {
     // M = 2: micro-batch 8; stage 0 holds 2 (= min(2, 2))
     const plan = fewestStages(nano, 16, 64, 2, '1f1b', 20e6);
     expect(plan.micros).toBe(2);
-    expect(plan.stageBytes[0]).toBe(16 * 70_464 + 8 * 120_576 + 8 * (encoded(8, 64) + perBlock(8, 64)) * 2);
+    expect(plan.stageBytes[0]).toBe(24 * 70_464 + 8 * (encoded(8, 64) + perBlock(8, 64)) * 2);
   });
 
   it('says how much the largest stage still needs when no split fits', () => {
@@ -146,7 +146,7 @@ describe('fewestStages', () => {
     }
     // 5 238 272 − 5 000 000 = 238 272 bytes = 232.69 KiB
     expect(message).toBe(
-      'no pipeline fits a cap of 4.77 MiB: with 2 stages (one block each, M = 8, 1f1b) stage 0 still needs 5.38 MiB, 624.19 KiB over the cap',
+      'no pipeline fits a cap of 4.77 MiB: with 2 stages (one block each, M = 8, 1f1b) stage 0 still needs 5.00 MiB, 232.69 KiB over the cap',
     );
     expect(() => fewestStages(nano, 16, 64, undefined, '1f1b', 0)).toThrow(/must be > 0/);
     expect(() => fewestStages(nano, 16, 64, 3, '1f1b', 1e9)).not.toThrow(); // S = 1 ignores M

@@ -5,9 +5,8 @@
  *
  * Per stage, all fp32 (4 bytes a value):
  *   inner state  4 × (params + grads + AdamW m + v) over the stage's vector (the tied wte copy included)
- *   outer state  4 × (θ_global + outer momentum) over the whole model: a stage worker is still a
- *                full replica of θ_global (docs/pipeline.md, "Not yet"); holding only its own
- *                fragments' would save 8 bytes for every parameter outside the stage
+ *   outer state  4 × (θ_global + outer momentum) over the parameters the stage owns: a stage
+ *                worker's replica follows its stage's fragments only (docs/pipeline.md)
  *   activations  4 × activationFloats(microBatch, seqLen, the stage's blocks and head)
  *                × 2 (the activations and their gradients) × micro-batches in flight
  * Buffers an engine adds (kernel scratch, staging, alignment padding) are not counted.
@@ -33,7 +32,7 @@ export interface StageMemoryShape {
 export interface StageMemory {
   /** params + grads + AdamW m + v, the tied copy included. */
   innerBytes: number;
-  /** θ_global + outer momentum over the whole model (a stage worker is a full replica). */
+  /** θ_global + outer momentum over the owned range (its stage's fragments). */
   outerBytes: number;
   /** Activations and their gradients for `inFlight` micro-batches. */
   activationBytes: number;
@@ -52,7 +51,7 @@ export function stageMemory(config: GptConfig, stage: StageSpec, o: StageMemoryS
   const layout = buildStageLayout(config, stage);
   const shape = { layers: stage.endBlock - stage.firstBlock, head: stage.head };
   const innerBytes = 4 * FLOAT_BYTES * layout.size;
-  const outerBytes = 2 * FLOAT_BYTES * layout.global.size;
+  const outerBytes = 2 * FLOAT_BYTES * (layout.owned[1] - layout.owned[0]);
   const activationBytes = 2 * FLOAT_BYTES * activationFloats(config, o.microBatch, o.seqLen, shape) * o.inFlight;
   return { innerBytes, outerBytes, activationBytes, total: innerBytes + outerBytes + activationBytes };
 }
