@@ -13,7 +13,7 @@
  */
 import { z } from 'zod';
 import { MAX_PIPELINE_STAGES } from './limits.ts';
-import { roleSchema, runConfigSchema } from './schemas.ts';
+import { pipelineConfigSchema, roleSchema, runConfigSchema } from './schemas.ts';
 
 export const ROOM_VIEW_VERSION = 1;
 /** Peers in one view: a room's members are bounded by the server's maxPeersPerRoom (≤ 256). */
@@ -79,11 +79,7 @@ export const roomViewGroupSchema = z.object({
 export type RoomViewGroup = z.infer<typeof roomViewGroupSchema>;
 
 /** A pipeline room's section of the view: the run's pipeline settings, its split and its groups. */
-export const roomViewPipelineSchema = z.object({
-  stages: z.int().min(2).max(MAX_PIPELINE_STAGES),
-  micros: z.int().min(1).max(4096),
-  schedule: z.enum(['1f1b', 'gpipe']),
-  activations: z.enum(['f32', 'bf16']),
+export const roomViewPipelineSchema = pipelineConfigSchema.extend({
   split: z.array(roomViewStageSchema).max(MAX_PIPELINE_STAGES),
   /** Lowest id first. */
   groups: z.array(roomViewGroupSchema).max(MAX_VIEW_PEERS),

@@ -177,7 +177,7 @@ const dilocoConfigSchema = z.object({
  * `stages` volunteers holding consecutive blocks, passing micro-batches' activations forward and
  * their gradients back. Absent: every volunteer is a whole replica.
  */
-const pipelineConfigSchema = z.object({
+export const pipelineConfigSchema = z.object({
   stages: z.int().min(2).max(MAX_PIPELINE_STAGES),
   /** M: micro-batches per inner step; divides train.batchSize. */
   micros: z.int().min(1).max(4096),
