@@ -1,4 +1,4 @@
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { UsageError } from './usage.ts';
 
@@ -45,4 +45,27 @@ export async function writePrivateFiles(
     }
   }
   for (const { path } of files) renameSync(`${path}.partial`, path);
+}
+
+/**
+ * Finishes a writePrivateFiles of `paths` that was killed between its renames (on a loaded
+ * machine the window is wider than it looks): every file was written before the first rename, so
+ * when the last one's `.partial` is `complete`, the `.partial`s still there are renamed into place,
+ * in order, and the set is the newer save again. When it is missing or incomplete (no save was in
+ * flight, or one was killed while writing), nothing changes: the old files are a whole save.
+ * True when it finished one.
+ */
+export function finishInterruptedWrite(
+  paths: readonly string[],
+  complete: (partials: Map<string, Uint8Array>) => boolean,
+): boolean {
+  const last = paths.at(-1);
+  if (last === undefined || !existsSync(`${last}.partial`)) return false;
+  // each file as the finished save would have it: its .partial where one is left, else in place
+  const files = new Map(
+    paths.map((path) => [path, readFileSync(existsSync(`${path}.partial`) ? `${path}.partial` : path)] as const),
+  );
+  if (!complete(files)) return false;
+  for (const path of paths) if (existsSync(`${path}.partial`)) renameSync(`${path}.partial`, path);
+  return true;
 }

@@ -23,7 +23,7 @@ import { readKeptView } from '@shoal/signaling';
 import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
 import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import { evalBatchesFor, type HostMetrics, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
-import { readInput, writePrivateFiles } from './files.ts';
+import { finishInterruptedWrite, readInput, writePrivateFiles } from './files.ts';
 import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
 import { UsageError } from './usage.ts';
 
@@ -122,6 +122,15 @@ function loadRoomCredentials(resume: string): RoomCredentials | null {
 
 function loadRoomCheckpoint(resume: string): RoomCheckpoint {
   const paths = resumePaths(resume);
+  // a host killed between renaming its weights and its run state left the newer state beside
+  finishInterruptedWrite([paths.weights, paths.state], (files) => {
+    try {
+      decodeRoomCheckpoint(files.get(paths.weights) as Uint8Array, files.get(paths.state) as Uint8Array);
+      return true;
+    } catch {
+      return false;
+    }
+  });
   const weights = readInput(paths.weights, 'checkpoint');
   const state = readInput(paths.state, 'run state');
   try {
