@@ -26,7 +26,7 @@ export function writeAtomically(path: string, bytes: Uint8Array): void {
  * by others, flushed to the disk), then renames them all into place one right after another,
  * without yielding: a process killed at any point leaves the old files or the new ones, never a
  * torn one, and a pair (a room's weights and run state) goes out of step only if the kill lands
- * between two renames (microseconds). The writes run off the event loop (libuv's pool), so rounds
+ * between two renames, which finishInterruptedWrite then completes. The writes run off the event loop (libuv's pool), so rounds
  * go on meanwhile. The temporary name is fixed, not per process: a write killed midway leaves one
  * stale file, which the next write replaces.
  */
