@@ -29,7 +29,12 @@ export async function until<T>(
 
 export type WebrtcRoom = Awaited<ReturnType<typeof openWebrtcRoom>>;
 
-export async function openWebrtcRoom(config: RunConfig, cleanups: (() => Promise<unknown> | unknown)[]) {
+export async function openWebrtcRoom(
+  config: RunConfig,
+  cleanups: (() => Promise<unknown> | unknown)[],
+  /** Shard owners' deadline; the coordinator gives a round twice that. */
+  deadlineMs = 10_000,
+) {
   const wrtc = await loadWrtc(); // fails loudly (never skips) without WebRTC in Node
   const server = await startServer({ port: 0, logger: null });
   cleanups.push(() => server.close());
@@ -41,7 +46,7 @@ export async function openWebrtcRoom(config: RunConfig, cleanups: (() => Promise
   const host = await Host.create({
     member: hostLink.member,
     config,
-    deadlineMs: 10_000,
+    deadlineMs,
     onEvent: (event) => events.push(event),
   });
   const corpus = splitCorpus(loadMobyDick());

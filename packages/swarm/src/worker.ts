@@ -493,6 +493,9 @@ export class Worker {
       coordinator: () => this.options.coordinator,
       events: this.replicaEvents(pendingSync, synced),
     });
+    // placed before its replica existed: the replica follows that stage from now on
+    const place = this.trainer instanceof MeshStageTrainer ? this.trainer.place : null;
+    if (place) this.followStage(config, place.stage);
     // Error feedback is kept for the run's codec (every round's, as the coordinator opens them).
     const runCodec = createCodec(config.diloco.codec, { blockSize: config.diloco.codecBlockSize });
     const feedback = config.diloco.errorFeedback ? fragments.map((f) => new ErrorFeedback(runCodec, f.size)) : [];
