@@ -60,6 +60,17 @@ export function pipelineGradScale(sumSquares: number, micros: number, maxNorm: n
   return clipScale(Math.sqrt(sumSquares) / micros, maxNorm) / micros;
 }
 
+/**
+ * The tied wte's gradient both stages apply: the first stage's plus the last's, in that order on
+ * both, so the two copies get bitwise the same update.
+ */
+export function tiedGradSum(first: Float32Array, last: Float32Array): Float32Array {
+  if (first.length !== last.length) throw new RangeError(`tied gradients of ${first.length} and ${last.length} values`);
+  const sum = new Float32Array(first.length);
+  for (let i = 0; i < sum.length; i++) sum[i] = (first[i] as number) + (last[i] as number);
+  return sum;
+}
+
 /** Σ x² in f64, in index order. */
 export function sumSquares(values: Float32Array): number {
   let sum = 0;

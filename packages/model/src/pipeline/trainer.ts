@@ -9,7 +9,13 @@ import type { GptConfig } from '../config.ts';
 import { buildLayout, type ParamLayout } from '../layout.ts';
 import type { Batch, OptimizerState, Trainer } from '../train/trainer.ts';
 import type { TrainConfig } from '../train-config.ts';
-import { CpuStageTrainer, pipelineGradScale, type StageTrainer, type StageTrainerOptions } from './stage-trainer.ts';
+import {
+  CpuStageTrainer,
+  pipelineGradScale,
+  type StageTrainer,
+  type StageTrainerOptions,
+  tiedGradSum,
+} from './stage-trainer.ts';
 import { buildStageLayout, gatherStage, type StageSpec, scatterStage, splitStages } from './stages.ts';
 
 export interface PipelineOptions {
@@ -118,8 +124,8 @@ export class PipelineTrainer implements Trainer {
     if (this.stages.length > 1) {
       const [a, b] = await Promise.all([this.first.tiedGrad(), this.last.tiedGrad()]);
       if (!a || !b) throw new Error('the first and last stages hold no tied gradient');
-      for (let i = 0; i < a.length; i++) a[i] = (a[i] as number) + (b[i] as number);
-      await Promise.all([this.first.setTiedGrad(a), this.last.setTiedGrad(a)]);
+      const sum = tiedGradSum(a, b);
+      await Promise.all([this.first.setTiedGrad(sum), this.last.setTiedGrad(sum)]);
     }
     let sum = 0;
     for (const stage of this.stages) sum += await stage.gradSumSquares();

@@ -37,6 +37,7 @@ import {
   splitStages,
   type TrainConfig,
   type Trainer,
+  tiedGradSum,
   tiedValues,
 } from '@shoal/model';
 import type { PeerId, PipelineConfig, PipelineSlot, PipeMessage, RosterMessage, RunConfig } from '@shoal/protocol';
@@ -548,9 +549,7 @@ export class MeshStageTrainer implements Trainer {
       const mine = (await this.busy(() => stage.tiedGrad())) as Float32Array;
       this.sendValues(other, 'tied', k, 0, mine, 'f32');
       const theirs = this.decode(await this.waited(this.take('tied', other, k, 0))).values;
-      const [first, last] = s === 0 ? [mine, theirs] : [theirs, mine];
-      const sum = new Float32Array(first.length);
-      for (let i = 0; i < sum.length; i++) sum[i] = (first[i] as number) + (last[i] as number);
+      const sum = s === 0 ? tiedGradSum(mine, theirs) : tiedGradSum(theirs, mine);
       await this.busy(() => stage.setTiedGrad(sum));
     }
     const own = await this.busy(() => stage.gradSumSquares());
