@@ -1,7 +1,7 @@
 /**
  * What the server does with one checked message (signal-frames.ts parsed it), by kind. Outside a
  * room a socket may send one hello — create, reclaim, join or watch, at the server's major version
- * — or leave. In a room: signal (to any peer), relay (member to host, host to one member or all,
+ * — or leave, and may `check` a room (exists? does the token admit?) any number of times. In a room: signal (to any peer), relay (member to host, host to one member or all,
  * within the relay budget), and the host's own: publish, rotate-token, kick. Anything else is
  * refused with an `error` whose ref is the kind, and changes nothing.
  */
@@ -34,6 +34,9 @@ export class Dispatch {
       case 'join':
       case 'watch':
         this.hello(conn, message);
+        return;
+      case 'check':
+        this.check(conn, message);
         return;
       case 'leave':
         if (conn.room) this.context.membership.leave(conn, 'left');
@@ -77,11 +80,7 @@ export class Dispatch {
       conn.reject('already-in-room', 'this socket is already in a room or watching one', message.kind);
       return;
     }
-    if (message.version !== SIGNAL_PROTOCOL_VERSION.major) {
-      const expected = SIGNAL_PROTOCOL_VERSION.major;
-      conn.reject('version', `signaling version ${message.version}, server speaks ${expected}`, message.kind);
-      return;
-    }
+    if (!sameMajor(conn, message)) return;
     switch (message.kind) {
       case 'create':
         membership.create(conn, message.key ?? null);
@@ -97,6 +96,26 @@ export class Dispatch {
         if (watch.watch(conn, message.roomId, rooms.get(message.roomId), message.key)) conn.stopHelloTimer();
         return;
     }
+  }
+
+  /**
+   * Whether a room exists and the token admits, and what it is, for a join page before consent.
+   * Seats nothing; a wrong token learns only 'bad-token', as a join would.
+   */
+  private check(conn: Connection, message: Message<'check'>): void {
+    const { rooms, watch } = this.context;
+    if (!sameMajor(conn, message)) return;
+    const room = rooms.get(message.roomId);
+    if (!room) {
+      conn.reject('no-such-room', 'no such room (it may have expired)', 'check');
+      return;
+    }
+    if (!room.checkToken(message.token)) {
+      conn.reject('bad-token', 'wrong or rotated join token', 'check');
+      return;
+    }
+    const { status, about } = watch.summary(room);
+    conn.send({ kind: 'checked', roomId: room.id, hostPresent: room.hostPresent, status, about });
   }
 
   /** An SDP or ICE payload to one other peer of the room, stamped with the sender's id. */
@@ -168,4 +187,12 @@ export class Dispatch {
     target.closeWith(CLOSE_CODES.kicked, 'kicked');
     this.context.log('kick', { room: room.id, peer: message.peer });
   }
+}
+
+/** A hello or check at another major version is refused (ref: its kind). */
+function sameMajor(conn: Connection, message: { kind: string; version: number }): boolean {
+  const expected = SIGNAL_PROTOCOL_VERSION.major;
+  if (message.version === expected) return true;
+  conn.reject('version', `signaling version ${message.version}, server speaks ${expected}`, message.kind);
+  return false;
 }

@@ -14,8 +14,9 @@
  * missed (as kept, perhaps thinned) and none twice, and the watchers furthest behind are served
  * first. A `watch` whose first snapshot the budget cannot pay for is refused with 'watch-budget'.
  */
-import { appendThinned, MAX_VIEW_HISTORY, type RoomViewUpdate } from '@shoal/protocol';
-import { CLOSE_CODES, type SignalErrorCode } from '@shoal/signaling';
+import { appendThinned, MAX_VIEW_HISTORY, type RoomStatus, type RoomViewUpdate } from '@shoal/protocol';
+import { CLOSE_CODES, type RoomAbout, type SignalErrorCode } from '@shoal/signaling';
+import { roomAbout } from './room-about.ts';
 import type { Room } from './rooms.ts';
 import type { Log, SignalingLimits } from './signal-config.ts';
 import { TokenBucket } from './token-bucket.ts';
@@ -104,8 +105,15 @@ interface WatchHubOptions {
   log: Log;
 }
 
+/** What `checked` tells of a room from its latest view (both null before the host's first publish). */
+export interface RoomSummary {
+  status: RoomStatus | null;
+  about: RoomAbout | null;
+}
+
 interface RoomWatch {
   history: RoomViewHistory;
+  summary: RoomSummary;
   /** Publishes of this room's host (per room, so a reconnecting host gets no fresh burst). */
   bucket: TokenBucket;
   /** Bytes sent to this room's watchers, each frame counted once per watcher. */
@@ -181,7 +189,13 @@ export class WatchHub<C extends WatchSocket> {
       return;
     }
     state.history.add(update);
+    state.summary = { status: update.status, about: roomAbout(update.config) };
     if (room.watchers.size > 0) this.fanOut(conn, room, state);
+  }
+
+  /** The room's status and what it trains, from its latest view. */
+  summary(room: Room<C>): RoomSummary {
+    return this.rooms.get(room)?.summary ?? { status: null, about: null };
   }
 
   /** Bytes (JSON characters) of the view kept for `room`. */
@@ -246,6 +260,7 @@ export class WatchHub<C extends WatchSocket> {
       const { limits, now } = this.options;
       state = {
         history: new RoomViewHistory(limits.maxViewHistoryBytes),
+        summary: { status: null, about: null },
         bucket: new TokenBucket(limits.publishesPerSecond, limits.publishBurst, now),
         fanOut: new TokenBucket(limits.watchBytesPerSecond, limits.watchBurstBytes, now),
       };

@@ -15,7 +15,7 @@
  * a `view` event.
  *
  * Replies from the server are validated with the same schemas the server uses. Requests
- * (create, reclaim, join, watch, rotate-token) resolve with their reply, or reject with a
+ * (create, reclaim, join, watch, check, rotate-token) resolve with their reply, or reject with a
  * SignalError carrying the server's reason code.
  *
  * Identity: a client made with an `identity` (@shoal/protocol createIdentity) announces its public
@@ -96,13 +96,14 @@ export interface SignalClientEvents {
   close: (event: { code: number; reason: string }) => void;
 }
 
-type Reply = 'created' | 'reclaimed' | 'joined' | 'watching' | 'token';
+type Reply = 'created' | 'reclaimed' | 'joined' | 'watching' | 'token' | 'checked';
 const REQUEST_FOR: Record<Reply, string> = {
   created: 'create',
   reclaimed: 'reclaim',
   joined: 'join',
   watching: 'watch',
   token: 'rotate-token',
+  checked: 'check',
 };
 
 interface Pending {
@@ -190,6 +191,21 @@ export class SignalClient {
    */
   async watch(roomId: string, key: string): Promise<ServerMessageOf<'watching'>> {
     return this.request('watching', { kind: 'watch', version: SIGNAL_PROTOCOL_VERSION.major, roomId, key });
+  }
+
+  /**
+   * Whether room `roomId` exists and `token` admits to it, before a person consents to join: the
+   * host's presence, the run's status and what it trains (null before the host's first publish).
+   * Takes no seat. Rejects with a SignalError whose code is 'no-such-room' or 'bad-token', as join.
+   */
+  async check(roomId: string, token: string): Promise<Omit<ServerMessageOf<'checked'>, 'kind'>> {
+    const { kind: _, ...answer } = await this.request('checked', {
+      kind: 'check',
+      version: SIGNAL_PROTOCOL_VERSION.major,
+      roomId,
+      token,
+    });
+    return answer;
   }
 
   /** Host only: the room view for the room's watchers (a RoomViewUpdate of @shoal/protocol). */
@@ -282,6 +298,7 @@ export class SignalClient {
       case 'created':
       case 'watching':
       case 'token':
+      case 'checked':
         this.settle(REQUEST_FOR[message.kind], (request) => request.resolve(message));
         return;
       case 'peer-joined':

@@ -26,6 +26,8 @@
  * | publish      | host → server          | data (a RoomViewUpdate of @shoal/protocol, for the room's watchers) |
  * | watch        | client → server        | version, roomId, key (the room's watchKey)                    |
  * | watching     | server → watcher       | roomId, view (the latest update with every kept point, or null) |
+ * | check        | client → server        | version, roomId, token                                        |
+ * | checked      | server → client        | roomId, hostPresent, status, about                            |
  * | view         | server → watchers      | data (each later publish, with just its own points)           |
  * | error        | server → client        | code, message, ref? (the kind that caused it)                 |
  *
@@ -47,6 +49,12 @@
  * room's watchers has a byte budget (a `watch` over it gets 'watch-budget'; a watcher that misses a
  * view gets its points with the next one).
  *
+ * Checking (minor 2): before a person consents to join, the join page asks whether the room exists
+ * and the token admits (`check`); the answer tells whether the host is there, the run's status and
+ * what it trains (`about`: model preset and size, text), from the host's latest published view.
+ * It seats nothing: the socket may check again, or join, watch or create afterwards. A wrong token
+ * gets 'bad-token' and nothing else, so a check leaks nothing a join would not.
+ *
  * Keys (minor 1): a client may announce its public key (`key`, @shoal/protocol identity.ts) when
  * it creates, reclaims or joins a room; the server binds it to the peer id it hands out and tells
  * the others with that id: `keys` in joined and reclaimed (the peers present that have one), `key`
@@ -59,10 +67,10 @@
  * `error` with code 'version'. Objects strip unknown keys, so a newer minor may add optional
  * fields without breaking older peers (as in @shoal/protocol).
  */
-import { peerKeySchema, roomViewUpdateSchema } from '@shoal/protocol';
+import { peerKeySchema, roomStatusSchema, roomViewUpdateSchema } from '@shoal/protocol';
 import { z } from 'zod';
 
-export const SIGNAL_PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
+export const SIGNAL_PROTOCOL_VERSION = { major: 1, minor: 2 } as const;
 
 /** Where a Shoal server takes signaling sockets, beside its web app on the same port. */
 export const SIGNAL_PATH = '/signal';
@@ -171,11 +179,24 @@ export const clientMessageSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('leave') }),
   z.object({ kind: z.literal('publish'), data: roomViewUpdateSchema }),
   z.object({ kind: z.literal('watch'), version: versionSchema, roomId: idSchema, key: idSchema }),
+  z.object({ kind: z.literal('check'), version: versionSchema, roomId: idSchema, token: idSchema }),
 ]);
 export type ClientMessage = z.infer<typeof clientMessageSchema>;
 export const CLIENT_MESSAGE_KINDS: readonly string[] = clientMessageSchema.options.map(
   (option) => option.shape.kind.value,
 );
+
+/**
+ * What a room trains, told by `checked` before a person joins: read off the host's latest published
+ * view (null before its first publish). `preset`: the model preset whose shape the run's model has
+ * (null: a custom shape); `params`: its parameter count; `corpus`: the text's name.
+ */
+export const roomAboutSchema = z.object({
+  preset: z.string().max(64).nullable(),
+  params: z.int().min(0).nullable(),
+  corpus: z.string().max(256).nullable(),
+});
+export type RoomAbout = z.infer<typeof roomAboutSchema>;
 
 const peerLeftReason = z.enum(['left', 'closed', 'kicked', 'timeout']);
 export type PeerLeftReason = z.infer<typeof peerLeftReason>;
@@ -232,6 +253,14 @@ export const serverMessageSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('kicked'), reason: z.string().max(256) }),
   z.object({ kind: z.literal('watching'), roomId: idSchema, view: roomViewUpdateSchema.nullable() }),
   z.object({ kind: z.literal('view'), data: roomViewUpdateSchema }),
+  z.object({
+    kind: z.literal('checked'),
+    roomId: idSchema,
+    hostPresent: z.boolean(),
+    /** The run's status in the host's latest view; null before its first publish. */
+    status: roomStatusSchema.nullable(),
+    about: roomAboutSchema.nullable(),
+  }),
   z.object({
     kind: z.literal('error'),
     code: z.enum(SIGNAL_ERROR_CODES),
