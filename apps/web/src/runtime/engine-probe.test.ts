@@ -1,0 +1,142 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type EngineProbe,
+  keepProbe,
+  measureText,
+  PROBE_LIMITS,
+  ProbeTally,
+  pickEngine,
+  probeKeyOf,
+  readKeptProbe,
+  relativeError,
+  roughRate,
+  throughput,
+} from './engine-probe.ts';
+
+const gpuInfo = { tokensPerStep: 1024, adapter: 'Google SwiftShader', software: true };
+const cpuInfo = { tokensPerStep: 1024, adapter: 'CPU (WebAssembly)', software: false };
+
+describe('the probe arithmetic', () => {
+  it('counts all tokens over all the time', () => {
+    expect(throughput(1000, [100, 100, 200])).toBeCloseTo(3000 / 0.4);
+    expect(throughput(1024, [34])).toBeCloseTo(1024 / 0.034);
+  });
+
+  it('calls equal steps steady and scattered ones not', () => {
+    expect(relativeError([10])).toBe(Number.POSITIVE_INFINITY);
+    expect(relativeError([10, 10, 10])).toBe(0);
+    // mean 20, sample sd 10, n 3: stderr 10/√3 ≈ 5.77, 29 % of the mean
+    expect(relativeError([10, 20, 30])).toBeCloseTo(10 / Math.sqrt(3) / 20);
+  });
+});
+
+describe('ProbeTally', () => {
+  it('stops as soon as three timed steps agree, without the warm-up', () => {
+    const tally = new ProbeTally(0);
+    tally.ready(cpuInfo, 500);
+    tally.step(400, 900); // warm-up: compiles, not counted
+    expect(tally.verdict(900)).toBeNull();
+    tally.step(34, 934);
+    tally.step(34, 968);
+    expect(tally.verdict(968)).toBeNull();
+    tally.step(34, 1002);
+    const verdict = tally.verdict(1002);
+    expect(verdict).toMatchObject({ kind: 'measured', steps: 3, adapter: 'CPU (WebAssembly)' });
+    expect(verdict?.kind === 'measured' && verdict.tokensPerSecond).toBeCloseTo(1024 / 0.034, 0);
+  });
+
+  it('keeps going while steps scatter, and takes what it has when the budget is spent', () => {
+    const tally = new ProbeTally(0);
+    tally.ready(cpuInfo, 0);
+    tally.step(100, 100);
+    let at = 100;
+    for (const ms of [50, 150, 50, 150]) {
+      at += ms;
+      tally.step(ms, at);
+    }
+    expect(tally.verdict(at)).toBeNull(); // 25 % error: not steady
+    expect(tally.nextDeadline()).toBe(PROBE_LIMITS.budgetMs);
+    expect(tally.verdict(PROBE_LIMITS.budgetMs)).toMatchObject({ kind: 'measured', steps: 4, tokensPerSecond: 10_240 });
+  });
+
+  it('waits up to the cap for a first timed step, then bounds the speed by the step in progress', () => {
+    const tally = new ProbeTally(0);
+    tally.ready(gpuInfo, 1_000);
+    tally.step(2_500, 3_500); // the warm-up
+    expect(tally.verdict(1_000 + PROBE_LIMITS.budgetMs)).toBeNull(); // no timed step yet: wait on
+    const cap = 1_000 + PROBE_LIMITS.capMs;
+    expect(tally.nextDeadline()).toBe(cap);
+    const verdict = tally.verdict(cap);
+    expect(verdict).toMatchObject({ kind: 'slower', software: true, adapter: 'Google SwiftShader' });
+    // the timed step has run from 3.5 s to 7 s: a step takes at least 3.5 s, so under 1024 / 3.5 tokens/s
+    expect(verdict?.kind === 'slower' && verdict.tokensPerSecond).toBeCloseTo(1024 / 3.5);
+    expect(verdict?.kind === 'slower' && verdict.why).toBe('one step took over 3.5 s');
+  });
+
+  it('gives up on an engine that takes too long to build, and reports a failure as unavailable', () => {
+    const slow = new ProbeTally(0);
+    expect(slow.verdict(PROBE_LIMITS.buildMs - 1)).toBeNull();
+    expect(slow.verdict(PROBE_LIMITS.buildMs)).toMatchObject({ kind: 'slower', tokensPerSecond: null });
+    const broken = new ProbeTally(0);
+    broken.failed('no adapter');
+    broken.failed('a later error');
+    expect(broken.verdict(1)).toEqual({ kind: 'unavailable', reason: 'no adapter' });
+  });
+});
+
+describe('choosing and saying', () => {
+  const measured = (tokensPerSecond: number, software = false) =>
+    ({ kind: 'measured', tokensPerSecond, steps: 3, adapter: 'x', software }) as const;
+
+  it('picks the faster engine, and whichever can train when one cannot', () => {
+    expect(pickEngine({ cpu: measured(30_000), webgpu: measured(190, true) })).toBe('cpu');
+    expect(pickEngine({ cpu: measured(3_000), webgpu: measured(200_000) })).toBe('webgpu');
+    const slower = { kind: 'slower', tokensPerSecond: 290, why: 'w', adapter: 'x', software: true } as const;
+    expect(pickEngine({ cpu: measured(30_000), webgpu: slower })).toBe('cpu');
+    const none = { kind: 'unavailable', reason: 'r' } as const;
+    expect(pickEngine({ cpu: measured(30), webgpu: none })).toBe('cpu');
+    expect(pickEngine({ cpu: none, webgpu: measured(30) })).toBe('webgpu');
+    expect(pickEngine({ cpu: none, webgpu: none })).toBeNull();
+  });
+
+  it('rounds speeds to two digits', () => {
+    expect(roughRate(30_117)).toBe('30,000 tokens/s');
+    expect(roughRate(187.4)).toBe('190 tokens/s');
+    expect(roughRate(7.6)).toBe('8 tokens/s');
+    expect(measureText(measured(1234))).toBe('about 1,200 tokens/s');
+    expect(
+      measureText({
+        kind: 'slower',
+        tokensPerSecond: 292,
+        why: 'one step took over 3.5 s',
+        adapter: '',
+        software: true,
+      }),
+    ).toBe('slower than about 290 tokens/s (one step took over 3.5 s)');
+  });
+});
+
+describe('the kept result', () => {
+  const probe: EngineProbe = {
+    key: probeKeyOf({ preset: 'nano' }),
+    measuredAt: 1_000,
+    cpu: { kind: 'measured', tokensPerSecond: 30_000, steps: 5, adapter: 'CPU (WebAssembly)', software: false },
+    webgpu: { kind: 'unavailable', reason: 'no adapter' },
+  };
+
+  it('is reused for a while for the same model only, and ignored when malformed', () => {
+    const storage = new Map<string, string>();
+    const fake = {
+      getItem: (k: string) => storage.get(k) ?? null,
+      setItem: (k: string, v: string) => storage.set(k, v),
+    };
+    keepProbe(fake, probe);
+    expect(readKeptProbe(fake, probe.key, 2_000)).toEqual(probe);
+    expect(readKeptProbe(fake, probeKeyOf({ preset: 'tiny' }), 2_000)).toBeNull();
+    expect(readKeptProbe(fake, probe.key, 1_000 + PROBE_LIMITS.keepMs)).toBeNull();
+    for (const [key] of storage) storage.set(key, '{"key":"nano:defaultxdefault","cpu":1}');
+    expect(readKeptProbe(fake, probe.key, 2_000)).toBeNull();
+    for (const [key] of storage) storage.set(key, 'not json');
+    expect(readKeptProbe(fake, probe.key, 2_000)).toBeNull();
+  });
+});
