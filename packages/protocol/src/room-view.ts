@@ -109,6 +109,11 @@ export const roomViewPeerSchema = z.object({
   rejected: z.record(z.string().max(64), count),
   bytesSent: nonNegative,
   bytesReceived: nonNegative,
+  /**
+   * Its tokens ÷ the room's tokens, both counted since it joined this host (0 … 1): alone in the
+   * room, 1. Absent in views from before shares.
+   */
+  share: z.number().min(0).max(1).optional(),
   /** Its place in a pipeline-parallel room; absent otherwise, and while it has none. */
   pipeline: roomViewPlaceSchema.optional(),
 });
@@ -141,7 +146,7 @@ export const roomViewPointSchema = z.object({
   t: nonNegative,
   /** The room's total tokens trained. */
   tokens: nonNegative,
-  /** The median worker's inner step. */
+  /** The room's step: its tokens ÷ tokens per step, the learning-rate schedule's position. */
   step: count,
   /** Mean of the workers' last training losses. */
   trainLoss: lossValue,
@@ -174,7 +179,42 @@ export const roomViewWireSchema = z.object({
 });
 export type RoomViewWire = z.infer<typeof roomViewWireSchema>;
 
+/**
+ * A fragment's next round on the coordinator's schedule: it opens when the median worker reaches
+ * `atStep` of its own steps (staggered, docs/design.md "Rounds in a room of unequal GPUs").
+ */
+export const roomViewNextRoundSchema = z.object({
+  fragment: count,
+  /** The round it will be (its last round + 1). */
+  round: count,
+  /** A round of it is open now: the next one waits for it. */
+  open: z.boolean(),
+  /** The median worker's steps still to go (0 when it is due or open). */
+  steps: count,
+  /** Those steps at the room's median step time, ms; null before any worker's speed is known. */
+  etaMs: nonNegative.nullable(),
+});
+export type RoomViewNextRound = z.infer<typeof roomViewNextRoundSchema>;
+
+/**
+ * θ_global's validation loss over the run: the best evaluation and whether it is rising
+ * (@shoal/swarm's evalTrendOf defines the rule, once).
+ */
+export const roomViewEvalTrendSchema = z.object({
+  best: finite,
+  /** The room's step at the best evaluation. */
+  bestStep: count,
+  latest: finite,
+  rising: z.boolean(),
+});
+export type RoomViewEvalTrend = z.infer<typeof roomViewEvalTrendSchema>;
+
+/** Why a stopped room stopped: the host pressed Stop, or the learning-rate schedule ended. */
+export const roomEndSchema = z.enum(['host', 'schedule']);
+export type RoomEnd = z.infer<typeof roomEndSchema>;
+
 export const roomViewMetricsSchema = z.object({
+  /** The room's step: its tokens ÷ tokens per step (the learning-rate schedule's position). */
   step: count,
   tokens: nonNegative,
   trainLoss: lossValue,
@@ -189,6 +229,12 @@ export const roomViewMetricsSchema = z.object({
   fragments: z.array(z.object({ round: count, hash: z.string().max(128) })).max(256),
   /** The codec and ranks in use. Absent in views from before low-rank rounds. */
   wire: roomViewWireSchema.optional(),
+  /** The median synced worker's ms per inner step; null before any speed is known. */
+  stepMs: nonNegative.nullable().optional(),
+  /** Each fragment's next round (absent in older views). */
+  nextRounds: z.array(roomViewNextRoundSchema).max(256).optional(),
+  /** The validation loss's best and trend; null before the first evaluation. */
+  evalTrend: roomViewEvalTrendSchema.nullable().optional(),
 });
 export type RoomViewMetrics = z.infer<typeof roomViewMetricsSchema>;
 
@@ -208,6 +254,8 @@ export const roomViewUpdateSchema = z.object({
   points: z.array(roomViewPointSchema).max(MAX_VIEW_POINTS),
   /** A pipeline-parallel room's settings, split and groups; absent otherwise. */
   pipeline: roomViewPipelineSchema.optional(),
+  /** A stopped room: why it stopped (absent while it runs, and in older views). */
+  endedBy: roomEndSchema.optional(),
 });
 export type RoomViewUpdate = z.infer<typeof roomViewUpdateSchema>;
 

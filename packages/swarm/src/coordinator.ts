@@ -210,6 +210,28 @@ export class Coordinator {
     return (train.batchSize * train.seqLen) / (pipeline?.stages ?? 1);
   }
 
+  /**
+   * Each fragment's next round on the schedule: its number, whether a round of it is in flight,
+   * and the median worker's step it opens at (the room view's countdown).
+   */
+  get nextRounds(): { fragment: number; round: number; open: boolean; atStep: number }[] {
+    return this.nextOpenStep.map((atStep, fragment) => ({
+      fragment,
+      round: (this.lastRound[fragment] as number) + 1,
+      open: this.inFlight[fragment] !== null,
+      atStep,
+    }));
+  }
+
+  /**
+   * Raises the room's tokens to `tokens` when they are more: a resumed host whose kept view saw
+   * tokens trained after its checkpoint (the volunteers trained them and keep them in θ_local).
+   */
+  carryTokens(tokens: number): void {
+    const missing = tokens - this.roomTokens;
+    if (Number.isFinite(missing) && missing > 0) this.departedTokens += missing;
+  }
+
   /** The median synced worker's inner step, on the room's schedule. */
   get medianStep(): number {
     return median(this.syncedWorkers().map((info) => info.scheduleOffset + info.innerStep));

@@ -3,7 +3,17 @@ import { MAX_VIEW_HISTORY, MAX_VIEW_ROUNDS, roomViewUpdateSchema } from '@shoal/
 import { describe, expect, it } from 'vitest';
 import { createRunConfig } from './config.ts';
 import type { CoordinatorEvent } from './coordinator.ts';
-import { pipelineGroupsOf, placeOf, RoomViewRecorder, ringAllReduceBytes, wireLabel } from './room-view.ts';
+import {
+  evalTrendOf,
+  keptOf,
+  nextRoundOf,
+  pipelineGroupsOf,
+  placeOf,
+  RoomViewRecorder,
+  ringAllReduceBytes,
+  scheduleStep,
+  wireLabel,
+} from './room-view.ts';
 import { createRoom, must } from './test-room.ts';
 
 /** A room whose host events also reach a recorder on the room's virtual clock (t = virtual ms). */
@@ -57,8 +67,27 @@ describe('the room view recorder', () => {
     expect(Object.keys(last.peers).sort()).toEqual(['w0', 'w1', 'w2']);
     expect(last.trainLoss).toBeGreaterThan(0);
     expect(last.tokensPerSecond).toBeGreaterThan(0);
-    expect(last.step).toBeGreaterThan(30); // 100 ms a step: about 38 by 4 s
-    expect(snapshot.metrics.step).toBe(host.coordinator.medianStep);
+    // the room's step: its tokens ÷ tokens per step (3 workers at 100 ms a step: about 3 × 38 by 4 s)
+    expect(last.step).toBe(scheduleStep(host.config, last.tokens));
+    expect(last.step).toBeGreaterThan(90);
+    expect(snapshot.metrics.step).toBe(scheduleStep(host.config, host.coordinator.roomTokens));
+    expect(snapshot.metrics.step).toBeGreaterThan(host.coordinator.medianStep * 2);
+    // the median worker's step time (100 ms), and each fragment's next round at it
+    expect(snapshot.metrics.stepMs).toBeGreaterThan(80);
+    expect(snapshot.metrics.stepMs).toBeLessThan(150);
+    const next = must(snapshot.metrics.nextRounds);
+    expect(next.map((n) => n.fragment)).toEqual([0, 1]);
+    for (const n of next) {
+      expect(n.round).toBe(must(host.fragmentStates()[n.fragment]).round + 1);
+      expect(n.steps).toBeLessThanOrEqual(10); // H = 10
+      expect(n.etaMs).toBeCloseTo(n.steps * must(snapshot.metrics.stepMs));
+    }
+    // three workers at one speed: each about a third of the room's tokens since it joined
+    const shares = snapshot.peers.map((p) => must(p.share));
+    for (const share of shares) expect(share).toBeCloseTo(1 / 3, 1);
+    expect(shares.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 1);
+    // one evaluation so far: the best, not rising
+    expect(snapshot.metrics.evalTrend).toMatchObject({ best: 2.5, latest: 2.5, rising: false });
     // fp32 DiLoCo: a ring all-reduce of each committed round's fragment among its 3 participants.
     const committed = room.committed() as Extract<CoordinatorEvent, { event: 'round-committed' }>[];
     expect(committed.length).toBeGreaterThanOrEqual(4);
@@ -119,6 +148,103 @@ describe('the room view recorder', () => {
     expect(recorder.snapshot()).not.toHaveProperty('pipeline');
     for (const peer of recorder.snapshot().peers) expect(peer).not.toHaveProperty('pipeline');
     recorder.close();
+  });
+
+  it('gives a worker alone a share of 1, and a late joiner its part of the tokens since it joined', async () => {
+    const { room, recorder } = await recordedRoom(1);
+    room.startAll();
+    await room.clock.runAsync({ until: 2_000 });
+    recorder.sample();
+    expect(recorder.snapshot().peers.map((p) => p.share)).toEqual([1]);
+    // a second worker at the same speed: half of what the room trained since it came, not its
+    // tokens ÷ the room's whole run
+    room.start(room.addWorker());
+    await room.finish(5_000);
+    const late = must(recorder.snapshot().peers.find((p) => p.peer === 'w1'));
+    expect(late.share).toBeGreaterThan(0.4);
+    expect(late.share).toBeLessThan(0.6);
+  });
+
+  it('counts each fragment’s next round down from the schedule, and says nothing of time before a speed', () => {
+    expect(nextRoundOf({ fragment: 1, round: 3, open: false, atStep: 75 }, 60, 200)).toEqual({
+      fragment: 1,
+      round: 3,
+      open: false,
+      steps: 15,
+      etaMs: 3_000,
+    });
+    expect(nextRoundOf({ fragment: 0, round: 1, open: false, atStep: 50 }, 0, null)).toMatchObject({
+      steps: 50,
+      etaMs: null,
+    });
+    expect(nextRoundOf({ fragment: 0, round: 2, open: true, atStep: 100 }, 60, 200)).toMatchObject({
+      steps: 0,
+      etaMs: 0,
+    });
+    // a point the median passed is due now, not negative
+    expect(nextRoundOf({ fragment: 0, round: 2, open: false, atStep: 50 }, 60, 200).steps).toBe(0);
+  });
+
+  it('flags a rising validation loss: the last three evaluations each over 1% above the best', () => {
+    const e = (loss: number, step: number) => ({ loss, step });
+    expect(evalTrendOf(null, [])).toBeNull();
+    const best = e(2.09, 400);
+    expect(evalTrendOf(best, [e(2.12, 500), e(2.2, 600), e(2.35, 700)])).toEqual({
+      best: 2.09,
+      bestStep: 400,
+      latest: 2.35,
+      rising: true,
+    });
+    // one of the last three within 1% of the best: not yet
+    expect(evalTrendOf(best, [e(2.11, 500), e(2.2, 600), e(2.35, 700)])?.rising).toBe(false);
+    // fewer than three since the best
+    expect(evalTrendOf(best, [e(2.2, 600), e(2.35, 700)])?.rising).toBe(false);
+  });
+
+  it('records the trend from its evaluations, at the room’s step, the best kept over a resume', async () => {
+    const { room, recorder } = await recordedRoom(1);
+    room.startAll();
+    await room.clock.runAsync({ until: 500 });
+    recorder.setEvalLoss(3);
+    await room.clock.runAsync({ until: 1_000 });
+    const bestStep = recorder.step();
+    recorder.setEvalLoss(2);
+    for (const loss of [2.1, 2.2, 2.3]) recorder.setEvalLoss(loss);
+    await room.finish(1_000);
+    const trend = recorder.snapshot().metrics.evalTrend;
+    expect(trend).toEqual({ best: 2, bestStep, latest: 2.3, rising: true });
+    expect(bestStep).toBeGreaterThan(0);
+    expect(keptOf(recorder.snapshot()).bestEval).toEqual({ loss: 2, step: bestStep });
+  });
+
+  it('goes on from a kept view: its rounds (an open one aborted), each peer’s rounds and the best loss', async () => {
+    const room = await createRoom({ workers: 2 });
+    const kept = keptOf({
+      rounds: [
+        { ...roundOf(1), outcome: 'committed', endedAt: 900, detail: 'abc' },
+        { ...roundOf(2), outcome: 'open' },
+      ],
+      peers: [{ peer: 'w0', roundsContributed: 7 } as never],
+      metrics: { evalTrend: { best: 2.5, bestStep: 90, latest: 2.6, rising: false } } as never,
+    });
+    const recorder = new RoomViewRecorder({ host: room.host, roomId: 'r', hostKind: 'dashboard', kept });
+    const view = roomViewUpdateSchema.parse(recorder.snapshot());
+    expect(view.rounds.map((r) => [r.round, r.outcome])).toEqual([
+      [1, 'committed'],
+      [2, 'aborted'],
+    ]);
+    expect(view.rounds[1]?.detail).toBe('the host went away');
+    room.startAll();
+    await room.finish(3_000);
+    const after = recorder.snapshot();
+    const w0 = must(after.peers.find((p) => p.peer === 'w0'));
+    const w1 = must(after.peers.find((p) => p.peer === 'w1'));
+    expect(w0.roundsContributed).toBe(7 + w1.roundsContributed);
+    expect(after.rounds.slice(0, 2).map((r) => r.round)).toEqual([1, 2]);
+    // no evaluation since: the kept best stands, no latest yet
+    expect(after.metrics.evalTrend).toBeNull();
+    recorder.setEvalLoss(2.7);
+    expect(recorder.snapshot().metrics.evalTrend).toMatchObject({ best: 2.5, bestStep: 90, latest: 2.7 });
   });
 
   it('goes on from a resumed run’s last point: the same time axis, the comparisons from their counts', async () => {
@@ -340,3 +466,17 @@ describe('wireLabel', () => {
     expect(wireLabel('fp4', [null], { ...dense, overlapRounds: 0 })).toBe('fp4 (dense)');
   });
 });
+
+function roundOf(round: number) {
+  return {
+    fragment: 0,
+    round,
+    participants: 2,
+    openedAt: round * 100,
+    reducedAt: null,
+    gatheredAt: null,
+    endedAt: null,
+    outcome: 'open' as const,
+    detail: '',
+  };
+}

@@ -8,7 +8,13 @@
  * here once, for the dashboard, the watch page and `shoal host` alike.
  *
  * Byte figures count from the recorder's start, or, for a resumed run, from its last chart point
- * (`continueFrom`); the host's own mesh counter restarts either way.
+ * (`continueFrom`); the host's own mesh counter restarts either way. A resumed run's recorder also
+ * goes on from its kept rounds, each peer's committed rounds and the best validation loss
+ * (`kept`), so nothing a page shows goes back when a host reloads.
+ *
+ * Every room figure a page shows is defined here once: the room's step (its tokens ÷ tokens per
+ * step, the learning-rate schedule's position), each fragment's next round and its estimated time,
+ * the validation loss's trend, and each peer's share of the room's tokens.
  *
  * A pipeline-parallel room's view adds each worker's place (group, stage, the blocks its stage
  * holds) and a `pipeline` section: the run's S, M, schedule and activation dtype, each stage's
@@ -31,9 +37,12 @@ import {
   type PeerId,
   type PipelineSlot,
   ROOM_VIEW_VERSION,
+  type RoomEnd,
   type RoomStatus,
+  type RoomViewEvalTrend,
   type RoomViewGroup,
   type RoomViewMetrics,
+  type RoomViewNextRound,
   type RoomViewPeer,
   type RoomViewPipeline,
   type RoomViewPlace,
@@ -45,7 +54,7 @@ import {
 } from '@shoal/protocol';
 import type { CoordinatorEvent } from './coordinator.ts';
 import type { Host } from './host.ts';
-import type { MemberInfo } from './roster.ts';
+import { type MemberInfo, median } from './roster.ts';
 
 export type { RoomViewGroup, RoomViewPipeline, RoomViewPlace, RoomViewStage } from '@shoal/protocol';
 
@@ -87,6 +96,77 @@ export function pipelineGroupsOf(
     });
 }
 
+/** The room's position on the learning-rate schedule in inner steps: its tokens ÷ tokens per step. */
+export function scheduleStep(config: RunConfig, roomTokens: number): number {
+  const { batchSize, seqLen } = config.train;
+  return Math.floor(roomTokens / (batchSize * seqLen));
+}
+
+/** Evaluations in a row above the best that make a rising validation loss, and by how much (1%). */
+export const RISING_EVALS = 3;
+export const RISING_MARGIN = 0.01;
+
+/** One evaluation of θ_global: its loss and the room's step. */
+export interface Evaluation {
+  loss: number;
+  step: number;
+}
+
+/**
+ * The validation loss's trend from the best evaluation so far and the latest ones (newest last,
+ * at least RISING_EVALS of them kept): rising when the last RISING_EVALS are each above the best
+ * by more than RISING_MARGIN (the model may be overfitting its text). Null before any evaluation.
+ */
+export function evalTrendOf(best: Evaluation | null, recent: readonly Evaluation[]): RoomViewEvalTrend | null {
+  const latest = recent.at(-1);
+  if (!best || !latest) return null;
+  const last = recent.slice(-RISING_EVALS);
+  const rising = last.length === RISING_EVALS && last.every((e) => e.loss > best.loss * (1 + RISING_MARGIN));
+  return { best: best.loss, bestStep: best.step, latest: latest.loss, rising };
+}
+
+/**
+ * A fragment's countdown: the median worker's steps to its next round's opening, and that many
+ * step times (null while no speed is known). An open round, or one already due, is 0 steps away.
+ */
+export function nextRoundOf(
+  next: { fragment: number; round: number; open: boolean; atStep: number },
+  medianStep: number,
+  stepMs: number | null,
+): RoomViewNextRound {
+  const steps = next.open ? 0 : Math.max(0, next.atStep - medianStep);
+  return {
+    fragment: next.fragment,
+    round: next.round,
+    open: next.open,
+    steps,
+    etaMs: stepMs === null ? null : steps * stepMs,
+  };
+}
+
+/** What a resumed recorder goes on from (the view the server kept for the room's watch links). */
+export interface KeptView {
+  rounds?: RoomViewRound[];
+  /** Committed rounds each peer contributed to. */
+  contributed?: Record<PeerId, number>;
+  /** The validation loss's best, at which room step. */
+  bestEval?: Evaluation | null;
+}
+
+/** What a recorder goes on from, read off a kept view (a round that was open then never ends). */
+export function keptOf(view: Pick<RoomView, 'rounds' | 'peers' | 'metrics'>): KeptView {
+  const trend = view.metrics.evalTrend;
+  return {
+    rounds: view.rounds.map((round) =>
+      round.outcome === 'open'
+        ? { ...round, outcome: 'aborted', detail: 'the host went away', endedAt: round.endedAt ?? round.openedAt }
+        : round,
+    ),
+    contributed: Object.fromEntries(view.peers.map((peer) => [peer.peer, peer.roundsContributed])),
+    bestEval: trend ? { loss: trend.best, step: trend.bestStep } : null,
+  };
+}
+
 export interface RoomViewRecorderOptions {
   host: Host;
   roomId: string;
@@ -101,6 +181,8 @@ export interface RoomViewRecorderOptions {
    * `startedAt` with it, so the time axis goes on too.
    */
   continueFrom?: RoomViewPoint | null;
+  /** A resumed run's rounds, peers' committed rounds and best evaluation. */
+  kept?: KeptView | null;
 }
 
 /**
@@ -140,7 +222,16 @@ export class RoomViewRecorder {
   private readonly hostKind: RoomViewUpdate['hostKind'];
   private readonly now: () => number;
   private status: RoomStatus = 'waiting';
+  private endedBy: RoomEnd | null = null;
   private evalLoss: number | null = null;
+  /** The best evaluation so far, and the latest ones (the trend). */
+  private bestEval: Evaluation | null = null;
+  private recentEvals: Evaluation[] = [];
+  /**
+   * Per peer, the room's tokens when it was first seen less its own then: its share counts from
+   * there, over the same window as the room's.
+   */
+  private readonly shareBase = new Map<PeerId, number>();
   /** The latest round's quantiser, and each fragment's rank in its latest round (0: dense; null: none yet). */
   private codec: string;
   private readonly ranks: (number | null)[];
@@ -176,6 +267,10 @@ export class RoomViewRecorder {
     this.stageBytes = pipeline
       ? stagePlan(model, train.batchSize, train.seqLen, pipeline.stages, pipeline.micros, pipeline.schedule).stageBytes
       : [];
+    const { kept } = options;
+    if (kept?.rounds) this.rounds.push(...kept.rounds.slice(-MAX_VIEW_ROUNDS).map((round) => ({ ...round })));
+    for (const [peer, count] of Object.entries(kept?.contributed ?? {})) this.contributed.set(peer, count);
+    this.bestEval = kept?.bestEval ?? null;
     this.fp32Bytes = options.continueFrom?.fp32Bytes ?? 0;
     this.dpBytes = options.continueFrom?.dpBytes ?? 0;
     this.dpTokens = this.host.coordinator.roomTokens;
@@ -223,18 +318,38 @@ export class RoomViewRecorder {
       case 'round-aborted':
         this.end(event.fragment, event.round, 'aborted', event.reason);
         return;
+      case 'peer-joined': {
+        const info = this.host.coordinator.members.get(event.peer);
+        if (info) this.shareBaseOf(info);
+        return;
+      }
+      case 'peer-left':
+        // a peer that comes back counts its share afresh (its steps count from its new hello)
+        this.shareBase.delete(event.peer);
+        return;
       default:
-        return; // peers joining and leaving show in the members table
+        return; // peers joining show in the members table
     }
   }
 
-  setStatus(status: RoomStatus): void {
+  /** The room's status, and when stopped, why (the host, or the schedule's end). */
+  setStatus(status: RoomStatus, endedBy: RoomEnd = 'host'): void {
     this.status = status;
+    this.endedBy = status === 'stopped' ? endedBy : null;
   }
 
-  /** The host's latest validation loss of θ_global (null: none yet, or not finite). */
+  /** The host's latest validation loss of θ_global (null: none yet, or not finite), at the room's step now. */
   setEvalLoss(loss: number | null): void {
     this.evalLoss = loss !== null && Number.isFinite(loss) ? loss : null;
+    if (this.evalLoss === null) return;
+    const evaluation = { loss: this.evalLoss, step: this.step() };
+    if (!this.bestEval || evaluation.loss < this.bestEval.loss) this.bestEval = evaluation;
+    this.recentEvals = [...this.recentEvals, evaluation].slice(-RISING_EVALS);
+  }
+
+  /** The room's step: its tokens ÷ tokens per step (scheduleStep). */
+  step(): number {
+    return scheduleStep(this.host.config, this.host.coordinator.roomTokens);
   }
 
   /** Records one chart point now. */
@@ -242,6 +357,7 @@ export class RoomViewRecorder {
     const { coordinator, config } = this.host;
     const figures = this.figures();
     const tokens = coordinator.roomTokens;
+    for (const worker of figures.workers) this.shareBaseOf(worker);
     // Data-parallel on the same room: one synchronous step of the n current workers is n inner
     // steps of ours and a ring all-reduce of all N gradients among them. So the inner steps trained
     // since the last sample, divided by n, are synchronous steps at today's n; summing per sample
@@ -256,7 +372,7 @@ export class RoomViewRecorder {
     const point: RoomViewPoint = {
       t: this.elapsed(),
       tokens,
-      step: coordinator.medianStep,
+      step: scheduleStep(config, tokens),
       trainLoss: figures.trainLoss,
       evalLoss: this.evalLoss,
       tokensPerSecond: figures.tokensPerSecond,
@@ -292,8 +408,10 @@ export class RoomViewRecorder {
   private view(points: RoomViewPoint[]): RoomView {
     const { coordinator, member } = this.host;
     const figures = this.figures();
+    const stepMs = this.stepMs(figures.workers);
+    const medianStep = coordinator.medianStep;
     const metrics: RoomViewMetrics = {
-      step: coordinator.medianStep,
+      step: this.step(),
       tokens: coordinator.roomTokens,
       trainLoss: figures.trainLoss,
       evalLoss: this.evalLoss,
@@ -307,6 +425,9 @@ export class RoomViewRecorder {
         .slice(0, 256)
         .map(({ round, hash }) => ({ round, hash })),
       wire: this.wire(),
+      stepMs,
+      nextRounds: coordinator.nextRounds.slice(0, 256).map((next) => nextRoundOf(next, medianStep, stepMs)),
+      evalTrend: evalTrendOf(this.bestEval, this.recentEvals),
     };
     const clock = member.clock.now(); // lastSeen is on the member's clock, not the epoch
     const pipeline = this.pipeline();
@@ -322,7 +443,42 @@ export class RoomViewRecorder {
       rounds: this.rounds.map((entry) => ({ ...entry })),
       points: [...points],
       ...(pipeline ? { pipeline } : {}),
+      ...(this.status === 'stopped' && this.endedBy ? { endedBy: this.endedBy } : {}),
     };
+  }
+
+  /**
+   * The median synced worker's ms per inner step, from its reported tokens/s (a step is a batch of
+   * batchSize × seqLen tokens, as coordinator.ts's stepTimes counts it); null before any report.
+   */
+  private stepMs(workers: MemberInfo[]): number | null {
+    const tokensPerStep = this.host.config.train.batchSize * this.host.config.train.seqLen;
+    const synced = new Set(this.host.coordinator.syncedWorkers().map((w) => w.peer));
+    const times = workers
+      .filter((w) => synced.has(w.peer) && Number.isFinite(w.tokensPerSecond) && w.tokensPerSecond > 0)
+      .map((w) => (tokensPerStep * 1000) / w.tokensPerSecond);
+    return times.length === 0 ? null : median(times);
+  }
+
+  /**
+   * Where a peer's share counts from: the room's tokens when it joined (peer-joined), or when the
+   * recorder first saw it, less its own tokens then (its steps count from its hello).
+   */
+  private shareBaseOf(info: MemberInfo): number {
+    let base = this.shareBase.get(info.peer);
+    if (base === undefined) {
+      base = this.host.coordinator.roomTokens - info.innerStep * this.host.coordinator.tokensPerStep;
+      this.shareBase.set(info.peer, base);
+    }
+    return base;
+  }
+
+  /** A peer's tokens ÷ the room's, both since it joined; undefined before either moved. */
+  private share(info: MemberInfo): number | undefined {
+    if (info.role !== 'worker') return undefined;
+    const own = info.innerStep * this.host.coordinator.tokensPerStep;
+    const window = this.host.coordinator.roomTokens - this.shareBaseOf(info);
+    return window > 0 ? Math.min(1, Math.max(0, own / window)) : undefined;
   }
 
   /** A pipeline room's section: the run's settings, the split, the coordinator's groups; else null. */
@@ -354,6 +510,7 @@ export class RoomViewRecorder {
 
   private peerRow(info: MemberInfo, clock: number): RoomViewPeerRow {
     const slot = this.host.coordinator.groups?.slot(info.peer) ?? null;
+    const share = this.share(info);
     return {
       peer: info.peer,
       role: info.role,
@@ -370,6 +527,7 @@ export class RoomViewRecorder {
       rejected: { ...info.rejected },
       bytesSent: info.bytesSent,
       bytesReceived: info.bytesReceived,
+      ...(share === undefined ? {} : { share }),
       ...(slot ? { pipeline: placeOf(slot, this.split) } : {}),
     };
   }

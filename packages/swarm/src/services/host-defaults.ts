@@ -11,3 +11,5 @@ export const HOST_DEFAULTS = {
   cli: { evalEveryMs: 30_000, evalBatches: 4, publishEveryMs: 2_000, metricsEveryMs: 5_000, deadlineMs: DEADLINE_MS },
   dashboard: { evalEveryMs: 5_000, evalBatches: 4, publishEveryMs: 1_000, deadlineMs: DEADLINE_MS },
 } as const;
+
+export { FIRST_ROUND_TARGET_S, INNER_STEPS_RANGE, innerStepsFor } from '../inner-steps.ts';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeRoomCheckpoint } from '../room-checkpoint.ts';
-import { HOST_DEFAULTS, scheduleStep } from './host-service.ts';
+import { HOST_DEFAULTS, scheduleStep, viewHistoryOf } from './host-service.ts';
 import { createServiceRoom } from './test-services.ts';
 import type { VolunteerService } from './volunteer-service.ts';
 
@@ -98,4 +98,71 @@ describe('the host service', () => {
     expect(HOST_DEFAULTS.cli).toMatchObject({ evalEveryMs: 30_000, evalBatches: 4, publishEveryMs: 2_000 });
     expect(HOST_DEFAULTS.dashboard).toMatchObject({ evalEveryMs: 5_000, evalBatches: 4, publishEveryMs: 1_000 });
   });
+
+  it('publishes θ_global’s first evaluation at once: the chart’s first point, before any round', async () => {
+    const room = await createServiceRoom({ status: 'waiting' });
+    room.service.start();
+    await room.clock.runAsync({ until: 10 });
+    // no timer fired: the evaluation itself published
+    expect(room.views).toHaveLength(1);
+    const first = room.views[0]?.update;
+    expect(first?.points.map((p) => p.evalLoss)).toEqual([4.9]);
+    expect(first?.metrics.roundsCommitted).toBe(0);
+    expect(first?.metrics.nextRounds?.map((n) => [n.fragment, n.round, n.steps, n.etaMs])).toEqual([
+      [0, 1, 10, null], // H = 10; no volunteer, so no speed
+      [1, 1, 15, null], // staggered by H/P
+    ]);
+    expect(first?.metrics.evalTrend).toMatchObject({ best: 4.9, rising: false });
+  });
+
+  it('stops by itself when the room’s step reaches the schedule’s total steps, ended by the schedule', async () => {
+    const room = await createServiceRoom({ totalSteps: 40 });
+    const { service, clock, saved } = room;
+    service.start();
+    volunteers = [room.addVolunteer('v0'), room.addVolunteer('v1')];
+    for (const v of volunteers) void v.start();
+    let ended = 0;
+    for (let t = 500; t <= 8_000 && room.ended.length === 0; t += 500) {
+      await clock.runAsync({ until: t });
+      room.timers.fire(PUBLISH_MS);
+      ended = t;
+    }
+    expect(room.ended).toEqual(['schedule']);
+    const last = room.views.at(-1);
+    expect(last?.update).toMatchObject({ status: 'stopped', endedBy: 'schedule' });
+    expect(last?.step).toBeGreaterThanOrEqual(40);
+    expect(service.host.coordinator.paused).toBe(true);
+    await clock.runAsync({ until: ended + 100 });
+    // the last checkpoint: the room as it ended, at the schedule's end
+    expect(saved.at(-1)?.state.roomTokens).toBeGreaterThanOrEqual(40 * 4 * 64);
+    // stop() afterwards keeps the reason
+    await service.stop();
+    expect(room.views.at(-1)?.update.endedBy).toBe('schedule');
+    expect(room.ended).toEqual(['schedule']);
+  }, 60_000);
+
+  it('goes on from a kept view: the room’s tokens, step and rounds do not go back', async () => {
+    const first = await createServiceRoom();
+    first.service.start();
+    volunteers = [first.addVolunteer('v0'), first.addVolunteer('v1')];
+    for (const v of volunteers) void v.start();
+    await first.clock.runAsync({ until: 4_000 });
+    first.timers.fire(PUBLISH_MS);
+    const kept = first.service.recorder.snapshot();
+    expect(kept.metrics.roundsCommitted).toBeGreaterThanOrEqual(2);
+    for (const v of volunteers) v.destroy();
+    volunteers = [];
+
+    // a host taken back from an older checkpoint (here: none) with the server's kept view
+    const second = await createServiceRoom();
+    second.service.start(viewHistoryOf(kept));
+    await second.clock.runAsync({ until: 10 });
+    const view = second.service.recorder.snapshot();
+    expect(view.metrics.tokens).toBeGreaterThanOrEqual(kept.metrics.tokens);
+    expect(view.metrics.step).toBeGreaterThanOrEqual(kept.metrics.step);
+    expect(view.rounds.map((r) => `${r.fragment}.${r.round}`)).toEqual(
+      kept.rounds.map((r) => `${r.fragment}.${r.round}`),
+    );
+    expect(view.metrics.evalTrend?.best).toBe(kept.metrics.evalTrend?.best);
+  }, 60_000);
 });

@@ -1,8 +1,12 @@
 /**
  * The host as a service (docs/design.md, "The host is a replica"): what `shoal host` and the
  * dashboard's room worker both run around a Host. It serves the room's text, records the room
- * view, evaluates θ_global whenever it moved, writes a checkpoint whenever it moved (and at
- * start, at a status change and on the way out), and samples the view for publication on a timer.
+ * view, evaluates θ_global whenever it moved (and at once at start, published as soon as it is
+ * known, so the chart has its first point before any round), writes a checkpoint whenever it moved
+ * (and at start, at a status change and on the way out), and samples the view for publication on a
+ * timer. When the room's step reaches the schedule's total steps the run stops by itself
+ * (status 'stopped', ended by 'schedule': no new rounds, a last checkpoint and evaluation, and
+ * the volunteers, told by the status, leave).
  *
  * It has no I/O of its own: the member (and its transport), the evaluation engine, the checkpoint
  * storage and the timers come in, and the view, the evaluations and the errors go out through
@@ -17,7 +21,7 @@
  */
 import { type Batch, type Corpus, validationBatches } from '@shoal/data';
 import type { Trainer } from '@shoal/model';
-import type { RoomStatus, RoomViewPoint, RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import type { RoomEnd, RoomStatus, RoomViewPoint, RoomViewUpdate, RunConfig } from '@shoal/protocol';
 import type { CoordinatorEvent } from '../coordinator.ts';
 import { serveCorpus } from '../corpus-share.ts';
 import { Host } from '../host.ts';
@@ -28,9 +32,10 @@ import {
   RoomCheckpointSaver,
   roomCheckpointOf,
 } from '../room-checkpoint.ts';
-import { RoomViewRecorder } from '../room-view.ts';
+import { type KeptView, keptOf, type RoomView, RoomViewRecorder, scheduleStep } from '../room-view.ts';
 
-export { HOST_DEFAULTS } from './host-defaults.ts';
+export { scheduleStep } from '../room-view.ts';
+export { HOST_DEFAULTS, innerStepsFor } from './host-defaults.ts';
 
 /** Something done every `ms` until the returned function is called (setInterval, or a fake). */
 export interface Timers {
@@ -88,12 +93,14 @@ export interface HostServiceOptions {
   onView(update: RoomViewUpdate, step: number): void;
   /** θ_global moved and was evaluated (null: its loss was not finite). */
   onEvaluated?(evalLoss: number | null): void;
+  /** The run stopped by itself (the schedule ended); the view says so too (endedBy). */
+  onEnded?(reason: RoomEnd): void;
   onError(error: unknown, during: 'evaluation' | 'checkpoint'): void;
 }
 
 /** The host's figures now, as `shoal host` prints them every --metrics-every-ms. */
 export interface HostMetrics {
-  /** The median worker's inner step. */
+  /** The room's step: its tokens ÷ tokens per step (the room view's, scheduleStep). */
   step: number;
   tokens: number;
   /** The members' mean training loss (null before any reported one). */
@@ -105,12 +112,32 @@ export interface HostMetrics {
   members: number;
 }
 
-/** A resumed room's chart history (the server's kept view for watch links): the charts go on from it. */
+/**
+ * A resumed room's history (the server's kept view for watch links): the charts, the round
+ * timeline, each peer's rounds and the room's tokens go on from it, so nothing goes back.
+ */
 export interface ViewHistory {
   /** Epoch ms when the run started. */
   startedAt: number;
   /** The last chart point. */
   continueFrom: RoomViewPoint | null;
+  /** Its rounds, each peer's committed rounds and the best evaluation. */
+  kept?: KeptView | null;
+  /**
+   * The room's tokens it showed: more than the checkpoint's when the volunteers trained on after
+   * the last save (they keep those steps in θ_local), so the room's step does not go back.
+   */
+  tokens?: number;
+}
+
+/** The history a resumed host goes on from, read off the view the server kept (readKeptView). */
+export function viewHistoryOf(view: RoomView): ViewHistory {
+  return {
+    startedAt: view.startedAt,
+    continueFrom: view.points.at(-1) ?? null,
+    kept: keptOf(view),
+    tokens: view.metrics.tokens,
+  };
 }
 
 /** Validation batches of the room's text for evaluating θ_global: `count` batches of the run's shape. */
@@ -120,12 +147,6 @@ export function evalBatchesFor(corpus: Corpus, config: RunConfig, count: number)
     seqLen: config.train.seqLen,
     count,
   });
-}
-
-/** The room's position on the learning-rate schedule in inner steps: its tokens ÷ tokens per step. */
-export function scheduleStep(config: RunConfig, roomTokens: number): number {
-  const { batchSize, seqLen } = config.train;
-  return Math.floor(roomTokens / (batchSize * seqLen));
 }
 
 export class HostService {
@@ -140,6 +161,8 @@ export class HostService {
   private status: RoomStatus;
   private stopTimers: (() => void)[] = [];
   private stopping: Promise<void> | null = null;
+  /** No evaluation has been published yet: the first is, as soon as it is known. */
+  private firstEvaluation = true;
 
   private constructor(
     readonly host: Host,
@@ -192,11 +215,12 @@ export class HostService {
    */
   start(history: ViewHistory | null = null): void {
     const { storage, timers } = this.options;
+    if (history?.tokens !== undefined) this.host.coordinator.carryTokens(history.tokens);
     this.view = new RoomViewRecorder({
       host: this.host,
       roomId: this.options.roomId,
       hostKind: this.options.hostKind,
-      ...(history && { startedAt: history.startedAt, continueFrom: history.continueFrom }),
+      ...(history && { startedAt: history.startedAt, continueFrom: history.continueFrom, kept: history.kept ?? null }),
     });
     for (const event of this.early.splice(0)) this.view.onEvent(event);
     this.view.setStatus(this.status);
@@ -221,8 +245,12 @@ export class HostService {
     this.saver?.request(true);
   }
 
-  /** Samples the room view and hands it, with the schedule step, to `onView`. */
+  /**
+   * Samples the room view and hands it, with the schedule step, to `onView`; first stops a running
+   * room whose step reached the schedule's total steps.
+   */
   publish(): void {
+    if (this.status === 'running' && this.roomStep() >= this.host.config.train.totalSteps) this.endSchedule();
     this.recorder.sample();
     this.options.onView(this.recorder.update(), this.roomStep());
   }
@@ -250,7 +278,7 @@ export class HostService {
     const members = [...coordinator.members.values()];
     const losses = members.map((m) => m.loss).filter((loss): loss is number => loss !== null);
     return {
-      step: coordinator.medianStep,
+      step: this.roomStep(),
       tokens: coordinator.roomTokens,
       trainLoss: losses.length === 0 ? null : losses.reduce((a, b) => a + b, 0) / losses.length,
       evalLoss: this.evalLoss,
@@ -273,7 +301,8 @@ export class HostService {
       this.saver?.request(true);
       await this.evaluating;
       if (this.view) {
-        this.view.setStatus('stopped');
+        // a run the schedule ended stays ended by it
+        if (this.status !== 'stopped') this.view.setStatus('stopped');
         this.publish();
         this.view.close();
       }
@@ -284,10 +313,22 @@ export class HostService {
     return this.stopping;
   }
 
-  private applyStatus(status: RoomStatus): void {
+  /**
+   * The learning-rate schedule ended: past it the rate stays at its minimum and a room trains on
+   * for nothing (the validation loss rises as the model overfits its text). Stopped, saved, and
+   * θ_global evaluated one last time; rounds in flight still finish.
+   */
+  private endSchedule(): void {
+    this.applyStatus('stopped', 'schedule');
+    this.saver?.request(true);
+    this.evaluateSoon();
+    this.options.onEnded?.('schedule');
+  }
+
+  private applyStatus(status: RoomStatus, endedBy: RoomEnd = 'host'): void {
     this.status = status;
     this.host.coordinator.paused = status !== 'running';
-    this.view?.setStatus(status);
+    this.view?.setStatus(status, endedBy);
     if (status === 'running') this.host.coordinator.maybeOpenRounds();
   }
 
@@ -307,5 +348,10 @@ export class HostService {
     this.evalLoss = Number.isFinite(loss) ? loss : null;
     this.view?.setEvalLoss(this.evalLoss);
     this.options.onEvaluated?.(this.evalLoss);
+    // the first evaluation is θ_global at the start: the chart's first point, before any round
+    if (this.firstEvaluation && this.view && !this.stopping) {
+      this.firstEvaluation = false;
+      this.publish();
+    }
   }
 }

@@ -58,13 +58,13 @@ export class FakeEvaluator implements Evaluator {
   }
 }
 
-export async function createServiceRoom(options: { status?: HostServiceOptions['status'] } = {}) {
+export async function createServiceRoom(options: { status?: HostServiceOptions['status']; totalSteps?: number } = {}) {
   const clock = new VirtualClock();
   const network = new SimNetwork(clock, { latencyMs: 20, upMbps: 50, downMbps: 50 });
   const codec = await createWireCodec();
   const config: RunConfig = createRunConfig({
     preset: 'nano',
-    train: { batchSize: 4, seqLen: 64, maxLr: 3e-3, warmupSteps: 10, totalSteps: 400, seed: 1 },
+    train: { batchSize: 4, seqLen: 64, maxLr: 3e-3, warmupSteps: 10, totalSteps: options.totalSteps ?? 400, seed: 1 },
     diloco: { innerSteps: 10, fragments: 2 },
     heartbeatMs: 200,
   });
@@ -74,6 +74,7 @@ export async function createServiceRoom(options: { status?: HostServiceOptions['
   const views: { update: RoomViewUpdate; step: number }[] = [];
   const errors: unknown[] = [];
   const evaluated: (number | null)[] = [];
+  const ended: string[] = [];
   const events: CoordinatorEvent[] = [];
   const hostMember = new Member(network.join('host'), codec, clock, RUN);
   const service = await HostService.create({
@@ -97,6 +98,7 @@ export async function createServiceRoom(options: { status?: HostServiceOptions['
     onEvent: (event) => events.push(event),
     onView: (update, step) => views.push({ update, step }),
     onEvaluated: (loss) => evaluated.push(loss),
+    onEnded: (reason) => ended.push(reason),
     onError: (error) => errors.push(error),
   });
 
@@ -139,6 +141,6 @@ export async function createServiceRoom(options: { status?: HostServiceOptions['
   const committed = () => events.filter((e) => e.event === 'round-committed');
   return {
     ...{ clock, network, config, service, hostMember, timers, evaluator },
-    ...{ saved, views, errors, evaluated, events, committed, addVolunteer },
+    ...{ saved, views, errors, evaluated, ended, events, committed, addVolunteer },
   };
 }
