@@ -75,7 +75,7 @@ describe('shoal simulate', () => {
 
   it.each([
     [['--methods', 'dp,gossip'], /unknown method gossip/],
-    [['--fragments', '3'], /3 fragments exceed the model's 2 blocks/],
+    [['--fragments', '3'], /Fragments \(P\): at most the model's 2 layers/],
     [['--codec', 'fp8'], /'--codec <codec>' argument 'fp8' is invalid. unknown codec "fp8": choose fp32, bf16/],
     [
       ['--aggregation', 'median'],

@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DILOCO } from './config.ts';
 import {
+  checkRunOptions,
   parseRunOption,
   parseRunQuery,
   RUN_OPTION_DEFAULTS,
   RUN_OPTION_NAMES,
   RUN_OPTIONS,
+  type RunOptionName,
   runConfigOf,
   runOptionsSchema,
   runQueryOf,
@@ -101,14 +103,20 @@ describe('runConfigOf', () => {
     });
   });
 
-  it('refuses what is out of range or does not fit the model', () => {
+  it('refuses what is out of range or does not fit the model, naming the field', () => {
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, fragments: 3 })).toThrow(
-      /3 fragments exceed the model's 2 blocks/,
+      "Fragments (P): at most the model's 2 layers",
     );
-    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, seq: 128 })).toThrow(/block size 64/);
-    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, alpha: 2 })).toThrow(/α, merge: at most 1/);
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, seq: 128 })).toThrow(
+      "Sequence: at most the model's block size 64",
+    );
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, alpha: 2 })).toThrow('Own weights kept at merge (α): at most 1');
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, codec: 'zip' })).toThrow(/unknown codec/);
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, preset: 'huge' })).toThrow(/unknown model "huge"/);
+    // τ 60 > H 50 (the room in issue 18): a round's result would merge after the fragment's next round opened
+    expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, overlap: 60 })).toThrow(
+      'Merge delay, steps (τ): less than the inner steps per round, H = 50',
+    );
   });
 
   it('sets a pipeline only for S > 1, and refuses one that does not fit the model, batch or fragments', () => {
@@ -127,15 +135,87 @@ describe('runConfigOf', () => {
       activations: 'bf16',
     });
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, pipelineStages: 3 })).toThrow(
-      /3 pipeline stages exceed the model's 2 blocks/,
+      "Pipeline stages (S): at most the model's 2 layers",
     );
-    expect(() => runConfigOf({ ...tiny, microBatches: 3 })).toThrow(/Micro-batches 3 do not divide the batch of 16/);
+    expect(() => runConfigOf({ ...tiny, microBatches: 3 })).toThrow('Micro-batches (M): a divisor of the batch, 16');
     expect(runConfigOf({ ...tiny, pipelineStages: 2, fragments: 3 }).pipeline?.stages).toBe(2); // [0] [1] [2,3] in [0,1] [2,3]
-    expect(() => runConfigOf({ ...tiny, pipelineStages: 3, fragments: 2 })).toThrow(/Fragment 0 spans two/);
+    expect(() => runConfigOf({ ...tiny, pipelineStages: 3, fragments: 2 })).toThrow(
+      /Fragments \(P\): Fragment 0 spans two/,
+    );
   });
 
   it('takes a checkpoint’s model in place of the preset’s', () => {
     const model = { nLayer: 4, nHead: 2, nEmbd: 32, blockSize: 32, vocabSize: 256 };
     expect(runConfigOf({ ...RUN_OPTION_DEFAULTS, fragments: 4, seq: 32 }, { model }).model).toEqual(model);
+  });
+});
+
+describe('checkRunOptions: the rules between fields, each error on the field to change', () => {
+  it('passes the defaults, and every preset at the default sequence', () => {
+    expect(checkRunOptions(RUN_OPTION_DEFAULTS)).toEqual({});
+    for (const preset of RUN_OPTIONS.preset.choices) {
+      expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, preset }), preset).toEqual({});
+    }
+  });
+
+  it('refuses τ ≥ H on τ, and takes τ = H − 1', () => {
+    expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, innerSteps: 50, overlap: 60 })).toEqual({
+      overlap: "less than the inner steps per round, H = 50 (a round's result merges before the fragment's next round)",
+    });
+    expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, innerSteps: 5, overlap: 5 })).toHaveProperty('overlap');
+    expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, innerSteps: 5, overlap: 4 })).toEqual({});
+    // H itself out of range: the rule waits for H, which carries the error
+    expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, innerSteps: 0, overlap: 60 })).toEqual({
+      innerSteps: 'at least 1',
+    });
+  });
+
+  it('checks the sequence and fragments against the model, a checkpoint’s in place of the preset’s', () => {
+    const values = { ...RUN_OPTION_DEFAULTS, seq: 128, fragments: 4 };
+    expect(checkRunOptions(values)).toEqual({
+      seq: "at most the model's block size 64",
+      fragments: "at most the model's 2 layers",
+    });
+    expect(checkRunOptions({ ...values, preset: 'tiny' })).toEqual({});
+    const model = { nLayer: 3, nHead: 2, nEmbd: 32, blockSize: 32, vocabSize: 256 };
+    expect(checkRunOptions({ ...values, preset: 'tiny' }, model)).toEqual({
+      seq: "at most the model's block size 32",
+      fragments: "at most the model's 3 layers",
+    });
+    // an unknown preset has no shape to check against: only its own error
+    expect(checkRunOptions({ ...values, preset: 'huge' })).toEqual({ preset: expect.stringMatching(/unknown model/) });
+  });
+
+  it('wants the schedule at least as long as its warmup', () => {
+    expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, steps: 19 })).toEqual({
+      steps: "at least the schedule's 20 warmup steps",
+    });
+    expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, steps: 20 })).toEqual({});
+  });
+
+  it('checks a pipeline only when there is one, and says which divisor is missing', () => {
+    expect(checkRunOptions({ ...RUN_OPTION_DEFAULTS, microBatches: 3 })).toEqual({});
+    const tiny = { ...RUN_OPTION_DEFAULTS, preset: 'tiny', pipelineStages: 2, fragments: 2 };
+    expect(checkRunOptions({ ...tiny, microBatches: 3 })).toEqual({ microBatches: 'a divisor of the batch, 16' });
+    expect(checkRunOptions({ ...tiny, batch: 12, microBatches: 8 })).toEqual({
+      microBatches: 'a divisor of the batch, 12',
+    });
+    // 0 picks a divisor itself (the smallest ≥ 4S, or the whole batch): a batch of 7 has one
+    expect(checkRunOptions({ ...tiny, batch: 7 })).toEqual({});
+    expect(checkRunOptions({ ...tiny, pipelineStages: 5 })).toEqual({ pipelineStages: "at most the model's 4 layers" });
+  });
+
+  it('is what runConfigOf refuses, so shoal host, shoal simulate and the form agree', () => {
+    for (const values of [
+      { ...RUN_OPTION_DEFAULTS, overlap: 60 },
+      { ...RUN_OPTION_DEFAULTS, steps: 5 },
+      { ...RUN_OPTION_DEFAULTS, seq: 65 },
+      { ...RUN_OPTION_DEFAULTS, batch: 0 },
+    ]) {
+      const errors = checkRunOptions(values);
+      const [name] = Object.keys(errors) as RunOptionName[];
+      if (!name) throw new Error('no error for a value the rules refuse');
+      expect(() => runConfigOf(values)).toThrow(`${RUN_OPTIONS[name].label}: ${errors[name]}`);
+    }
   });
 });

@@ -34,10 +34,12 @@ interface SpecBase {
   flag: string;
   /** What the value stands for in `--flag <H>`. */
   metavar: string;
-  /** The form's label. */
+  /** The form's label: plain words first, the paper's symbol second, `Inner steps per round (H)`. */
   label: string;
   /** One line: the CLI's help and the form's hint. */
   help: string;
+  /** Where the host form shows it: `basic` in the open, the others under Advanced. */
+  section: RunOptionSection;
   /** Whether `shoal simulate` offers it (the host and the form offer every option). */
   simulate: boolean;
 }
@@ -59,6 +61,17 @@ export interface ChoiceOptionSpec extends SpecBase {
 
 export type RunOptionSpec = NumberOptionSpec | ChoiceOptionSpec;
 
+/** The host form's groups of options, in order, with their headings. */
+export const RUN_OPTION_SECTIONS = {
+  basic: 'Model',
+  training: 'Training',
+  rounds: 'Rounds between volunteers',
+  wire: 'On the wire',
+  pipeline: 'Pipeline: several volunteers per copy of the model',
+} as const;
+
+export type RunOptionSection = keyof typeof RUN_OPTION_SECTIONS;
+
 const TRAIN = defaultTrainConfig();
 
 export const RUN_OPTIONS = {
@@ -71,50 +84,55 @@ export const RUN_OPTIONS = {
     default: 'nano',
     choices: Object.keys(PRESETS),
     simulate: true,
+    section: 'basic',
   },
   innerSteps: {
     kind: 'integer',
     flag: '--inner-steps',
     metavar: 'H',
-    label: 'H, inner steps',
-    help: 'inner steps between two rounds of one fragment',
+    label: 'Inner steps per round (H)',
+    help: 'steps each volunteer trains on its own between two rounds of one fragment',
     default: 50,
     min: 1,
     max: 100_000,
     simulate: true,
+    section: 'rounds',
   },
   fragments: {
     kind: 'integer',
     flag: '--fragments',
     metavar: 'P',
-    label: 'Fragments P',
-    help: "groups of blocks synchronised in turn (1 … the model's n_layer)",
+    label: 'Fragments (P)',
+    help: "parts of the model synchronised in turn, each a group of layers (1 … the model's layers)",
     default: 2,
     min: 1,
     max: 64,
     simulate: true,
+    section: 'rounds',
   },
   overlap: {
     kind: 'integer',
     flag: '--overlap',
     metavar: 'τ',
-    label: 'τ, overlap',
-    help: 'inner steps between a contribution and its merge',
+    label: 'Merge delay, steps (τ)',
+    help: "inner steps between sending a contribution and merging the round's result (less than H)",
     default: 2,
     min: 0,
     max: 10_000,
     simulate: true,
+    section: 'rounds',
   },
   alpha: {
     kind: 'number',
     flag: '--alpha',
     metavar: 'α',
-    label: 'α, merge',
-    help: 'weight of θ_local when θ_global is merged in',
+    label: 'Own weights kept at merge (α)',
+    help: "share of a volunteer's own weights (θ_local) kept when the shared ones (θ_global) are merged in",
     default: 0.5,
     min: 0,
     max: 1,
     simulate: true,
+    section: 'rounds',
   },
   codec: {
     kind: 'choice',
@@ -125,12 +143,13 @@ export const RUN_OPTIONS = {
     default: 'fp4',
     choices: CODEC_NAMES,
     simulate: true,
+    section: 'wire',
   },
   blockSize: {
     kind: 'integer',
     flag: '--block-size',
     metavar: 'n',
-    label: 'Codec block',
+    label: 'Codec block size',
     help: 'values that share one scale in the codec (even)',
     // 1024, not 64: a float32 scale per 64 values is 11% of an fp4 payload, per 1024 under 1%
     // (8% fewer bytes per worker, issue-4 setting), and the loss held within seed noise
@@ -139,17 +158,19 @@ export const RUN_OPTIONS = {
     max: MAX_CODEC_BLOCK_SIZE,
     step: 2,
     simulate: true,
+    section: 'wire',
   },
   lowRank: {
     kind: 'integer',
     flag: '--low-rank',
     metavar: 'r',
-    label: 'Low-rank r',
+    label: 'Low-rank factors (r)',
     help: 'send 2-D pseudo-gradients as rank-r factors (DiLoCoX; 0: off); the most the adaptive rank uses',
     default: 0,
     min: 0,
     max: MAX_LOW_RANK,
     simulate: true,
+    section: 'wire',
   },
   lowRankTarget: {
     kind: 'number',
@@ -161,6 +182,7 @@ export const RUN_OPTIONS = {
     min: 0,
     max: 1,
     simulate: true,
+    section: 'wire',
   },
   overlapRounds: {
     kind: 'integer',
@@ -173,28 +195,31 @@ export const RUN_OPTIONS = {
     max: 1,
     // the simulator's methods say whether they delay (streaming-delay, dilocox)
     simulate: false,
+    section: 'rounds',
   },
   pipelineStages: {
     kind: 'integer',
     flag: '--pipeline-stages',
     metavar: 'S',
-    label: 'Pipeline stages S',
+    label: 'Pipeline stages (S)',
     help: 'volunteers per replica, each holding consecutive blocks (DiLoCoX pipeline; 1: each volunteer holds the whole model)',
     default: 1,
     min: 1,
     max: MAX_PIPELINE_STAGES,
     simulate: true,
+    section: 'pipeline',
   },
   microBatches: {
     kind: 'integer',
     flag: '--micro-batches',
     metavar: 'M',
-    label: 'Micro-batches M',
+    label: 'Micro-batches (M)',
     help: 'micro-batches per inner step of a pipeline (divides the batch; 0: the smallest divisor ≥ 4S)',
     default: 0,
     min: 0,
     max: 1024,
     simulate: true,
+    section: 'pipeline',
   },
   pipelineSchedule: {
     kind: 'choice',
@@ -205,6 +230,7 @@ export const RUN_OPTIONS = {
     default: '1f1b',
     choices: PIPELINE_SCHEDULES,
     simulate: true,
+    section: 'pipeline',
   },
   activations: {
     kind: 'choice',
@@ -215,52 +241,57 @@ export const RUN_OPTIONS = {
     default: 'f32',
     choices: ['f32', 'bf16'],
     simulate: true,
+    section: 'pipeline',
   },
   aggregation: {
     kind: 'choice',
     flag: '--aggregation',
     metavar: 'rule',
     label: 'Aggregation',
-    help: "how shard owners combine the volunteers' Δ (clipped-mean and trimmed-mean resist a hostile one)",
+    help: "how shard owners combine the volunteers' updates, Δ (clipped-mean and trimmed-mean resist a hostile one)",
     // robust by default: each Δ is scaled to at most twice the median norm before the weighted
     // mean, so one volunteer cannot steer θ_global with a scaled Δ, and a clean room loses nothing
     // (docs/hostile-volunteers.md, "Which aggregation")
     default: 'clipped-mean',
     choices: AGGREGATION_KINDS,
     simulate: true,
+    section: 'wire',
   },
   outerLr: {
     kind: 'number',
     flag: '--outer-lr',
     metavar: 'η',
-    label: 'Outer lr η',
-    help: 'Nesterov learning rate of the outer step',
+    label: 'Outer learning rate (η)',
+    help: "learning rate of the outer step that applies a round's averaged update (Nesterov)",
     default: 0.7,
     min: 1e-6,
     max: 10,
     simulate: true,
+    section: 'rounds',
   },
   outerMomentum: {
     kind: 'number',
     flag: '--outer-momentum',
     metavar: 'μ',
-    label: 'Outer momentum μ',
-    help: 'Nesterov momentum of the outer step',
+    label: 'Outer momentum (μ)',
+    help: 'momentum of the outer step (Nesterov)',
     default: 0.9,
     min: 0,
     max: 0.999,
     simulate: true,
+    section: 'rounds',
   },
   lr: {
     kind: 'number',
     flag: '--lr',
     metavar: 'rate',
-    label: 'Inner lr',
-    help: 'inner AdamW peak learning rate (warmup, then cosine decay to lr/10)',
+    label: 'Inner learning rate',
+    help: "peak learning rate of each volunteer's own optimiser, AdamW (warmup, then cosine decay to a tenth)",
     default: TRAIN.maxLr,
     min: 1e-7,
     max: 1,
     simulate: true,
+    section: 'training',
   },
   batch: {
     kind: 'integer',
@@ -272,6 +303,7 @@ export const RUN_OPTIONS = {
     min: 1,
     max: 1024,
     simulate: true,
+    section: 'training',
   },
   seq: {
     kind: 'integer',
@@ -283,18 +315,20 @@ export const RUN_OPTIONS = {
     min: 2,
     max: 4096,
     simulate: true,
+    section: 'training',
   },
   steps: {
     kind: 'integer',
     flag: '--steps',
     metavar: 'n',
     label: 'Schedule steps',
-    help: 'inner steps of the learning-rate schedule (warmup, cosine decay)',
+    help: 'inner steps of the learning-rate schedule (warmup, cosine decay; after it, the final rate)',
     default: TRAIN.totalSteps,
     min: 1,
     max: 10_000_000,
     // the simulator's schedule spans its --tokens
     simulate: false,
+    section: 'training',
   },
   seed: {
     kind: 'integer',
@@ -306,6 +340,7 @@ export const RUN_OPTIONS = {
     min: 0,
     max: 2 ** 31 - 1,
     simulate: true,
+    section: 'training',
   },
 } as const satisfies Record<string, RunOptionSpec>;
 
@@ -396,26 +431,83 @@ const ROOM_DILOCO = {
 } as const satisfies Partial<RunConfig['diloco']>;
 
 /**
+ * What is wrong with a set of values, per field: each value against its range, then the rules
+ * that tie fields together (sequence ≤ the model's block size, fragments ≤ its layers, τ < H,
+ * the schedule at least as long as its warmup, a pipeline's stages, micro-batches and
+ * fragments). `model` (a checkpoint's) replaces the preset's. The host form shows each error
+ * beside its field as the person types; `runConfigOf` refuses the first, for `shoal host` and
+ * `shoal simulate`: one set of rules, in the same words.
+ */
+export function checkRunOptions(values: RunOptions, model?: GptConfig): RunOptionErrors {
+  const errors: RunOptionErrors = {};
+  for (const name of RUN_OPTION_NAMES) {
+    const result = OPTION_SCHEMAS[name].safeParse(values[name]);
+    if (!result.success) errors[name] = result.error.issues[0]?.message ?? 'invalid';
+  }
+  // a rule speaks only when the fields it reads are valid on their own, and names the field to change
+  const ok = (...names: RunOptionName[]) => names.every((name) => errors[name] === undefined);
+  const rule = (name: RunOptionName, inputs: RunOptionName[], check: () => string | undefined) => {
+    if (errors[name] === undefined && ok(...inputs)) {
+      const error = check();
+      if (error !== undefined) errors[name] = error;
+    }
+  };
+  rule('overlap', ['innerSteps'], () =>
+    values.overlap < values.innerSteps
+      ? undefined
+      : `less than the inner steps per round, H = ${values.innerSteps} (a round's result merges before the fragment's next round)`,
+  );
+  rule('steps', [], () =>
+    values.steps >= TRAIN.warmupSteps ? undefined : `at least the schedule's ${TRAIN.warmupSteps} warmup steps`,
+  );
+  const shape = model ?? (ok('preset') ? presetConfig(values.preset) : undefined);
+  if (!shape) return errors;
+  rule('seq', [], () =>
+    values.seq <= shape.blockSize ? undefined : `at most the model's block size ${shape.blockSize}`,
+  );
+  rule('fragments', [], () =>
+    values.fragments <= shape.nLayer ? undefined : `at most the model's ${shape.nLayer} layers`,
+  );
+  if (values.pipelineStages === 1) return errors;
+  rule('pipelineStages', [], () =>
+    values.pipelineStages <= shape.nLayer ? undefined : `at most the model's ${shape.nLayer} layers`,
+  );
+  rule('microBatches', ['batch', 'pipelineStages'], () => {
+    try {
+      pipelineMicros(values.batch, values.pipelineStages, values.microBatches || undefined);
+      return undefined;
+    } catch {
+      // 0 (the default) picks a divisor itself, so only a number the person typed gets here
+      return `a divisor of the batch, ${values.batch}`;
+    }
+  });
+  rule('fragments', ['pipelineStages'], () => {
+    try {
+      fragmentStages(shape, values.fragments, ROOM_DILOCO.fragmentMode, values.pipelineStages);
+      return undefined;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  });
+  return errors;
+}
+
+/** The first error of `checkRunOptions`, in the table's order, as one line: `Label: what is wrong`. */
+export function firstRunOptionError(errors: RunOptionErrors): string | undefined {
+  const name = RUN_OPTION_NAMES.find((n) => errors[n] !== undefined);
+  return name && `${RUN_OPTIONS[name].label}: ${errors[name]}`;
+}
+
+/**
  * The room's run configuration for these values. `model` (a checkpoint's) replaces the preset's;
  * `corpus` names the text (Moby Dick by default). Throws a RangeError with a message for a person
- * when a value is out of range or the combination does not fit the model (P > n_layer, seq >
- * block size).
+ * (checkRunOptions's first) when a value is out of range or the combination does not fit.
  */
 export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corpus?: string } = {}): RunConfig {
-  const checked = runOptionsSchema.safeParse(values);
-  if (!checked.success) {
-    const issue = checked.error.issues[0];
-    const name = issue?.path[0] as RunOptionName | undefined;
-    throw new RangeError(`${name ? `${RUN_OPTIONS[name].label}: ` : ''}${issue?.message ?? 'invalid options'}`);
-  }
+  const problem = firstRunOptionError(checkRunOptions(values, extra.model));
+  if (problem) throw new RangeError(problem);
   const model = extra.model ?? presetConfig(values.preset);
-  if (values.seq > model.blockSize) {
-    throw new RangeError(`Sequence ${values.seq} exceeds the model's block size ${model.blockSize}.`);
-  }
-  if (values.fragments > model.nLayer) {
-    throw new RangeError(`${values.fragments} fragments exceed the model's ${model.nLayer} blocks.`);
-  }
-  const pipeline = pipelineOf(values, model);
+  const pipeline = pipelineOf(values);
   const train = defaultTrainConfig({
     batchSize: values.batch,
     seqLen: values.seq,
@@ -446,26 +538,13 @@ export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corp
   };
 }
 
-/**
- * The pipeline settings for these values, or undefined for S = 1. Throws for a person when S
- * exceeds the blocks, M does not divide the batch, or a fragment would span two stages (a round
- * synchronises one stage's blocks across replicas, so each fragment must sit inside a stage).
- */
-function pipelineOf(values: RunOptions, model: GptConfig): PipelineConfig | undefined {
+/** The pipeline settings for these values (checked by checkRunOptions), or undefined for S = 1. */
+function pipelineOf(values: RunOptions): PipelineConfig | undefined {
   const stages = values.pipelineStages;
   if (stages === 1) return undefined;
-  if (stages > model.nLayer)
-    throw new RangeError(`${stages} pipeline stages exceed the model's ${model.nLayer} blocks.`);
-  let micros: number;
-  try {
-    micros = pipelineMicros(values.batch, stages, values.microBatches || undefined);
-  } catch {
-    throw new RangeError(`Micro-batches ${values.microBatches} do not divide the batch of ${values.batch}.`);
-  }
-  fragmentStages(model, values.fragments, ROOM_DILOCO.fragmentMode, stages);
   return {
     stages,
-    micros,
+    micros: pipelineMicros(values.batch, stages, values.microBatches || undefined),
     schedule: values.pipelineSchedule as PipelineSchedule,
     activations: values.activations as PipelineConfig['activations'],
   };
