@@ -8,6 +8,8 @@ import { store } from '../store.ts';
 import { connectSignaling, enterOrExplain, meshIntoWorker, roomSummarySchema, startRoomWorker } from './room-link.ts';
 
 export interface VolunteerSession {
+  /** This volunteer's peer id in the room (the host's table lists members by it). */
+  readonly peerId: string;
   setPaused(paused: boolean): void;
   setDutyCycle(dutyCycle: number): void;
   setPauseWhenHidden(enabled: boolean): void;
@@ -100,6 +102,7 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
   window.addEventListener('pagehide', leave);
 
   return {
+    peerId: joined.peerId,
     setPaused(paused) {
       setSettings({ paused });
       pauseFor();
