@@ -5,14 +5,18 @@
 import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type IceServer, SIGNAL_PATH } from '@shoal/signaling';
 import sirv from 'sirv';
+import { FileRoomStore, MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { attachSignaling, type SignalingStats } from './signaling.ts';
 
 // the types of startServer's options and result, and what `shoal server` (apps/cli) reads its flags with
 export type { IceServer } from '@shoal/signaling';
+export { FileRoomStore, MemoryRoomStore, type RoomStore } from './room-store.ts';
 export {
   DEFAULT_SIGNALING_LIMITS,
   resolveIceServers,
@@ -20,6 +24,15 @@ export {
   type SignalLogger,
 } from './signal-config.ts';
 export type { SignalingStats } from './signaling.ts';
+
+/**
+ * Where `shoal server` keeps its rooms unless told otherwise: $XDG_STATE_HOME/shoal/rooms, else
+ * ~/.local/state/shoal/rooms (state that should outlive a restart, but is no document of the user's).
+ */
+export function defaultRoomsDir(env: NodeJS.ProcessEnv = process.env): string {
+  const stateHome = env.XDG_STATE_HOME?.trim() || join(homedir(), '.local', 'state');
+  return join(stateHome, 'shoal', 'rooms');
+}
 
 const DEFAULT_STATIC_DIR = fileURLToPath(new URL('../../../dist/web', import.meta.url));
 
@@ -34,6 +47,16 @@ export interface ServerOptions {
   iceServers?: IceServer[];
   /** One JSON line per event; default stdout, silent under Vitest. */
   logger?: SignalLogger | null;
+  /**
+   * The directory where rooms are kept, so a restarted server takes them back (room-store.ts);
+   * null: memory only. Default: SHOAL_ROOMS_DIR if set (empty: memory only), else memory only —
+   * `shoal server` passes defaultRoomsDir(). Ignored when `roomStore` is given.
+   */
+  roomsDir?: string | null;
+  /** Another RoomStore (docs/deployment.md); default from roomsDir. */
+  roomStore?: RoomStore;
+  /** How often at most a room's kept view is written to the store, ms. Default 5 s. */
+  viewSaveIntervalMs?: number;
   /** The clock for rate limits and timeouts (ms). */
   now?: () => number;
   /**
@@ -49,6 +72,8 @@ export interface RunningServer {
   signalUrl: string;
   port: number;
   signalingStats(): SignalingStats;
+  /** Where its rooms are kept; null: in memory only. */
+  roomsDir: string | null;
   close(): Promise<void>;
 }
 
@@ -87,17 +112,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const defaultLogger = process.env.VITEST ? undefined : (line: string) => process.stdout.write(`${line}\n`);
   const logger = options.logger === null ? undefined : (options.logger ?? defaultLogger);
 
+  const store = options.roomStore ?? roomStoreFor(options.roomsDir);
+  const loaded = await store.loadAll();
   const server = createServer(handle);
   const signaling = attachSignaling(server, {
     limits,
     iceServers,
     logger,
+    store,
+    loaded,
+    viewSaveIntervalMs: options.viewSaveIntervalMs,
     now: options.now,
     trustProxy: options.trustProxy,
   });
   await new Promise<void>((resolve, reject) => {
     const failed = (error: Error) => {
-      signaling.close();
+      void signaling.close();
       reject(error);
     };
     server.once('error', failed);
@@ -112,11 +142,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     signalUrl: `ws://localhost:${port}${SIGNAL_PATH}`,
     port,
     signalingStats: () => signaling.stats(),
-    close: () =>
-      new Promise<void>((resolve) => {
-        signaling.close();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    roomsDir: store instanceof FileRoomStore ? store.dir : null,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const flushed = signaling.close();
+      server.closeAllConnections();
+      await Promise.all([closed, flushed]);
+    },
   };
+}
+
+/** The store `roomsDir` names: a directory, or memory (null, ''); left out, SHOAL_ROOMS_DIR says. */
+function roomStoreFor(roomsDir: string | null | undefined): RoomStore {
+  const dir = roomsDir === undefined ? process.env.SHOAL_ROOMS_DIR : roomsDir;
+  return dir ? new FileRoomStore(dir) : new MemoryRoomStore();
 }

@@ -119,7 +119,12 @@ export class IpLimits {
     return null;
   }
 
-  /** A room that admitRoom() counted has expired. */
+  /** A room a restarted server took back from its store: held by `address` again, without a creation. */
+  roomRestored(address: string): void {
+    this.use(address).rooms++;
+  }
+
+  /** A room that admitRoom() or roomRestored() counted has expired. */
   roomEnded(address: string): void {
     const use = this.byAddress.get(address);
     if (!use) return;

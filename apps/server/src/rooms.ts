@@ -1,13 +1,19 @@
 /**
  * The server's rooms (RoomRegistry: how many, who holds them, when an empty one expires) and one
- * room: who is in it, who hosts it, who watches it, and the three credentials. The host secret
- * proves the host (it reclaims the room after a reconnect); the join token admits members and can
- * be rotated; the watch key admits read-only watchers of the host's published view, for the
- * room's whole life. All are 256-bit random base64url strings; the server keeps only the secret's
- * SHA-256 and compares all three in constant time.
+ * room: who is in it, who hosts it, who watches it, and its credentials. The host secret proves
+ * the host (it reclaims the room after a reconnect); the join token admits new members and can be
+ * rotated; each member gets its own member secret, with which it takes its same peer id again
+ * after a reconnect (a rotated token strands nobody who already joined); the watch key admits
+ * read-only watchers of the host's published view, for the room's whole life. All are 256-bit
+ * random base64url strings. The server keeps only the SHA-256 of the host and member secrets and
+ * compares every credential in constant time.
+ *
+ * A room is what SavedRoom (room-store.ts) records plus who is connected now: a restarted server
+ * builds each kept room again from its record, with nobody in it.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IpLimits, Refusal } from './ip-limits.ts';
+import type { SavedRoom } from './room-store.ts';
 import type { SignalingLimits } from './signal-config.ts';
 
 /** Random base64url: 9 bytes (72 bits) for room and peer ids, 32 bytes for credentials. */
@@ -25,15 +31,20 @@ function sameSecret(given: string, expectedDigest: Buffer): boolean {
 }
 
 export class Room<Member> {
-  readonly id = randomId(9);
+  readonly id: string;
   /** Fixed for the room's life, so members keep addressing the host across its reconnects. */
-  readonly hostId = randomId(9);
-  readonly hostSecret = randomId(32);
-  private readonly secretDigest = digest(this.hostSecret);
+  readonly hostId: string;
+  /** The address key of the client that created it, which holds it until it expires. */
+  readonly ownerAddress: string;
+  private readonly secretDigest: Buffer;
   private tokenDigest: Buffer;
   joinToken: string;
-  readonly watchKey = randomId(32);
-  private readonly watchKeyDigest = digest(this.watchKey);
+  readonly watchKey: string;
+  private readonly watchKeyDigest: Buffer;
+  /** Members that may come back with their member secret, oldest first: peer id → its digest. */
+  private readonly memberSecrets: Map<string, Buffer>;
+  /** Peer ids the host kicked, oldest first. */
+  private readonly kicked: Set<string>;
   /** Everyone connected, host included while present, by peer id. */
   readonly peers = new Map<string, Member>();
   /** Read-only sockets that receive the host's published views; not members, not in `peers`. */
@@ -41,12 +52,57 @@ export class Room<Member> {
   /** The pending deletion of this room while it is empty. */
   cleanup: ReturnType<typeof setTimeout> | null = null;
   /** Whether a member (not the host, not a watcher) ever joined: a room nobody joined expires sooner. */
-  hadMember = false;
+  hadMember: boolean;
 
-  /** `ownerAddress`: the address key of the client that created it, which holds it until it expires. */
-  constructor(readonly ownerAddress: string) {
-    this.joinToken = randomId(32);
-    this.tokenDigest = digest(this.joinToken);
+  /** A new room held by `ownerAddress`, with the host secret that only its creator is told. */
+  static open<Member>(ownerAddress: string): { room: Room<Member>; hostSecret: string } {
+    const hostSecret = randomId(32);
+    const room = new Room<Member>({
+      format: 'shoal-signal-room',
+      version: 1,
+      id: randomId(9),
+      hostId: randomId(9),
+      ownerAddress,
+      hostSecretDigest: digest(hostSecret).toString('hex'),
+      joinToken: randomId(32),
+      watchKey: randomId(32),
+      hadMember: false,
+      members: {},
+      kicked: [],
+    });
+    return { room, hostSecret };
+  }
+
+  /** A room from its record (a new one, or one a restarted server took back): nobody is in it. */
+  constructor(saved: SavedRoom) {
+    this.id = saved.id;
+    this.hostId = saved.hostId;
+    this.ownerAddress = saved.ownerAddress;
+    this.secretDigest = Buffer.from(saved.hostSecretDigest, 'hex');
+    this.joinToken = saved.joinToken;
+    this.tokenDigest = digest(saved.joinToken);
+    this.watchKey = saved.watchKey;
+    this.watchKeyDigest = digest(saved.watchKey);
+    this.hadMember = saved.hadMember;
+    this.memberSecrets = new Map(Object.entries(saved.members).map(([peer, hex]) => [peer, Buffer.from(hex, 'hex')]));
+    this.kicked = new Set(saved.kicked);
+  }
+
+  /** What a store keeps of it. */
+  toSaved(): SavedRoom {
+    return {
+      format: 'shoal-signal-room',
+      version: 1,
+      id: this.id,
+      hostId: this.hostId,
+      ownerAddress: this.ownerAddress,
+      hostSecretDigest: this.secretDigest.toString('hex'),
+      joinToken: this.joinToken,
+      watchKey: this.watchKey,
+      hadMember: this.hadMember,
+      members: Object.fromEntries([...this.memberSecrets].map(([peer, hash]) => [peer, hash.toString('hex')])),
+      kicked: [...this.kicked],
+    };
   }
 
   get hostPresent(): boolean {
@@ -71,11 +127,41 @@ export class Room<Member> {
     return sameSecret(key, this.watchKeyDigest);
   }
 
-  /** A fresh member id, unique in this room. */
-  newPeerId(): string {
-    for (;;) {
-      const id = randomId(9);
-      if (id !== this.hostId && !this.peers.has(id)) return id;
+  /**
+   * A new member: a fresh peer id, unique in this room, and its member secret (told once, to it).
+   * At most `remembered` members are kept for coming back; beyond it the oldest absent one is forgotten.
+   */
+  admitMember(remembered: number): { peerId: string; memberSecret: string } {
+    let peerId: string;
+    do peerId = randomId(9);
+    while (peerId === this.hostId || this.peers.has(peerId) || this.memberSecrets.has(peerId));
+    const memberSecret = randomId(32);
+    this.memberSecrets.set(peerId, digest(memberSecret));
+    for (const old of this.memberSecrets.keys()) {
+      if (this.memberSecrets.size <= remembered) break;
+      if (!this.peers.has(old) && old !== peerId) this.memberSecrets.delete(old);
+    }
+    this.hadMember = true;
+    return { peerId, memberSecret };
+  }
+
+  /** Whether `peerId` may take its seat again with `secret`. */
+  checkMember(peerId: string, secret: string): 'ok' | 'kicked' | 'bad-secret' {
+    if (this.kicked.has(peerId)) return 'kicked';
+    const expected = this.memberSecrets.get(peerId);
+    // compared even when the id is unknown, so the time taken tells nothing about which ids exist
+    const ok = sameSecret(secret, expected ?? this.secretDigest) && expected !== undefined;
+    return ok ? 'ok' : 'bad-secret';
+  }
+
+  /** `peerId` will not come back: it left for good, or (`kicked`) the host removed it. */
+  forgetMember(peerId: string, kicked: boolean, remembered: number): void {
+    this.memberSecrets.delete(peerId);
+    if (!kicked) return;
+    this.kicked.add(peerId);
+    for (const old of this.kicked) {
+      if (this.kicked.size <= remembered) break;
+      this.kicked.delete(old);
     }
   }
 
@@ -89,6 +175,12 @@ type RegistryLimits = Pick<
   SignalingLimits,
   'maxRooms' | 'maxPeersPerRoom' | 'emptyRoomGraceMs' | 'neverJoinedRoomGraceMs'
 >;
+
+/**
+ * Members a room remembers for coming back, per seat: a seat's member may reconnect, and ids of
+ * members long gone make room for new ones. 4 × maxPeersPerRoom.
+ */
+const REMEMBERED_PER_SEAT = 4;
 
 /**
  * Every room on the server, by id. A room is counted against the address that created it (see
@@ -110,6 +202,11 @@ export class RoomRegistry<Member> {
     return this.rooms.size;
   }
 
+  /** Members a room remembers for coming back. */
+  get remembered(): number {
+    return REMEMBERED_PER_SEAT * this.limits.maxPeersPerRoom;
+  }
+
   get(id: string): Room<Member> | undefined {
     return this.rooms.get(id);
   }
@@ -118,22 +215,38 @@ export class RoomRegistry<Member> {
     return this.rooms.values();
   }
 
-  /** A new room held by `address`, or why not: the server is full, or the address holds or creates too many. */
-  create(address: string): Room<Member> | Refusal {
+  /**
+   * A new room held by `address` with its host secret, or why not: the server is full, or the
+   * address holds or creates too many.
+   */
+  create(address: string): { room: Room<Member>; hostSecret: string } | Refusal {
     const { maxRooms } = this.limits;
     if (this.rooms.size >= maxRooms)
       return { code: 'too-many-rooms', message: `this server holds at most ${maxRooms} rooms` };
     const refused = this.ipLimits.admitRoom(address);
     if (refused) return refused;
-    const room = new Room<Member>(address);
+    const opened = Room.open<Member>(address);
+    this.rooms.set(opened.room.id, opened.room);
+    return opened;
+  }
+
+  /**
+   * A room a restarted server took back from its store: empty, so it expires after its grace
+   * unless someone comes back. False when the server is full or already holds that id.
+   */
+  restore(saved: SavedRoom): Room<Member> | null {
+    if (this.rooms.size >= this.limits.maxRooms || this.rooms.has(saved.id)) return null;
+    const room = new Room<Member>(saved);
     this.rooms.set(room.id, room);
+    this.ipLimits.roomRestored(room.ownerAddress);
+    this.emptied(room);
     return room;
   }
 
   /** Room `roomId` for its host coming back with `secret`, or why not. */
   forReclaim(roomId: string, secret: string): Room<Member> | Refusal {
     const room = this.rooms.get(roomId);
-    if (!room) return { code: 'no-such-room', message: 'no such room (it may have expired)' };
+    if (!room) return noSuchRoom;
     if (!room.checkSecret(secret)) return { code: 'bad-secret', message: 'wrong host secret' };
     if (room.hostPresent) return { code: 'host-present', message: 'the room already has its host connected' };
     return room;
@@ -142,13 +255,23 @@ export class RoomRegistry<Member> {
   /** Room `roomId` for a member with `token`, or why not (the host's seat stays free while it is away). */
   forJoin(roomId: string, token: string): Room<Member> | Refusal {
     const room = this.rooms.get(roomId);
-    const { maxPeersPerRoom } = this.limits;
-    if (!room) return { code: 'no-such-room', message: 'no such room (it may have expired)' };
+    if (!room) return noSuchRoom;
     if (!room.checkToken(token)) return { code: 'bad-token', message: 'wrong or rotated join token' };
-    if (room.peers.size + (room.hostPresent ? 0 : 1) >= maxPeersPerRoom) {
-      return { code: 'room-full', message: `a room holds at most ${maxPeersPerRoom} peers` };
-    }
-    return room;
+    return this.roomFull(room) ?? room;
+  }
+
+  /**
+   * Room `roomId` for member `peerId` coming back with its member secret, or why not: a wrong
+   * secret (or an id the room does not know), a kicked member, its id still seated, a full room.
+   */
+  forRejoin(roomId: string, peerId: string, secret: string): Room<Member> | Refusal {
+    const room = this.rooms.get(roomId);
+    if (!room) return noSuchRoom;
+    const member = room.checkMember(peerId, secret);
+    if (member === 'kicked') return { code: 'kicked', message: 'the host removed this member from the room' };
+    if (member === 'bad-secret') return { code: 'bad-secret', message: 'wrong member secret for this peer id' };
+    if (room.peers.has(peerId)) return { code: 'peer-present', message: 'this peer id is connected already' };
+    return this.roomFull(room) ?? room;
   }
 
   /** Someone entered `room`: it no longer expires. */
@@ -177,4 +300,13 @@ export class RoomRegistry<Member> {
     for (const room of this.rooms.values()) this.occupied(room);
     this.rooms.clear();
   }
+
+  /** The refusal when `room` has no seat for one more member (the host's seat stays free while it is away). */
+  private roomFull(room: Room<Member>): Refusal | null {
+    const { maxPeersPerRoom } = this.limits;
+    if (room.peers.size + (room.hostPresent ? 0 : 1) < maxPeersPerRoom) return null;
+    return { code: 'room-full', message: `a room holds at most ${maxPeersPerRoom} peers` };
+  }
 }
+
+const noSuchRoom: Refusal = { code: 'no-such-room', message: 'no such room (it may have expired)' };

@@ -1,6 +1,6 @@
 /**
  * What the server does with one checked message (signal-frames.ts parsed it), by kind. Outside a
- * room a socket may send one hello — create, reclaim, join or watch, at the server's major version
+ * room a socket may send one hello — create, reclaim, join, rejoin or watch, at the server's major version
  * — or leave, and may `check` a room (exists? does the token admit?) any number of times. In a room: signal (to any peer), relay (member to host, host to one member or all,
  * within the relay budget), and the host's own: publish, rotate-token, kick. Anything else is
  * refused with an `error` whose ref is the kind, and changes nothing.
@@ -13,7 +13,7 @@ import type { Membership } from './signal-membership.ts';
 import type { WatchHub } from './signal-watch.ts';
 
 type Message<K extends ClientMessage['kind']> = Extract<ClientMessage, { kind: K }>;
-type Hello = Message<'create' | 'reclaim' | 'join' | 'watch'>;
+type Hello = Message<'create' | 'reclaim' | 'join' | 'rejoin' | 'watch'>;
 
 interface DispatchContext {
   limits: Pick<SignalingLimits, 'maxRelayBytes'>;
@@ -21,6 +21,8 @@ interface DispatchContext {
   membership: Membership;
   watch: WatchHub<Connection>;
   log: Log;
+  /** A room's record changed (room-keeper.ts writes it to the store). */
+  changed: (room: Room<Connection>) => void;
 }
 
 export class Dispatch {
@@ -32,6 +34,7 @@ export class Dispatch {
       case 'create':
       case 'reclaim':
       case 'join':
+      case 'rejoin':
       case 'watch':
         this.hello(conn, message);
         return;
@@ -65,6 +68,7 @@ export class Dispatch {
           return;
         }
         conn.send({ kind: 'token', joinToken: room.rotateToken() });
+        this.context.changed(room);
         this.context.log('token-rotated', { room: room.id });
         return;
       case 'kick':
@@ -90,6 +94,9 @@ export class Dispatch {
         return;
       case 'join':
         membership.join(conn, message.roomId, message.token, message.key ?? null);
+        return;
+      case 'rejoin':
+        membership.rejoin(conn, message.roomId, message.peerId, message.memberSecret, message.key ?? null);
         return;
       case 'watch':
         // a watcher stays outside the room: no peer id, no seat, no signaling
@@ -183,7 +190,7 @@ export class Dispatch {
       return;
     }
     target.send({ kind: 'kicked', reason: message.reason ?? 'kicked by the host' });
-    this.context.membership.leave(target, 'kicked');
+    this.context.membership.kick(target);
     target.closeWith(CLOSE_CODES.kicked, 'kicked');
     this.context.log('kick', { room: room.id, peer: message.peer });
   }

@@ -1,6 +1,6 @@
 /**
- * Who sits in which room: the three ways in (a host creates a room or reclaims it with its secret,
- * a member joins with the join token), the one way out (leave: left, closed, kicked or timed out),
+ * Who sits in which room: the four ways in (a host creates a room or reclaims it with its secret,
+ * a member joins with the join token or rejoins as itself with its member secret), the one way out (leave: left, closed, kicked or timed out),
  * and what the others in the room hear of both. A peer's announced key is bound to its peer id
  * while it stays, and told to everyone in the room with it (joined, reclaimed, peer-joined).
  */
@@ -22,19 +22,23 @@ export class Membership {
     private readonly rooms: RoomRegistry<Connection>,
     private readonly welcome: Welcome,
     private readonly log: Log,
+    /** A room's record changed (room-keeper.ts writes it to the store). */
+    private readonly changed: (room: Room<Connection>) => void,
   ) {}
 
   /** A new room with `conn` as its host. */
   create(conn: Connection, key: PeerKey | null): void {
-    const room = this.rooms.create(conn.address);
-    if (refused(conn, room, 'create')) return;
+    const opened = this.rooms.create(conn.address);
+    if (refused(conn, opened, 'create')) return;
+    const { room, hostSecret } = opened;
+    this.changed(room);
     this.enter(conn, room, room.hostId, key);
     this.log('room-created', { room: room.id, conn: conn.id });
     conn.send({
       kind: 'created',
       roomId: room.id,
       peerId: room.hostId,
-      hostSecret: room.hostSecret,
+      hostSecret,
       joinToken: room.joinToken,
       watchKey: room.watchKey,
       ...this.welcome,
@@ -60,18 +64,46 @@ export class Membership {
     broadcast(room, { kind: 'peer-joined', peer: room.hostId, key }, conn);
   }
 
-  /** A member with a fresh peer id, told who is there (the host's seat may be empty). */
+  /** A member with a fresh peer id and its member secret, told who is there (the host's seat may be empty). */
   join(conn: Connection, roomId: string, token: string, key: PeerKey | null): void {
     const room = this.rooms.forJoin(roomId, token);
     if (refused(conn, room, 'join')) return;
-    const peerId = room.newPeerId();
-    room.hadMember = true;
+    const { peerId, memberSecret } = room.admitMember(this.rooms.remembered);
+    this.changed(room);
+    this.seatMember(conn, room, peerId, key, memberSecret);
+  }
+
+  /** A member back after a reconnect, in its old seat (same peer id), told who is there. */
+  rejoin(conn: Connection, roomId: string, peerId: string, secret: string, key: PeerKey | null): void {
+    const room = this.rooms.forRejoin(roomId, peerId, secret);
+    if (refused(conn, room, 'rejoin')) return;
+    this.seatMember(conn, room, peerId, key, undefined);
+  }
+
+  /** The host removed `conn`'s member: it may not rejoin. Then it leaves as kicked. */
+  kick(conn: Connection): void {
+    const { room, peerId } = conn;
+    if (room && peerId) {
+      room.forgetMember(peerId, true, this.rooms.remembered);
+      this.changed(room);
+    }
+    this.leave(conn, 'kicked');
+  }
+
+  private seatMember(
+    conn: Connection,
+    room: Room<Connection>,
+    peerId: string,
+    key: PeerKey | null,
+    memberSecret: string | undefined,
+  ): void {
     this.enter(conn, room, peerId, key);
-    this.log('peer-joined', { room: room.id, peer: peerId, conn: conn.id });
+    this.log('peer-joined', { room: room.id, peer: peerId, conn: conn.id, rejoin: memberSecret === undefined });
     conn.send({
       kind: 'joined',
       roomId: room.id,
       peerId,
+      ...(memberSecret === undefined ? {} : { memberSecret }),
       hostId: room.hostId,
       hostPresent: room.hostPresent,
       peers: room.othersThan(peerId),
@@ -88,6 +120,11 @@ export class Membership {
     conn.unseat();
     if (room.peers.get(peerId) !== conn) return;
     room.peers.delete(peerId);
+    if (reason === 'left' && peerId !== room.hostId) {
+      // a member that said goodbye will not rejoin
+      room.forgetMember(peerId, false, this.rooms.remembered);
+      this.changed(room);
+    }
     this.log('peer-left', { room: room.id, peer: peerId, reason });
     broadcast(room, { kind: 'peer-left', peer: peerId, reason });
     if (room.peers.size === 0) this.rooms.emptied(room);
@@ -107,9 +144,9 @@ function broadcast(room: Room<Connection>, message: ServerMessage, except?: Conn
 }
 
 /** The registry refused `conn` a room: it is told why (the refusal answers its `ref` request). */
-function refused(conn: Connection, room: Room<Connection> | Refusal, ref: string): room is Refusal {
-  if (!('code' in room)) return false;
-  conn.reject(room.code, room.message, ref);
+function refused<T extends object>(conn: Connection, outcome: T | Refusal, ref: string): outcome is Refusal {
+  if (!('code' in outcome)) return false;
+  conn.reject(outcome.code, outcome.message, ref);
   return true;
 }
 

@@ -14,7 +14,13 @@
  * missed (as kept, perhaps thinned) and none twice, and the watchers furthest behind are served
  * first. A `watch` whose first snapshot the budget cannot pay for is refused with 'watch-budget'.
  */
-import { appendThinned, MAX_VIEW_HISTORY, type RoomStatus, type RoomViewUpdate } from '@shoal/protocol';
+import {
+  appendThinned,
+  MAX_VIEW_HISTORY,
+  type RoomStatus,
+  type RoomViewUpdate,
+  roomViewUpdateSchema,
+} from '@shoal/protocol';
 import { CLOSE_CODES, type RoomAbout, type SignalErrorCode } from '@shoal/signaling';
 import { roomAbout } from './room-about.ts';
 import type { Room } from './rooms.ts';
@@ -99,10 +105,12 @@ interface WatchSocket {
   closeWith(code: number, reason: string): void;
 }
 
-interface WatchHubOptions {
+interface WatchHubOptions<C> {
   limits: WatchLimits;
   now: () => number;
   log: Log;
+  /** A room's kept view changed (room-keeper.ts writes it to the store, now and then). */
+  viewChanged?: (room: Room<C>) => void;
 }
 
 /** What `checked` tells of a room from its latest view (both null before the host's first publish). */
@@ -131,7 +139,7 @@ export class WatchHub<C extends WatchSocket> {
   private readonly watching = new Map<C, Watching<C>>();
   private readonly rooms = new WeakMap<Room<C>, RoomWatch>();
 
-  constructor(private readonly options: WatchHubOptions) {}
+  constructor(private readonly options: WatchHubOptions<C>) {}
 
   /** Sockets watching a room, on this server. */
   get count(): number {
@@ -188,9 +196,36 @@ export class WatchHub<C extends WatchSocket> {
       conn.reject('rate-limited', `at most ${limits.publishesPerSecond} publishes a second`, 'publish');
       return;
     }
+    this.keep(state, update);
+    this.options.viewChanged?.(room);
+    if (room.watchers.size > 0) this.fanOut(conn, room, state);
+  }
+
+  /**
+   * The view a restarted server kept for `room` (JSON from its store), taken back as if its host
+   * had published it. False when it is not a valid view of this room (it is then left out).
+   */
+  restore(room: Room<C>, json: string): boolean {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(json);
+    } catch {
+      return false;
+    }
+    const view = roomViewUpdateSchema.safeParse(parsed);
+    if (!view.success || view.data.roomId !== room.id) return false;
+    this.keep(this.state(room), view.data);
+    return true;
+  }
+
+  /** The room's latest view with every kept point, as JSON; null before any publish. */
+  keptJson(room: Room<C>): string | null {
+    return this.rooms.get(room)?.history.json() ?? null;
+  }
+
+  private keep(state: RoomWatch, update: RoomViewUpdate): void {
     state.history.add(update);
     state.summary = { status: update.status, about: roomAbout(update.config) };
-    if (room.watchers.size > 0) this.fanOut(conn, room, state);
   }
 
   /** The room's status and what it trains, from its latest view. */

@@ -25,7 +25,9 @@ import { RejectionCounters } from '@shoal/protocol';
 import { CLOSE_CODES, type ClientLimits, type IceServer, SIGNAL_PATH } from '@shoal/signaling';
 import { type RawData, WebSocket, WebSocketServer } from 'ws';
 import { addressKey, clientAddress, IpLimits } from './ip-limits.ts';
-import { RoomRegistry } from './rooms.ts';
+import { RoomKeeper } from './room-keeper.ts';
+import type { LoadedRooms, RoomStore } from './room-store.ts';
+import { type Room, RoomRegistry } from './rooms.ts';
 import { makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { Connection, type ConnectionContext } from './signal-connection.ts';
 import { Dispatch } from './signal-dispatch.ts';
@@ -36,6 +38,11 @@ import { WatchHub } from './signal-watch.ts';
 interface SignalingOptions {
   limits: SignalingLimits;
   iceServers: IceServer[];
+  /** Where rooms are kept as they change, and what it held when the server started (taken back, empty). */
+  store: RoomStore;
+  loaded: LoadedRooms;
+  /** How often at most a room's kept view is written to the store (default VIEW_SAVE_INTERVAL_MS). */
+  viewSaveIntervalMs?: number;
   logger?: SignalLogger;
   now?: () => number;
   /**
@@ -55,13 +62,17 @@ export interface SignalingStats {
   addresses: number;
   /** Bytes (JSON characters) of room views kept for watchers, all rooms together. */
   viewBytes: number;
+  /** Rooms taken back from the store at start, and entries of it skipped (unreadable or invalid). */
+  restoredRooms: number;
+  skippedRooms: number;
   /** Rejected input by reason code. */
   rejections: Record<string, number>;
 }
 
 export interface Signaling {
   stats(): SignalingStats;
-  close(): void;
+  /** Stops everything; resolves once the store has every write queued before. */
+  close(): Promise<void>;
 }
 
 export function attachSignaling(server: Server, options: SignalingOptions): Signaling {
@@ -71,11 +82,19 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   const counters = new RejectionCounters({ now });
   const connections = new Set<Connection>();
   const ipLimits = new IpLimits(limits, now);
-  const watch = new WatchHub<Connection>({ limits, now, log });
+  const keeper = new RoomKeeper<Connection>(options.store, log, options.viewSaveIntervalMs);
+  const watch = new WatchHub<Connection>({
+    limits,
+    now,
+    log,
+    viewChanged: (room) => keeper.viewChanged(room, () => watch.keptJson(room)),
+  });
   const rooms = new RoomRegistry<Connection>(limits, ipLimits, (room) => {
     watch.roomClosed(room);
+    keeper.roomExpired(room);
     log('room-expired', { room: room.id });
   });
+  const { restoredRooms, skippedRooms } = restore(options.loaded);
   const clientLimits: ClientLimits = {
     maxFrameBytes: limits.maxFrameBytes,
     messagesPerSecond: limits.messagesPerSecond,
@@ -83,8 +102,9 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     maxPeersPerRoom: limits.maxPeersPerRoom,
     maxPublishBytes: limits.maxPublishBytes,
   };
-  const membership = new Membership(rooms, { iceServers, limits: clientLimits }, log);
-  const dispatch = new Dispatch({ limits, rooms, membership, watch, log });
+  const changed = (room: Room<Connection>) => keeper.roomChanged(room);
+  const membership = new Membership(rooms, { iceServers, limits: clientLimits }, log, changed);
+  const dispatch = new Dispatch({ limits, rooms, membership, watch, log, changed });
   const context: ConnectionContext = {
     limits,
     now,
@@ -171,6 +191,32 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     });
   }
 
+  /**
+   * The rooms the store kept, back in the registry with nobody in them (each expires after its
+   * grace unless its people come back), their views back for watchers. A store entry that is not
+   * a valid room was skipped by the store; it is logged and counted here.
+   */
+  function restore(loaded: LoadedRooms): { restoredRooms: number; skippedRooms: number } {
+    let skippedRooms = loaded.skipped.length;
+    for (const { name, reason } of loaded.skipped) {
+      log('room-skipped', { file: name, reason });
+      counters.record({ from: 'store', reason: 'bad-room-record', detail: `${name}: ${reason}` });
+    }
+    let restoredRooms = 0;
+    for (const { room: saved, view } of loaded.rooms) {
+      const room = rooms.restore(saved);
+      if (!room) {
+        skippedRooms++;
+        log('room-skipped', { room: saved.id, reason: 'server full or id taken' });
+        continue;
+      }
+      if (view !== null && !watch.restore(room, view)) log('view-skipped', { room: room.id });
+      restoredRooms++;
+      log('room-restored', { room: room.id });
+    }
+    return { restoredRooms, skippedRooms };
+  }
+
   /** One frame, checked cheapest first: the message budget, then parseClientFrame, then the room rules. */
   function onFrame(conn: Connection, data: RawData, isBinary: boolean): void {
     if (conn.closing) return;
@@ -192,14 +238,17 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       watchers: watch.count,
       addresses: ipLimits.size,
       viewBytes: [...rooms.values()].reduce((sum, room) => sum + watch.keptBytes(room), 0),
+      restoredRooms,
+      skippedRooms,
       rejections: counters.byReason(),
     }),
-    close: () => {
+    close: async () => {
       clearInterval(heartbeat);
       server.off('upgrade', onUpgrade);
       for (const conn of connections) conn.socket.terminate();
       rooms.clear();
       wss.close();
+      await keeper.flush();
     },
   };
 }

@@ -97,6 +97,7 @@ export interface SignalClientEvents {
 }
 
 type Reply = 'created' | 'reclaimed' | 'joined' | 'watching' | 'token' | 'checked';
+/** The request each reply answers (`joined` answers a rejoin too: request() is told so). */
 const REQUEST_FOR: Record<Reply, string> = {
   created: 'create',
   reclaimed: 'reclaim',
@@ -107,6 +108,8 @@ const REQUEST_FOR: Record<Reply, string> = {
 };
 
 interface Pending {
+  /** The request's kind: the `ref` of an error that refuses it. */
+  kind: string;
   resolve: (message: ServerMessage) => void;
   reject: (error: Error) => void;
 }
@@ -181,6 +184,19 @@ export class SignalClient {
   async join(roomId: string, token: string): Promise<ServerMessageOf<'joined'>> {
     const version = SIGNAL_PROTOCOL_VERSION.major;
     const reply = await this.request('joined', { kind: 'join', version, roomId, token, ...this.announcedKey() });
+    this.enter(reply.roomId, reply.peerId);
+    return reply;
+  }
+
+  /**
+   * A member back after a reconnect (or a server restart), in its old seat: the same peer id, with
+   * the member secret its first `joined` gave. Refused with 'bad-secret', 'kicked', 'peer-present',
+   * 'room-full' or 'no-such-room'.
+   */
+  async rejoin(roomId: string, peerId: string, memberSecret: string): Promise<ServerMessageOf<'joined'>> {
+    const version = SIGNAL_PROTOCOL_VERSION.major;
+    const message = { kind: 'rejoin', version, roomId, peerId, memberSecret, ...this.announcedKey() };
+    const reply = await this.request('joined', message, 'rejoin');
     this.enter(reply.roomId, reply.peerId);
     return reply;
   }
@@ -266,11 +282,11 @@ export class SignalClient {
     for (const peer of reply.peers) this.peerKeys.bind(peer, keys.get(peer) ?? null);
   }
 
-  private request<K extends Reply>(reply: K, message: object): Promise<ServerMessageOf<K>> {
-    const kind = REQUEST_FOR[reply];
-    if (this.pending.has(kind)) return Promise.reject(new SignalError('protocol', `a ${kind} is already pending`));
+  /** Sends `message` and waits for `reply`; an error whose ref is `kind` rejects it. */
+  private request<K extends Reply>(reply: K, message: object, kind = REQUEST_FOR[reply]): Promise<ServerMessageOf<K>> {
+    if (this.pending.has(reply)) return Promise.reject(new SignalError('protocol', `a ${kind} is already pending`));
     return new Promise((resolve, reject) => {
-      this.pending.set(kind, { resolve: resolve as (message: ServerMessage) => void, reject });
+      this.pending.set(reply, { kind, resolve: resolve as (message: ServerMessage) => void, reject });
       this.send(message);
     });
   }
@@ -293,13 +309,13 @@ export class SignalClient {
       case 'reclaimed':
       case 'joined':
         this.bindPeers(message);
-        this.settle(REQUEST_FOR[message.kind], (request) => request.resolve(message));
+        this.settle(message.kind, (request) => request.resolve(message));
         return;
       case 'created':
       case 'watching':
       case 'token':
       case 'checked':
-        this.settle(REQUEST_FOR[message.kind], (request) => request.resolve(message));
+        this.settle(message.kind, (request) => request.resolve(message));
         return;
       case 'peer-joined':
         // a peer id the server gives again (the host coming back) may come with another key
@@ -313,7 +329,8 @@ export class SignalClient {
         return;
       case 'error': {
         const error = new SignalError(message.code, message.message);
-        if (message.ref && this.settle(message.ref, (request) => request.reject(error))) return;
+        const reply = message.ref === undefined ? undefined : this.replyTo(message.ref);
+        if (reply && this.settle(reply, (request) => request.reject(error))) return;
         this.emit('error', message);
         return;
       }
@@ -328,10 +345,16 @@ export class SignalClient {
     }
   }
 
-  private settle(kind: string, action: (request: Pending) => void): boolean {
-    const request = this.pending.get(kind);
+  /** The pending reply that a refusal of request `kind` answers. */
+  private replyTo(kind: string): string | undefined {
+    for (const [reply, request] of this.pending) if (request.kind === kind) return reply;
+    return undefined;
+  }
+
+  private settle(reply: string, action: (request: Pending) => void): boolean {
+    const request = this.pending.get(reply);
     if (!request) return false;
-    this.pending.delete(kind);
+    this.pending.delete(reply);
     action(request);
     return true;
   }

@@ -10,7 +10,8 @@
  * | reclaim      | client → server        | version, roomId, hostSecret, key?                             |
  * | reclaimed    | server → host          | roomId, peerId, joinToken, watchKey, peers, keys, iceServers, limits |
  * | join         | client → server        | version, roomId, token, key?                                  |
- * | joined       | server → member        | roomId, peerId, hostId, hostPresent, peers, keys, iceServers, limits |
+ * | rejoin       | client → server        | version, roomId, peerId, memberSecret, key?                   |
+ * | joined       | server → member        | roomId, peerId, memberSecret (join only), hostId, hostPresent, peers, keys, iceServers, limits |
  * | peer-joined  | server → room          | peer (the host's id when the host comes back), key            |
  * | peer-left    | server → room          | peer, reason ('left', 'closed', 'kicked', 'timeout')          |
  * | signal       | client → server        | to, data (opaque SDP/ICE)                                     |
@@ -48,6 +49,15 @@
  * ('too-many-rooms-per-ip'), and a room-creation rate ('room-rate-limited'); the fan-out to one
  * room's watchers has a byte budget (a `watch` over it gets 'watch-budget'; a watcher that misses a
  * view gets its points with the next one).
+ *
+ * Coming back (minor 2): the host takes its room back with its host secret (reclaim) and keeps its
+ * peer id for the room's life. A member gets a member secret with its first `joined`; with it,
+ * `rejoin` seats it again under the same peer id after a reconnect or a server restart (the join
+ * token is not asked again, so a rotated token strands nobody who joined). A rejoin is refused with
+ * 'bad-secret' (wrong secret, or an id the room does not know), 'kicked' (the host removed it),
+ * 'peer-present' (the id is still seated: its old socket has not timed out yet) or 'room-full'.
+ * The server keeps its rooms across a restart when it has a rooms directory (docs/deployment.md),
+ * so credentials from before the restart still work.
  *
  * Checking (minor 2): before a person consents to join, the join page asks whether the room exists
  * and the token admits (`check`); the answer tells whether the host is there, the run's status and
@@ -106,6 +116,10 @@ export const SIGNAL_ERROR_CODES = [
   'no-such-room',
   'bad-token',
   'bad-secret',
+  /** A rejoin by a member the host kicked. */
+  'kicked',
+  /** A rejoin while the same peer id is still seated (its old socket not yet timed out). */
+  'peer-present',
   /** A watch with the wrong watch key. */
   'bad-key',
   'host-present',
@@ -172,6 +186,14 @@ export const clientMessageSchema = z.discriminatedUnion('kind', [
     key: announcedKey,
   }),
   z.object({ kind: z.literal('join'), version: versionSchema, roomId: idSchema, token: idSchema, key: announcedKey }),
+  z.object({
+    kind: z.literal('rejoin'),
+    version: versionSchema,
+    roomId: idSchema,
+    peerId: idSchema,
+    memberSecret: idSchema,
+    key: announcedKey,
+  }),
   z.object({ kind: z.literal('signal'), to: idSchema, data: opaqueSchema }),
   z.object({ kind: z.literal('relay'), to: idSchema.optional(), data: opaqueSchema }),
   z.object({ kind: z.literal('rotate-token') }),
@@ -230,6 +252,8 @@ export const serverMessageSchema = z.discriminatedUnion('kind', [
     kind: z.literal('joined'),
     roomId: idSchema,
     peerId: idSchema,
+    /** With a first join: the secret with which this member rejoins as `peerId`. Absent after a rejoin and from older servers. */
+    memberSecret: idSchema.optional(),
     hostId: idSchema,
     /** False while the host is away (reconnecting within the grace period). */
     hostPresent: z.boolean(),
