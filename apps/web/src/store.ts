@@ -4,7 +4,14 @@
  * only subscribes. `snapshot()` is what `window.shoal.getState()` returns.
  */
 import type { AdapterReport, SelfTestResult } from '@shoal/gpu';
-import { appendThinned, type RoomStatus, type RoomViewPoint } from '@shoal/protocol';
+import {
+  appendThinned,
+  type RoomEnd,
+  type RoomStatus,
+  type RoomViewEvalTrend,
+  type RoomViewNextRound,
+  type RoomViewPoint,
+} from '@shoal/protocol';
 import type { RoomView } from '@shoal/swarm';
 import { createStore, type StateCreator } from 'zustand/vanilla';
 import type { CheckpointInfo, DatasetInfo, VolunteerStats } from './runtime/messages.ts';
@@ -46,19 +53,54 @@ export interface ViewSlice {
    */
   view: Omit<RoomView, 'points'> | null;
   points: RoomViewPoint[];
-  /** The room's schedule step (tokens ÷ tokens per step), from the host. */
+  /** Epoch ms when the latest view arrived: the countdowns tick from it. */
+  viewAt: number | null;
+  /** The room's schedule step as the host's worker said with its view (the same as view.metrics.step). */
   roomStep: number | null;
   /** Applies an update: its points are appended (thinned), or replace the series when `replace`. */
   applyView(update: RoomView, options?: { replace?: boolean; roomStep?: number }): void;
 }
 
-/** What the host relays to every volunteer (signaling relay) with each view. */
+/**
+ * What the host relays to every volunteer (signaling relay) with each view: a projection of the
+ * room view (summaryOf), so the volunteer page shows the same room figures as the dashboard and
+ * the watch page. The optional fields are absent from an older host's summaries.
+ */
 export interface RoomSummary {
   status: RoomStatus;
   step: number;
   tokens: number;
   evalLoss: number | null;
   roundsCommitted: number;
+  tokensPerSecond?: number;
+  nextRounds?: RoomViewNextRound[];
+  evalTrend?: RoomViewEvalTrend | null;
+  endedBy?: RoomEnd;
+  /** Per volunteer (at most MAX_SUMMARY_PEERS): [peer, its share of the room's tokens or null, its committed rounds]. */
+  peers?: [string, number | null, number][];
+}
+
+/** Volunteers a summary names (a relay frame is at most 16 KiB; 128 rows are about 5 KiB). */
+export const MAX_SUMMARY_PEERS = 128;
+
+/** The summary relayed to volunteers: the room view's figures, the same numbers (one definition). */
+export function summaryOf(view: Omit<RoomView, 'points'>): RoomSummary {
+  const { metrics } = view;
+  return {
+    status: view.status,
+    step: metrics.step,
+    tokens: metrics.tokens,
+    evalLoss: metrics.evalLoss,
+    roundsCommitted: metrics.roundsCommitted,
+    tokensPerSecond: metrics.tokensPerSecond,
+    nextRounds: (metrics.nextRounds ?? []).slice(0, 64),
+    evalTrend: metrics.evalTrend ?? null,
+    ...(view.endedBy ? { endedBy: view.endedBy } : {}),
+    peers: view.peers
+      .filter((peer) => peer.role === 'worker')
+      .slice(0, MAX_SUMMARY_PEERS)
+      .map((peer) => [peer.peer, peer.share ?? null, peer.roundsContributed]),
+  };
 }
 
 export interface VolunteerSlice {
@@ -101,12 +143,14 @@ const sessionSlice: Slice<SessionSlice> = (set) => ({
 const viewSlice: Slice<ViewSlice> = (set) => ({
   view: null,
   points: [],
+  viewAt: null,
   roomStep: null,
   applyView: (update, options = {}) =>
     set((state) => {
       const { points, ...view } = update;
       return {
         view,
+        viewAt: Date.now(),
         points: options.replace ? appendThinned([], points) : appendThinned(state.points, points),
         status: view.status,
         roomStep: options.roomStep ?? state.roomStep,
@@ -119,7 +163,7 @@ const volunteerSlice: Slice<VolunteerSlice> = (set) => ({
   summary: null,
   settings: { paused: false, dutyCycle: 1, pauseWhenHidden: false },
   setVolunteer: (volunteer) => set({ volunteer }),
-  setSummary: (summary) => set({ summary, status: summary.status }),
+  setSummary: (summary) => set({ summary, status: summary.status, viewAt: Date.now() }),
   setSettings: (patch) => set((state) => ({ settings: { ...state.settings, ...patch } })),
 });
 
@@ -153,6 +197,56 @@ export interface ShoalMetrics {
   roundsCommitted: number | null;
 }
 
+/**
+ * The room's figures, the same on every page: the dashboard's and the watch page's from the room
+ * view, the volunteer page's from the host's summary of that view (summaryOf). Null fields: not
+ * known yet.
+ */
+export interface RoomFigures {
+  status: RoomStatus | null;
+  /** The room's step: its tokens ÷ tokens per step (the learning-rate schedule's position). */
+  step: number | null;
+  tokens: number | null;
+  roundsCommitted: number | null;
+  evalLoss: number | null;
+  tokensPerSecond: number | null;
+  nextRounds: RoomViewNextRound[];
+  evalTrend: RoomViewEvalTrend | null;
+  endedBy: RoomEnd | null;
+  /** The schedule's total steps (from the run config; null where the page has none). */
+  totalSteps: number | null;
+  /** Epoch ms of the figures: a countdown's estimate was made then. */
+  at: number | null;
+}
+
+export function roomFiguresOf(state: ShoalState): RoomFigures {
+  const summary = state.role === 'volunteer' ? state.summary : state.view ? summaryOf(state.view) : null;
+  const config = state.view?.config ?? state.volunteer?.config ?? null;
+  return {
+    status: summary?.status ?? state.status,
+    step: summary?.step ?? state.checkpoint?.step ?? null,
+    tokens: summary?.tokens ?? state.checkpoint?.tokens ?? null,
+    roundsCommitted: summary?.roundsCommitted ?? null,
+    evalLoss: summary?.evalLoss ?? null,
+    tokensPerSecond: summary?.tokensPerSecond ?? null,
+    nextRounds: summary?.nextRounds ?? [],
+    evalTrend: summary?.evalTrend ?? null,
+    endedBy: summary?.endedBy ?? null,
+    totalSteps: config?.train.totalSteps ?? null,
+    at: state.viewAt,
+  };
+}
+
+/**
+ * A volunteer's own part as the host counts it: its share of the room's tokens since it joined
+ * (1 when alone) and the committed rounds it contributed to; null before the host's summary names it.
+ */
+export function ownPartOf(state: ShoalState): { share: number | null; rounds: number } | null {
+  const self = state.volunteer?.peer;
+  const row = self ? state.summary?.peers?.find(([peer]) => peer === self) : undefined;
+  return row ? { share: row[1], rounds: row[2] } : null;
+}
+
 /** The numbers the page leads with: the room's (host, watcher) or this volunteer's own. */
 export function metricsOf(state: ShoalState): ShoalMetrics {
   if (state.role === 'volunteer') {
@@ -161,11 +255,11 @@ export function metricsOf(state: ShoalState): ShoalMetrics {
       step: own?.innerStep ?? null,
       tokens: own?.tokens ?? null,
       trainLoss: own?.loss ?? null,
-      evalLoss: state.summary?.evalLoss ?? null,
+      evalLoss: roomFiguresOf(state).evalLoss,
       tokensPerSecond: own?.tokensPerSecond ?? null,
       bytesSent: own?.bytesSent ?? null,
       bytesReceived: own?.bytesReceived ?? null,
-      roundsCommitted: state.summary?.roundsCommitted ?? own?.roundsCommitted ?? null,
+      roundsCommitted: roomFiguresOf(state).roundsCommitted ?? own?.roundsCommitted ?? null,
     };
   }
   const metrics = state.view?.metrics;
@@ -181,15 +275,16 @@ export function metricsOf(state: ShoalState): ShoalMetrics {
       roundsCommitted: null,
     };
   }
+  const room = roomFiguresOf(state);
   return {
-    step: state.roomStep ?? metrics.step,
-    tokens: metrics.tokens,
+    step: room.step,
+    tokens: room.tokens,
     trainLoss: metrics.trainLoss,
-    evalLoss: metrics.evalLoss,
-    tokensPerSecond: metrics.tokensPerSecond,
+    evalLoss: room.evalLoss,
+    tokensPerSecond: room.tokensPerSecond,
     bytesSent: metrics.bytesSent,
     bytesReceived: metrics.bytesReceived,
-    roundsCommitted: metrics.roundsCommitted,
+    roundsCommitted: room.roundsCommitted,
   };
 }
 
@@ -210,6 +305,8 @@ export function snapshot() {
     /** A pipeline room's settings, split and groups (the host's view only); null otherwise. */
     pipeline: view?.pipeline ?? null,
     metrics: metricsOf(state),
+    /** The room's figures as this page shows them (the same on the dashboard, watch and volunteer pages). */
+    room: roomFiguresOf(state),
     fragments: view?.metrics.fragments ?? state.checkpoint?.fragments ?? null,
     rounds: view?.rounds ?? [],
     startedAt: view?.startedAt ?? null,

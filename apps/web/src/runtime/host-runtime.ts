@@ -11,7 +11,7 @@ import { type Corpus, corpusFromBytes } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { createWireCodec, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import { decodeRoomCheckpoint, Member, type RoomCheckpoint, runIdFor, wallClock } from '@shoal/swarm';
-import { evalBatchesFor, HostService, scheduleStep, wallTimers } from '@shoal/swarm/services';
+import { evalBatchesFor, HostService, scheduleStep, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
 import { loadRoomCorpus, loadRoomFiles, saveRoomCorpus, saveRoomFiles } from './checkpoint-store.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type { CheckpointInfo, DatasetInfo, HostInit, RuntimeControl, RuntimeOut } from './messages.ts';
@@ -110,7 +110,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
   });
   transport.start();
   if (saved) post({ type: 'resumed', checkpoint: infoOf(saved) });
-  service.start(init.history && { startedAt: init.history.startedAt, continueFrom: init.history.last });
+  service.start(init.history && viewHistoryOf(init.history));
 
   return {
     handle(message) {

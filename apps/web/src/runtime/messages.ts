@@ -4,7 +4,7 @@
  * dashboard, the training loop on the volunteer page. The main thread keeps the UI, signaling
  * and the WebRTC mesh; `net` messages (port-transport.ts) carry the mesh traffic.
  */
-import type { RoomStatus, RoomViewPoint, RunConfig } from '@shoal/protocol';
+import type { RoomStatus, RunConfig } from '@shoal/protocol';
 import type { RoomView, RoomViewGroup, RoomViewPlace } from '@shoal/swarm';
 import type { NetIn, NetOut } from './port-transport.ts';
 
@@ -37,10 +37,11 @@ export interface HostInit {
    */
   corpus: { name: string; bytes: Uint8Array } | null;
   /**
-   * A resumed room's chart history as the server kept it for watch links: the recorder goes on
-   * with its time axis (`startedAt`) and from its last point. Null: a new run, or no history.
+   * A resumed room's view as the server kept it for watch links: the recorder goes on with its
+   * time axis, chart, rounds, each peer's rounds and the room's tokens (viewHistoryOf), so nothing
+   * goes back. Null: a new run, or no kept view.
    */
-  history: { startedAt: number; last: RoomViewPoint | null } | null;
+  history: RoomView | null;
   evalEveryMs: number;
   evalBatches: number;
   viewEveryMs: number;
@@ -79,6 +80,8 @@ export type RuntimeControl =
   | { type: 'files'; id: number };
 
 export interface VolunteerStats {
+  /** This volunteer's peer id (the host's tables name it so). */
+  peer: string;
   backend: 'webgpu' | 'cpu';
   adapter: string;
   /** connecting: until the host's welcome; waiting: the host has not pressed Start. */

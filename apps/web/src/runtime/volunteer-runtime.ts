@@ -157,6 +157,7 @@ export async function startVolunteer(
   const stats = (): VolunteerStats => {
     const { metrics } = worker;
     return {
+      peer: member.self,
       backend: init.backend,
       adapter,
       phase: phase(),

@@ -10,7 +10,7 @@ import { readKeptView, type SignalClient } from '@shoal/signaling';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { loadRoomFiles, loadRoomLink, type RoomLinkRecord, saveRoomLink } from '../runtime/checkpoint-store.ts';
 import type { HostInit, RuntimeEvent } from '../runtime/messages.ts';
-import { store } from '../store.ts';
+import { store, summaryOf } from '../store.ts';
 import {
   connectSignaling,
   joinUrlOf,
@@ -98,12 +98,12 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
     history.replaceState(null, '', `/host/${encodeURIComponent(created.roomId)}`);
   }
   link = { ...link, joinToken: room.joinToken };
-  // the charts go on where they were (a room that had to be opened anew starts afresh); the
-  // step is the schedule's, from the checkpoint (the view's own metrics.step is the median worker's)
+  // the charts, rounds and counts go on where they were (a room that had to be opened anew starts
+  // afresh): the worker's recorder goes on from the kept view, whose figures are at least the
+  // checkpoint's (volunteers train on between saves)
   const view = link.roomId === roomId ? kept : null;
-  if (view) store.getState().applyView(view, { replace: true, roomStep: files.info.step });
-  const charts = view && { startedAt: view.startedAt, last: view.points.at(-1) ?? null };
-  return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId, history: charts });
+  if (view) store.getState().applyView(view, { replace: true, roomStep: view.metrics.step });
+  return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId, history: view });
 }
 
 /** The dashboard's evaluation and publication timing (the CLI's differ: HOST_DEFAULTS). */
@@ -139,18 +139,17 @@ function run(
 
   const publish = (update: RoomViewUpdate, step: number) => {
     applyView(update, { roomStep: step });
+    // the run stopped by itself (the schedule ended): the room is stopped as if Stop was pressed
+    if (update.status === 'stopped' && status !== 'stopped') {
+      status = 'stopped';
+      link = { ...link, status };
+      void saveRoomLink(link);
+      setSession({ status, phase: statusPhase(status) });
+    }
     if (!signal.open) return;
     signal.publish(update);
-    const { metrics } = update;
-    signal.relay(
-      summaryMessage({
-        status,
-        step,
-        tokens: metrics.tokens,
-        evalLoss: metrics.evalLoss,
-        roundsCommitted: metrics.roundsCommitted,
-      }),
-    );
+    // the volunteers' room figures: a projection of the same view (one definition)
+    signal.relay(summaryMessage(summaryOf(update)));
   };
 
   worker.on((message) => {

@@ -4,12 +4,20 @@
  * side only moves bytes and keeps the store up to date.
  */
 import { connectRoomMesh, type MeshTransport, type RoomMesh } from '@shoal/mesh';
-import { createIdentity, type Identity, type RoomStatus } from '@shoal/protocol';
+import {
+  createIdentity,
+  type Identity,
+  type RoomStatus,
+  roomEndSchema,
+  roomStatusSchema,
+  roomViewEvalTrendSchema,
+  roomViewNextRoundSchema,
+} from '@shoal/protocol';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
 import { z } from 'zod';
 import type { RuntimeEvent, RuntimeIn } from '../runtime/messages.ts';
 import { bridgeTransport, type PortLike } from '../runtime/port-transport.ts';
-import type { RoomSummary } from '../store.ts';
+import { MAX_SUMMARY_PEERS, type RoomSummary } from '../store.ts';
 
 /**
  * This page's key pair (Ed25519 where the browser has it, else ECDSA P-256), announced to the
@@ -104,14 +112,26 @@ export function meshIntoWorker(
   };
 }
 
-/** The host's summary relayed to volunteers: validated like any input from the network. */
+/**
+ * The host's summary relayed to volunteers (store.ts summaryOf: a projection of the room view):
+ * validated like any input from the network. The fields after roundsCommitted are optional, as
+ * an older host's summaries lack them.
+ */
 export const roomSummarySchema = z.object({
   type: z.literal('room-summary'),
-  status: z.enum(['waiting', 'running', 'paused', 'stopped']),
+  status: roomStatusSchema,
   step: z.int().min(0),
   tokens: z.number().min(0),
   evalLoss: z.number().nullable(),
   roundsCommitted: z.int().min(0),
+  tokensPerSecond: z.number().min(0).optional(),
+  nextRounds: z.array(roomViewNextRoundSchema).max(64).optional(),
+  evalTrend: roomViewEvalTrendSchema.nullable().optional(),
+  endedBy: roomEndSchema.optional(),
+  peers: z
+    .array(z.tuple([z.string().min(1).max(128), z.number().min(0).max(1).nullable(), z.int().min(0)]))
+    .max(MAX_SUMMARY_PEERS)
+    .optional(),
 });
 
 export function summaryMessage(summary: RoomSummary): z.infer<typeof roomSummarySchema> {
