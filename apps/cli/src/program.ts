@@ -304,6 +304,11 @@ export function createProgram(): Command {
       '--ice-servers <json>',
       'STUN/TURN servers handed to clients, a JSON array of RTCIceServer (default: SHOAL_ICE_SERVERS)',
     )
+    .option(
+      '--rooms-dir <dir>',
+      'keep rooms here, so a restarted server takes them back (default: SHOAL_ROOMS_DIR, else $XDG_STATE_HOME/shoal/rooms or ~/.local/state/shoal/rooms)',
+    )
+    .option('--no-persist', 'keep rooms in memory only: a restart forgets them')
     .action(guarded(serverCommand));
 
   return program;

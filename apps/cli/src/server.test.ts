@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { resolveRoomsDir } from '@shoal/server';
 import { describe, expect, it } from 'vitest';
 import { parseLimits } from './server.ts';
 
@@ -33,6 +34,17 @@ describe('shoal server flags', () => {
     expect(() => parseLimits(['maxRooms'])).toThrow(/expected NAME=VALUE/);
   });
 
+  it('keeps rooms in --rooms-dir, else SHOAL_ROOMS_DIR, else the per-user state directory; --no-persist or an empty one: memory', () => {
+    const env = { HOME: '/home/ann' };
+    expect(resolveRoomsDir({ roomsDir: '/srv/rooms' }, { SHOAL_ROOMS_DIR: '/elsewhere' })).toBe('/srv/rooms');
+    expect(resolveRoomsDir({}, { SHOAL_ROOMS_DIR: '/elsewhere' })).toBe('/elsewhere');
+    expect(resolveRoomsDir({}, { XDG_STATE_HOME: '/state' })).toBe('/state/shoal/rooms');
+    expect(resolveRoomsDir({}, env)).toMatch(/\/\.local\/state\/shoal\/rooms$/);
+    expect(resolveRoomsDir({ persist: false, roomsDir: '/srv/rooms' }, env)).toBeNull();
+    expect(resolveRoomsDir({ roomsDir: '' }, env)).toBeNull();
+    expect(resolveRoomsDir({}, { SHOAL_ROOMS_DIR: '' })).toBeNull();
+  });
+
   it('starts with limits and ICE servers, and refuses bad ones in one line', { timeout: 30_000 }, async () => {
     const ok = await run(
       [
@@ -45,9 +57,11 @@ describe('shoal server flags', () => {
         'maxPeersPerRoom=8',
         '--ice-servers',
         '[{"urls":"stun:stun.example.org"}]',
+        '--no-persist',
       ],
       /Shoal is running/,
     );
+    expect(ok.out).toMatch(/Rooms are kept in memory only/);
     expect(ok.out).toMatch(/Shoal is running\. Open http:\/\/localhost:\d+/);
     const badLimit = await run(['server', '--port', '0', '--limit', 'nope=1']);
     expect(badLimit.code).toBe(1);

@@ -2,6 +2,7 @@ import {
   DEFAULT_SIGNALING_LIMITS,
   type IceServer,
   resolveIceServers,
+  resolveRoomsDir,
   type SignalingLimits,
   startServer,
 } from '@shoal/server';
@@ -14,6 +15,10 @@ export interface ServerCliOptions {
   limit?: string[];
   /** A JSON array of RTCIceServer (overrides SHOAL_ICE_SERVERS). */
   iceServers?: string;
+  /** Where rooms are kept across restarts (overrides SHOAL_ROOMS_DIR). */
+  roomsDir?: string;
+  /** False (`--no-persist`): rooms in memory only. */
+  persist?: boolean;
 }
 
 /** `["maxPeersPerRoom=8", …]` → limits; an unknown name or a bad value is a one-line error. */
@@ -42,7 +47,8 @@ export async function serverCommand(options: ServerCliOptions): Promise<void> {
   } catch (error) {
     throw new UsageError(`--ice-servers: ${(error as Error).message.replace(/^SHOAL_ICE_SERVERS /, '')}`);
   }
-  const server = await startServer({ port, host: options.host, limits, iceServers }).catch(
+  const roomsDir = resolveRoomsDir(options);
+  const server = await startServer({ port, host: options.host, limits, iceServers, roomsDir }).catch(
     (error: NodeJS.ErrnoException) => {
       if (error.code === 'EADDRINUSE') {
         console.error(
@@ -53,6 +59,12 @@ export async function serverCommand(options: ServerCliOptions): Promise<void> {
       }
       process.exit(1);
     },
+  );
+  const { restoredRooms } = server.signalingStats();
+  console.log(
+    server.roomsDir
+      ? `Rooms are kept in ${server.roomsDir} (${restoredRooms} taken back); --no-persist keeps them in memory only.`
+      : 'Rooms are kept in memory only: a restart forgets them.',
   );
   console.log(`Shoal is running. Open ${server.url} in a browser with WebGPU.`);
   const stop = () => {

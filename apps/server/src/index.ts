@@ -26,10 +26,17 @@ export {
 export type { SignalingStats } from './signaling.ts';
 
 /**
- * Where `shoal server` keeps its rooms unless told otherwise: $XDG_STATE_HOME/shoal/rooms, else
+ * Where `shoal server` keeps its rooms: `persist` false or an empty directory, nowhere (memory
+ * only); else `roomsDir`, else SHOAL_ROOMS_DIR, else $XDG_STATE_HOME/shoal/rooms, else
  * ~/.local/state/shoal/rooms (state that should outlive a restart, but is no document of the user's).
  */
-export function defaultRoomsDir(env: NodeJS.ProcessEnv = process.env): string {
+export function resolveRoomsDir(
+  options: { roomsDir?: string; persist?: boolean },
+  env: NodeJS.ProcessEnv = process.env,
+): string | null {
+  if (options.persist === false) return null;
+  const dir = options.roomsDir ?? env.SHOAL_ROOMS_DIR;
+  if (dir !== undefined) return dir.trim() === '' ? null : dir;
   const stateHome = env.XDG_STATE_HOME?.trim() || join(homedir(), '.local', 'state');
   return join(stateHome, 'shoal', 'rooms');
 }
@@ -49,8 +56,8 @@ export interface ServerOptions {
   logger?: SignalLogger | null;
   /**
    * The directory where rooms are kept, so a restarted server takes them back (room-store.ts);
-   * null: memory only. Default: SHOAL_ROOMS_DIR if set (empty: memory only), else memory only —
-   * `shoal server` passes defaultRoomsDir(). Ignored when `roomStore` is given.
+   * null or left out: memory only (`shoal server` passes resolveRoomsDir()). Ignored when
+   * `roomStore` is given.
    */
   roomsDir?: string | null;
   /** Another RoomStore (docs/deployment.md); default from roomsDir. */
@@ -152,8 +159,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   };
 }
 
-/** The store `roomsDir` names: a directory, or memory (null, ''); left out, SHOAL_ROOMS_DIR says. */
+/** The store `roomsDir` names: a directory, or memory (null, '', left out). */
 function roomStoreFor(roomsDir: string | null | undefined): RoomStore {
-  const dir = roomsDir === undefined ? process.env.SHOAL_ROOMS_DIR : roomsDir;
-  return dir ? new FileRoomStore(dir) : new MemoryRoomStore();
+  return roomsDir ? new FileRoomStore(roomsDir) : new MemoryRoomStore();
 }
