@@ -120,13 +120,12 @@ export class SignalClient {
   /** This client's peer id once it is in a room. */
   peerId: string | null = null;
   roomId: string | null = null;
-  /** The keys the server bound to the other peers of the room, as it told them. */
-  readonly peerKeys = new PeerKeyRegistry();
-
   private constructor(
     private readonly socket: WebSocketLike,
     /** The key pair this client announces (and its member signs with); null: none, as older clients. */
     readonly identity: Identity | null,
+    /** The keys the server bound to the other peers of the room, as it told them. */
+    readonly peerKeys: PeerKeyRegistry,
   ) {
     socket.onmessage = (event) => this.receive(event.data);
     socket.onclose = (event) => {
@@ -136,11 +135,14 @@ export class SignalClient {
     };
   }
 
-  /** Opens the socket; rejects if it cannot connect. */
+  /**
+   * Opens the socket; rejects if it cannot connect. `peerKeys`: a registry to keep the bindings in
+   * (a reconnecting client's new socket shares its predecessor's); default a new one.
+   */
   static connect(
     url: string,
     WebSocketImpl: WebSocketConstructor,
-    options: { identity?: Identity | null } = {},
+    options: { identity?: Identity | null; peerKeys?: PeerKeyRegistry } = {},
   ): Promise<SignalClient> {
     return new Promise((resolve, reject) => {
       const socket = new WebSocketImpl(url);
@@ -148,7 +150,7 @@ export class SignalClient {
       socket.onclose = (event) => reject(new SignalError('closed', `closed (${event.code}) before opening`));
       socket.onopen = () => {
         socket.onerror = null;
-        resolve(new SignalClient(socket, options.identity ?? null));
+        resolve(new SignalClient(socket, options.identity ?? null, options.peerKeys ?? new PeerKeyRegistry()));
       };
     });
   }

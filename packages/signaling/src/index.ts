@@ -5,3 +5,4 @@
  */
 export * from './client.ts';
 export * from './messages.ts';
+export * from './reconnect.ts';
