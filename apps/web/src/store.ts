@@ -219,8 +219,23 @@ export interface RoomFigures {
   at: number | null;
 }
 
+const NO_ROUNDS: RoomViewNextRound[] = [];
+
 export function roomFiguresOf(state: ShoalState): RoomFigures {
-  const summary = state.role === 'volunteer' ? state.summary : state.view ? summaryOf(state.view) : null;
+  // the view's own fields where the page has it (summaryOf's are the same values; reading them
+  // here keeps each array's identity, so a subscribed component re-renders only when they change)
+  const view = state.role === 'volunteer' ? null : state.view;
+  const summary: Partial<RoomSummary> | null = view
+    ? {
+        ...view.metrics,
+        status: view.status,
+        nextRounds: view.metrics.nextRounds,
+        evalTrend: view.metrics.evalTrend ?? null,
+        endedBy: view.endedBy,
+      }
+    : state.role === 'volunteer'
+      ? state.summary
+      : null;
   const config = state.view?.config ?? state.volunteer?.config ?? null;
   return {
     status: summary?.status ?? state.status,
@@ -229,7 +244,7 @@ export function roomFiguresOf(state: ShoalState): RoomFigures {
     roundsCommitted: summary?.roundsCommitted ?? null,
     evalLoss: summary?.evalLoss ?? null,
     tokensPerSecond: summary?.tokensPerSecond ?? null,
-    nextRounds: summary?.nextRounds ?? [],
+    nextRounds: summary?.nextRounds ?? NO_ROUNDS,
     evalTrend: summary?.evalTrend ?? null,
     endedBy: summary?.endedBy ?? null,
     totalSteps: config?.train.totalSteps ?? null,

@@ -6,12 +6,14 @@ import { watchRoom } from '../session/watch-session.ts';
 import { store } from '../store.ts';
 import { ErrorBox, Header } from '../ui/parts.tsx';
 import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
+import { RunConfigPanel } from '../ui/RunConfigPanel.tsx';
 
 export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: string | null }) {
   const error = useStore(store, (state) => state.error);
   const status = useStore(store, (state) => state.status);
   const phase = useStore(store, (state) => state.phase);
   const hostKind = useStore(store, (state) => state.view?.hostKind);
+  const config = useStore(store, (state) => state.view?.config);
   useEffect(() => {
     if (!watchKey) {
       store.getState().setSession({ role: 'watcher', roomId, error: 'This watch link has no key (?key=…).' });
@@ -32,11 +34,13 @@ export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: stri
             </span>
           )}
         </h1>
-        <p className="muted">
-          Read-only view{hostKind ? `, hosted by ${hostKind === 'cli' ? 'shoal host' : 'a browser dashboard'}` : ''}.{' '}
-          {phase}
+        <p className="muted" data-testid="watch-phase">
+          Read-only view{hostKind ? `, hosted by ${hostKind === 'cli' ? 'shoal host' : 'a browser dashboard'}` : ''}
+          {phase ? ` — ${phase}` : ''}
+          {phase.endsWith('…') ? '' : '.'}
         </p>
         <RoomNumbers />
+        <RunConfigPanel config={config} />
         <RoomPanels />
       </main>
     </>

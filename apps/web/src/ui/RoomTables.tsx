@@ -36,6 +36,9 @@ export const PeersTable = memo(function PeersTable({
             <th className="num">Steps</th>
             <th className="num">Loss</th>
             <th className="num">Rounds</th>
+            <th className="num" title="its tokens ÷ the room’s, since it joined">
+              Share
+            </th>
             <th>Rejected</th>
             <th className="num">Sent</th>
             <th>Last seen</th>
@@ -66,6 +69,7 @@ export const PeersTable = memo(function PeersTable({
                 <td className="num">{fmt.count(peer.innerStep)}</td>
                 <td className="num">{fmt.loss(peer.loss)}</td>
                 <td className="num">{fmt.count(peer.roundsContributed)}</td>
+                <td className="num">{fmt.percent(peer.share)}</td>
                 <td>
                   {rejected.length === 0
                     ? '—'

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import type { RoomFigures } from '../store.ts';
+import { aboutTime, countdownText, endText, firstRoundText, risingText } from './room-progress.ts';
+
+const figures = (patch: Partial<RoomFigures>): RoomFigures => ({
+  status: 'running',
+  step: 10,
+  tokens: 2_560,
+  roundsCommitted: 0,
+  evalLoss: 5.5,
+  tokensPerSecond: 1_000,
+  nextRounds: [
+    { fragment: 0, round: 1, open: false, steps: 40, etaMs: 20_000 },
+    { fragment: 1, round: 1, open: false, steps: 65, etaMs: 32_500 },
+  ],
+  evalTrend: null,
+  endedBy: null,
+  totalSteps: 400,
+  at: 1_000_000,
+  ...patch,
+});
+
+describe('the room’s progress in words', () => {
+  it('says when the first round comes, and ticks down between views', () => {
+    expect(firstRoundText(figures({}), 1_000_000)).toBe('First round in ~40 steps (~20 s).');
+    expect(firstRoundText(figures({}), 1_005_000)).toBe('First round in ~40 steps (~15 s).');
+    expect(firstRoundText(figures({}), 1_030_000)).toBe('First round due now.');
+    expect(firstRoundText(figures({ status: 'waiting' }), 0)).toBe('First round ~40 steps after Start.');
+    const unmeasured = figures({ nextRounds: [{ fragment: 0, round: 1, open: false, steps: 50, etaMs: null }] });
+    expect(firstRoundText(unmeasured, 0)).toMatch(/~50 steps \(the volunteers’ speed is not known yet\)/);
+    const open = figures({ nextRounds: [{ fragment: 1, round: 1, open: true, steps: 0, etaMs: 0 }] });
+    expect(firstRoundText(open, 0)).toMatch(/First round open/);
+    // after the first commit, the countdowns take over
+    expect(firstRoundText(figures({ roundsCommitted: 1 }), 0)).toBeNull();
+  });
+
+  it('counts each fragment down', () => {
+    const [next] = figures({}).nextRounds;
+    if (!next) throw new Error('no round');
+    expect(countdownText(next, 1_000_000, 1_002_000)).toBe('round 1 in ~18 s');
+    expect(countdownText({ ...next, open: true }, 0, 0)).toBe('round 1 open');
+    expect(countdownText({ ...next, etaMs: null }, 0, 0)).toBe('round 1 in ~40 steps');
+    expect(aboutTime(200_000)).toBe('~3 min');
+  });
+
+  it('flags a rising validation loss and says why a run ended', () => {
+    expect(risingText(null)).toBeNull();
+    expect(risingText({ best: 2.09, bestStep: 400, latest: 2.3, rising: false })).toBeNull();
+    expect(risingText({ best: 2.09, bestStep: 400, latest: 2.35, rising: true })).toBe(
+      'Validation loss is rising: 2.09 → 2.35 since step 400 — the model may be overfitting this text.',
+    );
+    expect(endText(figures({}))).toBeNull();
+    expect(endText(figures({ status: 'stopped', endedBy: 'schedule' }))).toBe(
+      'The learning-rate schedule’s 400 steps are done: the run stopped by itself.',
+    );
+    expect(endText(figures({ status: 'stopped', endedBy: 'host' }))).toBe('The host stopped the run.');
+  });
+});

@@ -1,0 +1,62 @@
+/**
+ * The room's progress in words, from its figures (store.ts roomFiguresOf), the same on the
+ * dashboard, the watch page and the volunteer page: when the first round comes, each fragment's
+ * countdown to its next round (ticking down from the view's estimate between views), a rising
+ * validation loss, and why a run ended. Pure: the page passes the time.
+ */
+import type { RoomViewEvalTrend, RoomViewNextRound } from '@shoal/protocol';
+import type { RoomFigures } from '../store.ts';
+
+/** "~40 s", "~3 min". */
+export function aboutTime(ms: number): string {
+  const s = Math.max(1, Math.round(ms / 1000));
+  return s < 90 ? `~${s} s` : `~${Math.round(s / 60)} min`;
+}
+
+/** ms left of a round's estimate made at `at` (epoch ms), at `now`; null without an estimate. */
+export function remainingMs(next: RoomViewNextRound, at: number | null, now: number): number | null {
+  if (next.etaMs === null) return null;
+  return Math.max(0, next.etaMs - Math.max(0, now - (at ?? now)));
+}
+
+/** The fragment whose round comes first (an open one first of all). */
+function soonest(rounds: readonly RoomViewNextRound[]): RoomViewNextRound | undefined {
+  return [...rounds].sort((a, b) => Number(b.open) - Number(a.open) || a.steps - b.steps)[0];
+}
+
+/** Before the first commit: when it comes. Null once a round committed, or when nothing is known. */
+export function firstRoundText(figures: RoomFigures, now: number): string | null {
+  if ((figures.roundsCommitted ?? 0) > 0 || figures.status === 'stopped') return null;
+  const next = soonest(figures.nextRounds);
+  if (!next) return null;
+  if (next.open) return 'First round open: the volunteers are exchanging their updates…';
+  if (figures.status === 'waiting') return `First round ~${next.steps} steps after Start.`;
+  const left = remainingMs(next, figures.at, now);
+  if (left === null) return `First round in ~${next.steps} steps (the volunteers’ speed is not known yet).`;
+  return left === 0 ? 'First round due now.' : `First round in ~${next.steps} steps (${aboutTime(left)}).`;
+}
+
+/** A fragment's countdown: "round 4 in ~12 s", "round 4 open", "round 4 in ~30 steps". */
+export function countdownText(next: RoomViewNextRound, at: number | null, now: number): string {
+  if (next.open) return `round ${next.round} open`;
+  const left = remainingMs(next, at, now);
+  if (left === null) return `round ${next.round} in ~${next.steps} steps`;
+  return left === 0 ? `round ${next.round} due` : `round ${next.round} in ${aboutTime(left)}`;
+}
+
+/** A rising validation loss, in words; null while it is not rising. */
+export function risingText(trend: RoomViewEvalTrend | null): string | null {
+  if (!trend?.rising) return null;
+  return `Validation loss is rising: ${trend.best.toFixed(2)} → ${trend.latest.toFixed(2)} since step ${trend.bestStep.toLocaleString('en-US')} — the model may be overfitting this text.`;
+}
+
+/** Why a stopped run ended; null while it runs. */
+export function endText(figures: RoomFigures): string | null {
+  if (figures.status !== 'stopped') return null;
+  if (figures.endedBy === 'schedule') {
+    const done =
+      figures.totalSteps === null ? 'is done' : `’s ${figures.totalSteps.toLocaleString('en-US')} steps are done`;
+    return `The learning-rate schedule${done}: the run stopped by itself.`;
+  }
+  return 'The host stopped the run.';
+}
