@@ -80,7 +80,7 @@ export const RUN_OPTIONS = {
     flag: '--preset',
     metavar: 'name',
     label: 'Model',
-    help: 'model size',
+    help: 'the model the room trains: a larger one learns more, and each volunteer trains it more slowly',
     default: 'nano',
     choices: Object.keys(PRESETS),
     simulate: true,

@@ -10,34 +10,145 @@ async function renderForm(search: string): Promise<string> {
   return renderToStaticMarkup(createElement(HostPage, { roomId: null }));
 }
 
+/** The markup of one run option's field: `<div class="field" data-testid="field-NAME">…</div>`. */
+function fieldOf(html: string, name: string): string {
+  const start = html.indexOf(`<div class="field" data-testid="field-${name}">`);
+  expect(start, `a field for ${name}`).toBeGreaterThanOrEqual(0);
+  return html.slice(start, html.indexOf('</div>', start));
+}
+
+const entities = (text: string) => text.replace(/'/g, '&#x27;').replace(/"/g, '&quot;');
+
 describe("the host form's fields agree with the run options table", () => {
-  it('has one field per option, with its label, hint, choices and the query’s value or the default', async () => {
+  it('has one field per option, with its label, help, choices and the query’s value or the default', async () => {
     const html = await renderForm('?innerSteps=7&codec=int8');
     for (const name of RUN_OPTION_NAMES) {
       const spec = RUN_OPTIONS[name];
-      const field = new RegExp(`<label[^>]*for="run-${name}"[^>]*><span>([^<]*)</span>(.*?)</label>`).exec(html);
-      expect(field, `a field for ${name}`).not.toBeNull();
-      const [, label = '', control = ''] = field as RegExpExecArray;
-      const entities = (text: string) => text.replace(/'/g, '&#x27;');
-      expect(label).toBe(entities(spec.label));
-      expect(control).toContain(`<small class="muted">${entities(spec.help)}</small>`);
-      expect(control).toContain(`name="${name}"`);
+      const field = fieldOf(html, name);
+      expect(field).toContain(`<label for="run-${name}">${entities(spec.label)}</label>`);
+      expect(field).toContain(`<small id="run-${name}-help" class="muted">${entities(spec.help)}</small>`);
+      expect(field).toContain(`name="${name}"`);
+      expect(field).toContain(`aria-describedby="run-${name}-help"`);
+      expect(field).toContain('aria-invalid="false"');
       const expected = name === 'innerSteps' ? 7 : name === 'codec' ? 'int8' : spec.default;
       if (spec.kind === 'choice') {
-        for (const choice of spec.choices) expect(control).toContain(`>${choice}</option>`);
-        expect(control.match(/<option/g)?.length).toBe(spec.choices.length);
-        expect(control).toMatch(new RegExp(`<option selected="">${expected}</option>`));
+        for (const choice of spec.choices) expect(field).toContain(`value="${choice}"`);
+        expect(field.match(/<option/g)?.length).toBe(spec.choices.length);
+        expect(field).toMatch(new RegExp(`<option value="${expected}" selected="">`));
       } else {
-        expect(control).toContain(`value="${expected}"`);
+        expect(field).toContain(`value="${expected}"`);
       }
     }
   });
 
-  it('shows a refused query value beside its error, to be corrected', async () => {
+  it('names each model with its size, from the preset’s own shape', async () => {
+    const html = await renderForm('');
+    const { buildLayout, presetConfig } = await import('@shoal/model');
+    const { formatCount } = await import('@shoal/swarm/plan');
+    for (const preset of RUN_OPTIONS.preset.choices) {
+      const model = presetConfig(preset);
+      const size = formatCount(buildLayout(model).size);
+      expect(html).toContain(
+        `<option value="${preset}"${preset === 'nano' ? ' selected=""' : ''}>${preset} — ${size} parameters, ${model.nLayer} layers × ${model.nEmbd} wide, ${model.blockSize} tokens of context</option>`,
+      );
+    }
+    expect(html).toContain('nano — 121k parameters, 2 layers × 64 wide');
+  });
+
+  it('gives phones the numeric keypad: numeric for whole numbers (with the digit pattern), decimal for the rest', async () => {
+    const html = await renderForm('');
+    for (const name of RUN_OPTION_NAMES) {
+      const spec = RUN_OPTIONS[name];
+      const control = /<(input|select)[^>]*>/.exec(fieldOf(html, name))?.[0] ?? '';
+      if (spec.kind === 'choice') expect(control).toMatch(/^<select/);
+      else if (spec.kind === 'integer') {
+        expect(control, name).toContain('inputMode="numeric"');
+        expect(control, name).toContain('pattern="[0-9]*"');
+      } else {
+        expect(control, name).toContain('inputMode="decimal"');
+        expect(control, name).not.toContain('pattern=');
+      }
+    }
+  });
+
+  it('shows the model and the text in the open, everything else under a closed Advanced', async () => {
+    const html = await renderForm('');
+    const details = html.indexOf('<details class="advanced" data-testid="advanced">');
+    expect(details).toBeGreaterThan(0);
+    for (const name of RUN_OPTION_NAMES) {
+      const at = html.indexOf(`data-testid="field-${name}"`);
+      if (RUN_OPTIONS[name].section === 'basic') expect(at, name).toBeLessThan(details);
+      else expect(at, name).toBeGreaterThan(details);
+    }
+    expect(html.indexOf('data-testid="dataset-choice"')).toBeLessThan(details);
+    expect(html.indexOf('Start from a checkpoint')).toBeGreaterThan(details);
+    expect(html.indexOf('Recommend settings')).toBeGreaterThan(details);
+    // each section under a heading of its own
+    for (const heading of ['Training', 'Rounds between volunteers', 'On the wire']) {
+      expect(html).toContain(`<legend>${heading}</legend>`);
+    }
+    expect(html).toMatch(
+      /<button type="submit" class="primary" aria-describedby="create-problem">Create room<\/button>/,
+    );
+  });
+
+  it('opens Advanced for a value the link set there, not for the model alone', async () => {
+    expect(await renderForm('?innerSteps=7')).toContain('<details class="advanced" data-testid="advanced" open="">');
+    expect(await renderForm('?preset=tiny')).toContain('<details class="advanced" data-testid="advanced">');
+  });
+
+  it('shows a refused query value beside its error, to be corrected, with the help kept', async () => {
     const html = await renderForm('?innerSteps=abc&preset=huge');
-    expect(html).toMatch(/name="innerSteps"[^>]*value="abc"/);
-    expect(html).toContain('abc is not a number');
-    expect(html).toContain('unknown model &quot;huge&quot;');
+    const field = fieldOf(html, 'innerSteps');
+    expect(field).toMatch(/name="innerSteps"[^>]*value="abc"/);
+    expect(field).toContain('aria-invalid="true"');
+    expect(field).toContain('aria-describedby="run-innerSteps-help run-innerSteps-error"');
+    expect(field).toContain(
+      `<small id="run-innerSteps-help" class="muted">${entities(RUN_OPTIONS.innerSteps.help)}</small>`,
+    );
+    expect(field).toContain('<small id="run-innerSteps-error" class="field-error">abc is not a number</small>');
+    expect(fieldOf(html, 'preset')).toContain('unknown model &quot;huge&quot;');
+    // Create waits for the correction, and says which field
+    expect(html).toMatch(/<button type="submit" class="primary" disabled="" aria-describedby="create-problem">/);
+    expect(html).toContain(`Correct ${RUN_OPTIONS.innerSteps.label} first.`);
+  });
+
+  it('refuses τ 60 with H 50 beside τ, its help kept, and opens Advanced to show it', async () => {
+    const html = await renderForm('?overlap=60');
+    const field = fieldOf(html, 'overlap');
+    expect(field).toContain('aria-invalid="true"');
+    expect(field).toContain('aria-describedby="run-overlap-help run-overlap-error"');
+    expect(field).toContain(`<small id="run-overlap-help" class="muted">${entities(RUN_OPTIONS.overlap.help)}</small>`);
+    expect(field).toContain(
+      '<small id="run-overlap-error" class="field-error">less than the inner steps per round, H = 50',
+    );
+    expect(fieldOf(html, 'innerSteps')).toContain('aria-invalid="false"');
+    expect(html).toContain('<details class="advanced" data-testid="advanced" open="">');
+    expect(html).toMatch(/<button type="submit" class="primary" disabled=""/);
+  });
+
+  it('checks the fields against each other as they are typed: the text’s own error first, then the rules', async () => {
+    const { formErrors } = await import('./RoomForm.tsx');
+    const { RUN_OPTION_DEFAULTS } = await import('@shoal/swarm/run-options');
+    // H typed down to 2 makes the default τ of 2 wrong, on τ
+    expect(formErrors({ ...RUN_OPTION_DEFAULTS, innerSteps: 2 }, {})).toEqual({
+      overlap: expect.stringMatching(/^less than the inner steps per round, H = 2/),
+    });
+    // a sequence longer than nano's block size: wrong for nano, right for tiny
+    expect(formErrors({ ...RUN_OPTION_DEFAULTS, seq: 128 }, {})).toEqual({
+      seq: "at most the model's block size 64",
+    });
+    expect(formErrors({ ...RUN_OPTION_DEFAULTS, preset: 'tiny', seq: 128 }, {})).toEqual({});
+    // what the person typed and the parser refused stays the field's error
+    expect(formErrors({ ...RUN_OPTION_DEFAULTS, seq: 128 }, { seq: '12x is not a number' })).toEqual({
+      seq: '12x is not a number',
+    });
+    // a checkpoint's model replaces the preset's
+    const model = { nLayer: 1, nHead: 2, nEmbd: 32, blockSize: 32, vocabSize: 256 };
+    expect(formErrors(RUN_OPTION_DEFAULTS, {}, model)).toEqual({
+      fragments: "at most the model's 1 layers",
+      seq: "at most the model's block size 32",
+    });
   });
 });
 

@@ -2,7 +2,7 @@
  * Small pieces every page uses: the header, stat tiles, a copyable link, error and notice
  * boxes. Numbers always carry units (charts/format.ts).
  */
-import { type ReactNode, useState } from 'react';
+import { type ReactNode, useEffect, useId, useRef, useState } from 'react';
 import { formatBytes, formatQuantity, formatSi } from '../charts/format.ts';
 import type { DatasetInfo } from '../runtime/messages.ts';
 
@@ -74,14 +74,22 @@ export function StatTiles({ stats }: { stats: Stat[] }) {
   );
 }
 
+/**
+ * A link to hand on: the field is named by `label` (a screen reader reads "Join link"), the
+ * button by what it copies ("Copy the join link").
+ */
 export function CopyField({ label, value, testId }: { label: string; value: string; testId?: string }) {
   const [copied, setCopied] = useState(false);
+  const id = useId();
   return (
     <div className="copy-field">
-      <span className="copy-label">{label}</span>
-      <input readOnly value={value} data-testid={testId} onFocus={(event) => event.currentTarget.select()} />
+      <label className="copy-label" htmlFor={id}>
+        {label}
+      </label>
+      <input id={id} readOnly value={value} data-testid={testId} onFocus={(event) => event.currentTarget.select()} />
       <button
         type="button"
+        aria-label={`Copy the ${label.replace(/ \(.*\)$/, '').toLowerCase()}`}
         onClick={async () => {
           try {
             await navigator.clipboard.writeText(value);
@@ -94,7 +102,55 @@ export function CopyField({ label, value, testId }: { label: string; value: stri
       >
         {copied ? 'Copied' : 'Copy'}
       </button>
+      <span className="visually-hidden" aria-live="polite">
+        {copied ? `${label} copied` : ''}
+      </span>
     </div>
+  );
+}
+
+/**
+ * A question before an action that cannot be taken back lightly: a modal <dialog> with the
+ * consequences in `children`, Cancel (focused first, and Escape) and the action's own button.
+ */
+export function ConfirmDialog(props: {
+  open: boolean;
+  title: string;
+  children: ReactNode;
+  confirm: string;
+  danger?: boolean;
+  testId?: string;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (props.open && !dialog.open) dialog.showModal();
+    if (!props.open && dialog.open) dialog.close();
+  }, [props.open]);
+  return (
+    <dialog
+      ref={ref}
+      className="confirm card"
+      aria-labelledby={titleId}
+      data-testid={props.testId}
+      onClose={props.onCancel}
+    >
+      <h2 id={titleId}>{props.title}</h2>
+      {props.children}
+      <div className="actions">
+        {/* biome-ignore lint/a11y/noAutofocus: a dialog focuses its safe choice first */}
+        <button type="button" autoFocus onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="button" className={props.danger ? 'danger' : 'primary'} onClick={props.onConfirm}>
+          {props.confirm}
+        </button>
+      </div>
+    </dialog>
   );
 }
 

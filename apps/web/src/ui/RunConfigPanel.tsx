@@ -1,0 +1,90 @@
+/**
+ * The run's configuration as a person reads it: the model with its size, the text, and the
+ * settings a host chose, labelled as the host form labels them (RUN_OPTIONS). Built from the room
+ * view's RunConfig, so the dashboard and the watch page show the same.
+ */
+import { buildLayout, type GptConfig, PRESETS, presetConfig } from '@shoal/model';
+import type { RunConfig } from '@shoal/protocol';
+import { formatCount } from '@shoal/swarm/plan';
+import { RUN_OPTIONS } from '@shoal/swarm/run-options';
+
+/** The preset whose shape `model` is, or null (a checkpoint's own shape). */
+export function presetNameOf(model: GptConfig): string | null {
+  const same = (a: GptConfig, b: GptConfig) =>
+    a.nLayer === b.nLayer &&
+    a.nHead === b.nHead &&
+    a.nEmbd === b.nEmbd &&
+    a.blockSize === b.blockSize &&
+    a.vocabSize === b.vocabSize;
+  return Object.keys(PRESETS).find((name) => same(presetConfig(name), model)) ?? null;
+}
+
+/** `0.12M parameters, 2 layers × 64 wide, 64 tokens of context`. */
+export function modelSize(model: GptConfig): string {
+  return `${formatCount(buildLayout(model).size)} parameters, ${model.nLayer} layers × ${model.nEmbd} wide, ${model.blockSize} tokens of context`;
+}
+
+/** A preset as the form's Model choice offers it: `nano — 0.12M parameters, …`. */
+export function presetChoice(name: string): string {
+  return `${name} — ${modelSize(presetConfig(name))}`;
+}
+
+/** The room's text as a person names it. */
+export function corpusName(corpus: string): string {
+  return corpus === 'moby-dick' ? 'Moby Dick' : corpus;
+}
+
+/** The config's rows: [label, value]; what does not apply to this run (a pipeline, low rank) is left out. */
+export function runConfigRows(config: RunConfig): [string, string][] {
+  const { model, train, diloco, pipeline, data } = config;
+  const preset = presetNameOf(model);
+  const label = (name: keyof typeof RUN_OPTIONS) => RUN_OPTIONS[name].label;
+  const rate = (lr: number) => lr.toPrecision(2).replace(/\.0+(?=e|$)/, '');
+  const rows: [string, string][] = [
+    [label('preset'), `${preset ?? 'from a checkpoint'}: ${modelSize(model)}`],
+    ['Text', corpusName(data.corpus)],
+    [
+      `${label('batch')} × ${label('seq').toLowerCase()}`,
+      `${train.batchSize} × ${train.seqLen} tokens per volunteer per step`,
+    ],
+    [label('innerSteps'), String(diloco.innerSteps)],
+    [label('fragments'), String(diloco.fragments)],
+    [label('overlap'), String(diloco.overlap)],
+    [label('alpha'), String(diloco.alpha)],
+    [label('codec'), `${diloco.codec}, blocks of ${diloco.codecBlockSize}`],
+  ];
+  if (diloco.lowRank) rows.push([label('lowRank'), `${diloco.lowRank.rank} (error target ${diloco.lowRank.target})`]);
+  if (diloco.overlapRounds) rows.push([label('overlapRounds'), 'on']);
+  rows.push(
+    [label('aggregation'), diloco.aggregation.kind],
+    [label('lr'), `${rate(train.maxLr)}, down to ${rate(train.minLr)} (warmup ${train.warmupSteps} steps)`],
+    [`${label('outerLr')}, ${label('outerMomentum').toLowerCase()}`, `${diloco.outerLr}, ${diloco.outerMomentum}`],
+    [label('steps'), `${train.totalSteps.toLocaleString('en-US')}; after them the rate stays at ${rate(train.minLr)}`],
+  );
+  if (pipeline) {
+    rows.push([
+      label('pipelineStages'),
+      `${pipeline.stages} stages, ${pipeline.micros} micro-batches, ${pipeline.schedule}, activations ${pipeline.activations}`,
+    ]);
+  }
+  rows.push([label('seed'), String(train.seed)]);
+  return rows;
+}
+
+/** The "Run" panel: the configuration, compact, as a definition list. */
+export function RunConfigPanel({ config }: { config: RunConfig | null | undefined }) {
+  if (!config) return null;
+  return (
+    <section className="card run-config" aria-labelledby="run-config-title" data-testid="run-config">
+      <h2 id="run-config-title">Run</h2>
+      <dl>
+        {runConfigRows(config).map(([label, value]) => (
+          <div key={label}>
+            <dt>{label}</dt>
+            <dd>{value}</dd>
+          </div>
+        ))}
+      </dl>
+    </section>
+  );
+}
