@@ -24,7 +24,15 @@ import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from
 import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import { evalBatchesFor, type HostMetrics, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
 import { finishInterruptedWrite, readInput, writePrivateFiles } from './files.ts';
-import { connectSignaling, joinMesh, loadWrtc, serverBase, untilSignal } from './room.ts';
+import {
+  connectSignaling,
+  describeReconnect,
+  joinMesh,
+  loadWrtc,
+  reconnecting,
+  serverBase,
+  untilSignal,
+} from './room.ts';
 import { UsageError } from './usage.ts';
 
 /** The run options (run-options.ts) and the host's own. */
@@ -73,7 +81,9 @@ export type HostEvent =
       roomTokens: number;
       /** Whether the signaling room was taken back (false: a new room, a new join link). */
       reclaimed: boolean;
-    };
+    }
+  /** The signaling socket dropped, or came back (ReconnectState's kind). */
+  | { event: 'signaling'; state: 'connected' | 'reconnecting' | 'gave-up' | 'closed' };
 
 export const CHECKPOINT_NAME = 'shoal-room.safetensors';
 export const STATE_NAME = 'shoal-room.state.safetensors';
@@ -211,7 +221,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   // a checkpoint written before the credentials had a file of their own keeps them in its run
   // state: read there, never written back (the next save drops them)
   const savedRoom = options.resume ? (loadRoomCredentials(options.resume) ?? saved?.state.room ?? null) : null;
-  const signal = await connectSignaling(base);
+  const client = await connectSignaling(base);
   // A resumed host takes its signaling room back while the server still has it (members that
   // stayed keep their link); otherwise it opens a new room.
   let room: {
@@ -226,13 +236,16 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   let reclaimed = false;
   try {
     if (!savedRoom) throw new Error('no room to take back');
-    const back = await signal.reclaim(savedRoom.roomId, savedRoom.hostSecret);
+    const back = await client.reclaim(savedRoom.roomId, savedRoom.hostSecret);
     room = { ...back, hostSecret: savedRoom.hostSecret };
     peers = back.peers;
     reclaimed = true;
   } catch {
-    room = await signal.create();
+    room = await client.create();
   }
+  // from here on the room outlives the socket: a restarted server is reclaimed with the secret
+  const signal = reconnecting(client, base, { role: 'host', roomId: room.roomId, hostSecret: room.hostSecret });
+  signal.onState((state) => print({ event: 'signaling', state: state.kind }, `shoal: ${describeReconnect(state)}`));
   const checkpointDir = options.checkpointDir;
   if (checkpointDir) {
     // owner-only when this host creates it (an existing directory keeps the mode its owner gave it)
@@ -302,9 +315,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
       storage,
       onEvent,
       // the watch link's view: one chart point and one publish per period (the server keeps the history)
-      onView: (update) => {
-        if (signal.open) signal.publish(update);
-      },
+      onView: (update) => signal.publish(update), // dropped while reconnecting: the next one carries on
       onEvaluated: printMetrics,
       onError: (error, during) =>
         console.error(
@@ -356,7 +367,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   const closedBy = await Promise.race([
     untilSignal(),
     new Promise<string>((resolve) =>
-      signal.on('close', ({ code }) => resolve(`the signaling socket closed (${code})`)),
+      signal.on('close', ({ reason }) => resolve(`the signaling server refused the room back: ${reason}`)),
     ),
   ]);
   clearInterval(metricsTimer);

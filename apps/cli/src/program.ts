@@ -1,3 +1,4 @@
+import { HOST_GRACE_MS } from '@shoal/mesh';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { DEFAULT_STAGE_LINK, METHODS } from '@shoal/swarm/methods';
 import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
@@ -278,6 +279,12 @@ export function createProgram(): Command {
       parseByteSize,
     )
     .option('--data <file>', "the room's corpus, when it is not Moby Dick")
+    .option(
+      '--host-grace <seconds>',
+      'leave once the host has been gone this long (its link down and the server not seeing it)',
+      parsePositiveInt,
+      HOST_GRACE_MS / 1000,
+    )
     .option('--json', 'one JSON line per event on stdout')
     .action(guarded(workerCommand));
 

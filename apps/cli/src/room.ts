@@ -4,14 +4,18 @@
  * announces, and the swarm Member on top of it, on the wall clock. Parameter traffic goes over
  * the mesh only; the server carries SDP/ICE.
  *
+ * Restarts: the signaling socket is a ReconnectingSignal, so when the server goes away and comes
+ * back the process enters its room again as the same peer (the host reclaims, a worker rejoins)
+ * while the mesh keeps its channels; what happens is said on stderr (or as JSON lines).
+ *
  * Identity: the signaling client is made with a fresh key pair (Ed25519) that it announces to the
  * server; the mesh lends it, and the keys the server bound to the other peers, to the Member,
  * which signs its contributions, shard results and hash reports and verifies the others'.
  */
 import { connectRoomMesh, type MeshTransport, type WrtcImplementation } from '@shoal/mesh';
 import { createIdentity, createWireCodec, type PeerId } from '@shoal/protocol';
-import type { IceServer } from '@shoal/signaling';
-import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
+import type { IceServer, ReconnectState, RoomEntry } from '@shoal/signaling';
+import { ReconnectingSignal, SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
 import { Member, runIdFor, wallClock } from '@shoal/swarm';
 import { WebSocket } from 'ws';
 import { UsageError } from './usage.ts';
@@ -72,8 +76,34 @@ export async function connectSignaling(server: string): Promise<SignalClient> {
   }
 }
 
+/**
+ * `client`, which has entered its room, as a ReconnectingSignal that enters again with `entry`
+ * after the socket drops (null: it cannot, an older server gave no member secret).
+ */
+export function reconnecting(client: SignalClient, server: string, entry: RoomEntry | null): ReconnectingSignal {
+  const url = signalUrl(serverBase(server));
+  return new ReconnectingSignal(client, { url, WebSocketImpl: SignalSocket as unknown as WebSocketConstructor, entry });
+}
+
+/** A reconnect state in words, for the log. */
+export function describeReconnect(state: ReconnectState): string {
+  switch (state.kind) {
+    case 'connected':
+      return 'back in the room on the signaling server';
+    case 'reconnecting':
+      return state.nextTryMs > 0
+        ? `the signaling server went away; reconnecting (attempt ${state.attempt}, next try in ${Math.ceil(state.nextTryMs / 1000)} s); training goes on with the peers already connected`
+        : `reconnecting to the signaling server (attempt ${state.attempt})`;
+    case 'gave-up':
+      return `the signaling server refused us back (${state.error.code}): ${state.error.message}`;
+    case 'closed':
+      return 'signaling closed';
+  }
+}
+
 export interface RoomLink {
-  signal: SignalClient;
+  /** A ReconnectingSignal in `shoal host` and `shoal worker`; a plain client in tests that want one. */
+  signal: ReconnectingSignal | SignalClient;
   mesh: MeshTransport;
   member: Member;
   /** Mesh and signaling closed; idempotent. */
@@ -87,7 +117,7 @@ export interface RoomLink {
  * from peers that announced no key (MemberOptions).
  */
 export async function joinMesh(
-  signal: SignalClient,
+  signal: ReconnectingSignal | SignalClient,
   room: { roomId: string; peerId: PeerId; iceServers: IceServer[] },
   peers: PeerId[],
   wrtc: WrtcImplementation,
@@ -102,7 +132,8 @@ export async function joinMesh(
   const close = () => {
     closing ??= (async () => {
       await roomMesh.close();
-      if (signal.open) {
+      if (signal instanceof ReconnectingSignal) signal.leave();
+      else if (signal.open) {
         signal.leave();
         signal.close();
       }

@@ -48,7 +48,9 @@ export async function serverCommand(options: ServerCliOptions): Promise<void> {
     throw new UsageError(`--ice-servers: ${(error as Error).message.replace(/^SHOAL_ICE_SERVERS /, '')}`);
   }
   const roomsDir = resolveRoomsDir(options);
-  const server = await startServer({ port, host: options.host, limits, iceServers, roomsDir }).catch(
+  // JSON lines on stdout, also when a test (under Vitest) runs this command as a process
+  const logger = (line: string) => process.stdout.write(`${line}\n`);
+  const server = await startServer({ port, host: options.host, limits, iceServers, roomsDir, logger }).catch(
     (error: NodeJS.ErrnoException) => {
       if (error.code === 'EADDRINUSE') {
         console.error(

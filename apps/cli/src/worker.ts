@@ -3,17 +3,31 @@
  * signaling server, connects the mesh to every member (the host included), and trains with the
  * swarm Worker on its engine until SIGINT/SIGTERM; then it finishes its step, says leave to every
  * peer and to the server, and closes.
+ *
+ * It outlives the signaling server: when the server restarts, it rejoins as the same peer (room.ts)
+ * and trains on meanwhile. It does not outlive its host: once the host has been gone (its mesh
+ * link down, and the server not saying it is in the room) for --host-grace seconds, the room has
+ * ended, and the worker leaves and exits.
  */
 import { type Corpus, corpusFromBytes, loadCorpus } from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
-import type { WrtcImplementation } from '@shoal/mesh';
+import { HOST_GRACE_MS, type WrtcImplementation, watchHost } from '@shoal/mesh';
 import type { Trainer } from '@shoal/model';
 import { type Capabilities, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
-import type { ServerMessageOf } from '@shoal/signaling';
+import { memberEntry, type ReconnectingSignal, type ServerMessageOf } from '@shoal/signaling';
 import { fetchCorpusFrom, type Member, type Worker } from '@shoal/swarm';
 import { stageFor, trainerFor, VolunteerService, type VolunteerServiceOptions } from '@shoal/swarm/services';
 import { acquireCliGpu } from './grads-webgpu.ts';
-import { connectSignaling, joinMesh, loadWrtc, type RoomLink, serverBase, untilSignal } from './room.ts';
+import {
+  connectSignaling,
+  describeReconnect,
+  joinMesh,
+  loadWrtc,
+  type RoomLink,
+  reconnecting,
+  serverBase,
+  untilSignal,
+} from './room.ts';
 import { UsageError } from './usage.ts';
 
 export interface WorkerCliOptions {
@@ -25,6 +39,8 @@ export interface WorkerCliOptions {
   maxMemory?: number;
   /** The corpus, when the room trains on a file rather than Moby Dick. */
   data?: string;
+  /** Seconds to wait for a host that has gone before leaving (default HOST_GRACE_MS). */
+  hostGrace?: number;
   json?: boolean;
 }
 
@@ -45,6 +61,8 @@ export interface RoomWorkerOptions {
   data?: string;
   /** The corpus is loaded: where it came from. */
   onCorpus?: (corpus: Corpus, source: 'moby-dick' | 'file' | 'mesh') => void;
+  /** How long the host may be gone before the room counts as ended, ms (default HOST_GRACE_MS). */
+  hostGraceMs?: number;
 }
 
 /**
@@ -79,6 +97,9 @@ export async function loadRoomCorpus(
 export interface RoomWorker {
   joined: ServerMessageOf<'joined'>;
   link: RoomLink;
+  signal: ReconnectingSignal;
+  /** Resolves with why the room has ended for this worker: its host has been gone for the grace period. */
+  hostGone: Promise<Error>;
   worker: Worker;
   /** join() then run(); settles when the loop ends. */
   running: Promise<void>;
@@ -90,31 +111,41 @@ export interface RoomWorker {
 
 /**
  * What ends a worker's run: SIGINT/SIGTERM (the signal's name), or an Error saying why it cannot
- * go on (the engine or the text failed, the loop ended, the signaling socket closed).
+ * go on (the engine or the text failed, the loop ended, the server refused it back, the host has
+ * been gone too long).
  */
 export function untilStopped(room: RoomWorker): Promise<NodeJS.Signals | Error> {
-  const { worker, link } = room;
+  const { worker, signal } = room;
   return Promise.race([
     untilSignal(),
     room.failure,
+    room.hostGone,
     room.running.then(() => new Error(`the training loop ended${worker.stopReason ? `: ${worker.stopReason}` : ''}`)),
     new Promise<Error>((resolve) =>
-      link.signal.on('close', ({ code }) => resolve(new Error(`the signaling socket closed (${code})`))),
+      signal.on('close', ({ reason }) => resolve(new Error(`the signaling server refused us back: ${reason}`))),
     ),
   ]);
 }
 
 /** Joins the room, connects the mesh and starts training (what `shoal worker` is, minus the process). */
 export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<RoomWorker> {
-  const signal = await connectSignaling(options.server);
+  const client = await connectSignaling(options.server);
   let joined: ServerMessageOf<'joined'>;
   try {
-    joined = await signal.join(options.room, options.token);
+    joined = await client.join(options.room, options.token);
   } catch (error) {
-    signal.close();
+    client.close();
     throw new UsageError(`cannot join room ${options.room}: ${(error as Error).message}`);
   }
+  const signal = reconnecting(client, options.server, memberEntry(joined));
   const link = await joinMesh(signal, joined, [joined.hostId, ...joined.peers], options.wrtc);
+  const graceMs = options.hostGraceMs ?? HOST_GRACE_MS;
+  let stopWatchingHost = () => {};
+  const hostGone = new Promise<Error>((resolve) => {
+    stopWatchingHost = watchHost(signal, link.mesh, joined, graceMs, () =>
+      resolve(new Error(`the host has been gone for ${formatDuration(graceMs)}, so this room has ended`)),
+    );
+  });
   const { member } = link;
   const volunteer = new VolunteerService({
     member,
@@ -148,13 +179,21 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
   const leave = () => {
     leaving ??= (async () => {
       // the step in progress finishes (a bounded wait), every peer hears leave
+      stopWatchingHost();
       await volunteer.leave('stopped', 5_000);
       await link.close();
       volunteer.destroy();
     })();
     return leaving;
   };
-  return { joined, link, worker, running, failure, leave };
+  return { joined, link, signal, hostGone, worker, running, failure, leave };
+}
+
+/** 120000 → '2 minutes', 90000 → '90 s'. */
+function formatDuration(ms: number): string {
+  const seconds = Math.round(ms / 1000);
+  if (seconds >= 60 && seconds % 60 === 0) return `${seconds / 60} minute${seconds === 60 ? '' : 's'}`;
+  return `${seconds} s`;
 }
 
 export async function workerCommand(options: WorkerCliOptions): Promise<void> {
@@ -184,6 +223,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     createEngine: (config, params) => trainerFor(device, config, params),
     createStage: (config, spec, params, o) => stageFor(device, config, spec, params, o),
     data: options.data,
+    hostGraceMs: options.hostGrace === undefined ? undefined : options.hostGrace * 1000,
     onCorpus: (corpus, source) =>
       log(
         { event: 'corpus', name: corpus.name, bytes: corpus.bytes.length, fingerprint: corpus.fingerprint, source },
@@ -196,6 +236,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     `joined as ${joined.peerId}`,
   );
   void worker.welcomed.then(() => log({ event: 'training', peer: joined.peerId }, 'welcomed: training'));
+  room.signal.onState((state) => log({ event: 'signaling', state: state.kind }, describeReconnect(state)));
   const stoppedBy = await untilStopped(room);
   await room.leave();
   release();

@@ -96,3 +96,84 @@ export function connectRoomMesh(
   };
   return { mesh, close };
 }
+
+/**
+ * How long a member waits for a host that has gone before it takes the room as ended: 2 minutes,
+ * time for a host to reload its page or restart `shoal host --resume`, or for the server to come back.
+ */
+export const HOST_GRACE_MS = 120_000;
+
+/** What watchHost needs of the signaling channel: who comes and goes, and a re-entry's news of the host. */
+export interface HostPresenceChannel {
+  on(event: 'peer-joined', handler: (message: { peer: string }) => void): () => void;
+  on(event: 'peer-left', handler: (message: { peer: string }) => void): () => void;
+  on(event: 'reentered', handler: (reply: { hostPresent?: boolean }) => void): () => void;
+  onState(handler: (state: { kind: string }) => void): () => void;
+}
+
+/**
+ * Calls `onGone` once when the host has been gone for `graceMs`: its mesh link down and the
+ * server not saying it is in the room (it said the host left, or the server itself is away), the
+ * whole time. Either coming back restarts the wait. Returns the stop.
+ */
+export function watchHost(
+  signal: HostPresenceChannel,
+  mesh: Pick<MeshTransport, 'peers' | 'on'>,
+  host: { hostId: PeerId; hostPresent: boolean },
+  graceMs: number,
+  onGone: () => void,
+): () => void {
+  let serverSaysPresent = host.hostPresent;
+  let linkUp = mesh.peers().includes(host.hostId);
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const check = () => {
+    const gone = !serverSaysPresent && !linkUp;
+    if (!gone) {
+      if (timer) clearTimeout(timer);
+      timer = null;
+    } else if (!timer) {
+      timer = setTimeout(() => {
+        stop();
+        onGone();
+      }, graceMs);
+    }
+  };
+  const off = [
+    signal.on('peer-joined', ({ peer }) => {
+      if (peer !== host.hostId) return;
+      serverSaysPresent = true;
+      check();
+    }),
+    signal.on('peer-left', ({ peer }) => {
+      if (peer !== host.hostId) return;
+      serverSaysPresent = false;
+      check();
+    }),
+    signal.on('reentered', (reply) => {
+      serverSaysPresent = reply.hostPresent === true;
+      check();
+    }),
+    signal.onState((state) => {
+      // the server away cannot say the host is there
+      if (state.kind !== 'connected') serverSaysPresent = false;
+      check();
+    }),
+    mesh.on('peer-up', (peer) => {
+      if (peer !== host.hostId) return;
+      linkUp = true;
+      check();
+    }),
+    mesh.on('peer-down', (peer) => {
+      if (peer !== host.hostId) return;
+      linkUp = false;
+      check();
+    }),
+  ];
+  const stop = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    for (const unsubscribe of off) unsubscribe();
+  };
+  check();
+  return stop;
+}
