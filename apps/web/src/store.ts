@@ -39,6 +39,11 @@ export interface SessionSlice {
   phase: string;
   /** The last error a person should see; null when all is well. */
   error: string | null;
+  /**
+   * The page's link to the Shoal server: 'reconnecting' while it tries again (training goes on with
+   * the peers already connected), 'lost' once it gave up. The header shows it (ConnectionBanner).
+   */
+  connection: 'connected' | 'reconnecting' | 'lost';
   /** The host's room status (the host's own, or as relayed to volunteers and watchers). */
   status: RoomStatus | null;
   /** The room's text, on the dashboard (a volunteer's is in its stats). */
@@ -135,6 +140,7 @@ const sessionSlice: Slice<SessionSlice> = (set) => ({
   watchUrl: null,
   phase: '',
   error: null,
+  connection: 'connected',
   status: null,
   dataset: null,
   setSession: (patch) => set(patch),
@@ -315,6 +321,7 @@ export function snapshot() {
     status: state.status,
     phase: state.phase,
     error: state.error,
+    connection: state.connection,
     /** The volunteers (the host excluded). */
     peers: (view?.peers ?? []).filter((peer) => peer.role === 'worker'),
     /** A pipeline room's settings, split and groups (the host's view only); null otherwise. */

@@ -2,6 +2,7 @@
 import { useEffect } from 'react';
 import { useStore } from 'zustand';
 import { statusLabel } from '../session/room-link.ts';
+import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { watchRoom } from '../session/watch-session.ts';
 import { store } from '../store.ts';
 import { ErrorBox, Header } from '../ui/parts.tsx';
@@ -32,7 +33,8 @@ export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: stri
             <span className={`status ${status}`} data-testid="room-status">
               {statusLabel[status]}
             </span>
-          )}
+          )}{' '}
+          <ConnectionBanner />
         </h1>
         <p className="muted" data-testid="watch-phase">
           Read-only view{hostKind ? `, hosted by ${hostKind === 'cli' ? 'shoal host' : 'a browser dashboard'}` : ''}

@@ -63,6 +63,20 @@ export async function listRooms(): Promise<{ link: RoomLinkRecord; info: Checkpo
   return rooms.sort((a, b) => b.link.createdAt.localeCompare(a.link.createdAt));
 }
 
+/**
+ * The run of room `oldId` goes on in another room (`link`; the server had forgotten the old one):
+ * its checkpoint and text move to the new id and the old record goes, so the room list shows
+ * the run once.
+ */
+export async function replaceRoomLink(oldId: string, link: RoomLinkRecord): Promise<void> {
+  if (oldId === link.roomId) return saveRoomLink(link);
+  const [files, corpus] = await Promise.all([loadRoomFiles(oldId), loadRoomCorpus(oldId)]);
+  if (files) await saveRoomFiles(link.roomId, files);
+  if (corpus) await saveRoomCorpus(link.roomId, corpus);
+  await saveRoomLink(link);
+  await forgetRoom(oldId);
+}
+
 export async function forgetRoom(roomId: string): Promise<void> {
   await del(`room-link:${roomId}`, db());
   await del(`room-files:${roomId}`, db());

@@ -6,9 +6,15 @@
  */
 import { MOBY_DICK_URL } from '@shoal/data';
 import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
-import { readKeptView, type SignalClient } from '@shoal/signaling';
+import { type ReconnectingSignal, readKeptView, type SignalClient } from '@shoal/signaling';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
-import { loadRoomFiles, loadRoomLink, type RoomLinkRecord, saveRoomLink } from '../runtime/checkpoint-store.ts';
+import {
+  loadRoomFiles,
+  loadRoomLink,
+  type RoomLinkRecord,
+  replaceRoomLink,
+  saveRoomLink,
+} from '../runtime/checkpoint-store.ts';
 import type { HostInit, RuntimeEvent } from '../runtime/messages.ts';
 import { store, summaryOf } from '../store.ts';
 import {
@@ -16,6 +22,7 @@ import {
   joinUrlOf,
   meshIntoWorker,
   type RoomWorker,
+  reconnectingSignal,
   startRoomWorker,
   summaryMessage,
   watchUrlOf,
@@ -42,8 +49,8 @@ export async function createRoom(
 ): Promise<HostSession> {
   const { setSession } = store.getState();
   setSession({ role: 'host', phase: 'creating the room…', error: null });
-  const signal = await connectSignaling();
-  const room = await signal.create();
+  const client = await connectSignaling();
+  const room = await client.create();
   const link: RoomLinkRecord = {
     roomId: room.roomId,
     hostSecret: room.hostSecret,
@@ -54,7 +61,7 @@ export async function createRoom(
   };
   await saveRoomLink(link);
   history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
-  return run(signal, { ...room, peers: [] }, link, { config, params, corpus, resume: null, history: null });
+  return run(client, { ...room, peers: [] }, link, { config, params, corpus, resume: null, history: null });
 }
 
 /** Takes a room this browser hosted back after a reload: the same room and run, from IndexedDB. */
@@ -78,14 +85,15 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
           return null;
         })
     : null;
-  const signal = await connectSignaling();
+  const client = await connectSignaling();
   let link = saved;
   let room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[]; joinToken: string };
   try {
-    room = await signal.reclaim(roomId, saved.hostSecret);
+    room = await client.reclaim(roomId, saved.hostSecret);
   } catch {
-    // the server forgot the room (it restarted): the run goes on in a new room, with a new link
-    const created = await signal.create();
+    // the server forgot the room (one that keeps no rooms dir, restarted; or the room expired):
+    // the run goes on in a new room, with a new link, under which this browser's record moves
+    const created = await client.create();
     room = { ...created, peers: [] };
     link = {
       ...saved,
@@ -94,7 +102,7 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
       joinToken: created.joinToken,
       watchKey: created.watchKey ?? null,
     };
-    await saveRoomLink(link);
+    await replaceRoomLink(roomId, link);
     history.replaceState(null, '', `/host/${encodeURIComponent(created.roomId)}`);
   }
   link = { ...link, joinToken: room.joinToken };
@@ -103,19 +111,28 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
   // checkpoint's (volunteers train on between saves)
   const view = link.roomId === roomId ? kept : null;
   if (view) store.getState().applyView(view, { replace: true, roomStep: view.metrics.step });
-  return run(signal, room, link, { config: null, params: null, corpus: null, resume: roomId, history: view });
+  // a record that moved to a new room resumes from there (replaceRoomLink moved its files too)
+  return run(client, room, link, { config: null, params: null, corpus: null, resume: link.roomId, history: view });
 }
 
 /** The dashboard's evaluation and publication timing (the CLI's differ: HOST_DEFAULTS). */
 const dashboard = HOST_DEFAULTS.dashboard;
 
 function run(
-  signal: SignalClient,
+  client: SignalClient,
   room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[] },
   link: RoomLinkRecord,
   start: Pick<HostInit, 'config' | 'params' | 'corpus' | 'resume' | 'history'>,
 ): HostSession {
   const { setSession, applyView, setCheckpoint } = store.getState();
+  // the room outlives the socket: after a server restart the page reclaims it with the secret
+  const signal: ReconnectingSignal = reconnectingSignal(
+    client,
+    { role: 'host', roomId: room.roomId, hostSecret: link.hostSecret },
+    (error) =>
+      `The Shoal server no longer has this room (${error.code}). Volunteers cannot join it any more; ` +
+      'download the checkpoint, or reload this page to go on in a new room.',
+  );
   const worker: RoomWorker = startRoomWorker();
   const mesh = meshIntoWorker(signal, room, room.peers, worker);
   let status: RoomStatus = link.status;
@@ -146,7 +163,7 @@ function run(
       void saveRoomLink(link);
       setSession({ status, phase: statusPhase(status) });
     }
-    if (!signal.open) return;
+    if (signal.state.kind !== 'connected') return; // the next view, once back, carries on
     signal.publish(update);
     // the volunteers' room figures: a projection of the same view (one definition)
     signal.relay(summaryMessage(summaryOf(update)));
@@ -195,9 +212,6 @@ function run(
     [start.params?.buffer, start.corpus?.bytes.buffer].filter((b) => b !== undefined),
   );
 
-  signal.on('close', ({ code }) => {
-    setSession({ error: `Lost the connection to the Shoal server (${code}); reload the page to take the room back.` });
-  });
   window.addEventListener('pagehide', () => {
     // the room stays: a reload takes it back with the host secret
     void mesh.close();

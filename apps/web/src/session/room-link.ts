@@ -13,11 +13,19 @@ import {
   roomViewEvalTrendSchema,
   roomViewNextRoundSchema,
 } from '@shoal/protocol';
-import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
+import {
+  ReconnectingSignal,
+  type ReconnectState,
+  type RoomEntry,
+  SignalClient,
+  type SignalError,
+  signalUrl,
+  type WebSocketConstructor,
+} from '@shoal/signaling';
 import { z } from 'zod';
 import type { RuntimeEvent, RuntimeIn } from '../runtime/messages.ts';
 import { bridgeTransport, type PortLike } from '../runtime/port-transport.ts';
-import { MAX_SUMMARY_PEERS, type RoomSummary } from '../store.ts';
+import { MAX_SUMMARY_PEERS, type RoomSummary, store } from '../store.ts';
 
 /**
  * This page's key pair (Ed25519 where the browser has it, else ECDSA P-256), announced to the
@@ -44,6 +52,42 @@ export async function connectSignaling(): Promise<SignalClient> {
   } catch (error) {
     throw new Error(`Cannot reach the Shoal server at ${location.origin}: ${(error as Error).message}`);
   }
+}
+
+/**
+ * `client`, which has entered its room, as a ReconnectingSignal: when the server goes away the page
+ * enters again with `entry` (null: it cannot), and the store's `connection` and `error` say what is
+ * happening in words, cleared once it is back. `gaveUp` words a refusal that ends the retrying.
+ */
+export function reconnectingSignal(
+  client: SignalClient,
+  entry: RoomEntry | null,
+  gaveUp: (error: SignalError) => string,
+): ReconnectingSignal {
+  const signal = new ReconnectingSignal(client, {
+    url: signalUrl(location.origin),
+    WebSocketImpl: WebSocket as unknown as WebSocketConstructor,
+    entry,
+  });
+  // the error this page last showed about the connection: cleared when back, unlike anyone else's
+  let shown: string | null = null;
+  const show = (patch: { connection: 'connected' | 'reconnecting' | 'lost' }, note: string | null) => {
+    const { error, setSession } = store.getState();
+    const mine = error === null || error === shown;
+    setSession(mine ? { ...patch, error: note } : patch);
+    if (mine) shown = note;
+  };
+  signal.onState((state) => {
+    if (state.kind === 'connected') show({ connection: 'connected' }, null);
+    else if (state.kind === 'reconnecting') show({ connection: 'reconnecting' }, reconnectingText(state));
+    else if (state.kind === 'gave-up') show({ connection: 'lost' }, gaveUp(state.error));
+  });
+  return signal;
+}
+
+function reconnectingText(state: Extract<ReconnectState, { kind: 'reconnecting' }>): string {
+  const next = state.nextTryMs > 0 ? `next try in ${Math.ceil(state.nextTryMs / 1000)} s` : 'trying now';
+  return `The Shoal server went away; reconnecting (attempt ${state.attempt}, ${next}). Training goes on with the peers already connected.`;
 }
 
 /**
@@ -96,7 +140,7 @@ export function startRoomWorker(): RoomWorker {
 
 /** The mesh for this member, bridged into the room worker (with the signaling client's keys). */
 export function meshIntoWorker(
-  signal: SignalClient,
+  signal: ReconnectingSignal,
   room: { peerId: string; iceServers: readonly unknown[] },
   peers: string[],
   { worker }: RoomWorker,

@@ -4,8 +4,20 @@
  * gates training), and carries pause, the duty-cycle cap, pause-while-hidden and a clean leave.
  */
 import { MOBY_DICK_URL } from '@shoal/data';
+import { HOST_GRACE_MS, watchHost } from '@shoal/mesh';
+import { memberEntry } from '@shoal/signaling';
 import { store } from '../store.ts';
-import { connectSignaling, enterOrExplain, meshIntoWorker, roomSummarySchema, startRoomWorker } from './room-link.ts';
+import {
+  connectSignaling,
+  enterOrExplain,
+  meshIntoWorker,
+  reconnectingSignal,
+  roomSummarySchema,
+  startRoomWorker,
+} from './room-link.ts';
+
+/** What a volunteer is told when its room has ended without it (the host gone, the server refusing it back). */
+const THANKS = 'Thank you — you can close this tab.';
 
 export interface VolunteerSession {
   /** This volunteer's peer id in the room (the host's table lists members by it). */
@@ -19,16 +31,21 @@ export interface VolunteerSession {
 export async function joinRoom(roomId: string, token: string, backend: 'webgpu' | 'cpu'): Promise<VolunteerSession> {
   const { setSession, setVolunteer, setSummary, setSettings } = store.getState();
   setSession({ role: 'volunteer', roomId, phase: 'joining the room…', error: null });
-  const signal = await connectSignaling();
+  const client = await connectSignaling();
   const joined = await enterOrExplain(
-    signal,
-    signal.join(roomId, token),
+    client,
+    client.join(roomId, token),
     {
       'bad-token': 'This join link is no longer valid: the host has rotated the token. Ask the host for the new link.',
       'no-such-room': `Room ${roomId} does not exist (any more).`,
       'room-full': 'The room is full.',
     },
     'Could not join',
+  );
+  const signal = reconnectingSignal(client, memberEntry(joined), (error) =>
+    error.code === 'kicked'
+      ? 'The host removed you from the room.'
+      : `The Shoal server no longer has this room (${error.code}), so it has ended. ${THANKS}`,
   );
   const worker = startRoomWorker();
   const mesh = meshIntoWorker(signal, joined, [joined.hostId, ...joined.peers], worker);
@@ -41,7 +58,12 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
         setVolunteer(message.stats);
         return;
       case 'left':
-        void mesh.close().then(() => signal.close());
+        // nothing of this room keeps running: the mesh, the socket, the worker thread
+        stopWatchingHost();
+        void mesh.close().then(() => {
+          signal.close();
+          worker.worker.terminate();
+        });
         return;
       case 'message-limit':
         mesh.mesh.setMessageLimit(message.bytes);
@@ -80,8 +102,16 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     setSession({ error: `The host removed you from the room${reason ? `: ${reason}` : ''}.`, phase: 'stopped' });
     leave();
   });
-  signal.on('close', ({ code }) => {
-    if (!left) setSession({ error: `Lost the connection to the Shoal server (${code}).` });
+  // the server refused us back for good (reconnectingSignal said why): this room has ended here
+  signal.on('close', () => leave());
+  // a host gone (its link down, the server not seeing it) for HOST_GRACE_MS has ended the room
+  const minutes = HOST_GRACE_MS / 60_000;
+  const stopWatchingHost = watchHost(signal, mesh.mesh, joined, HOST_GRACE_MS, () => {
+    setSession({
+      error: `The host has been gone for ${minutes} minutes, so this room has ended. ${THANKS}`,
+      phase: 'stopped',
+    });
+    leave();
   });
 
   const pauseFor = () => {
@@ -96,7 +126,7 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     if (left) return;
     left = true;
     worker.post({ type: 'leave' });
-    if (signal.open) signal.leave();
+    signal.leave();
     setSession({ phase: 'left the room' });
   };
   window.addEventListener('pagehide', leave);
