@@ -10,6 +10,7 @@ import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
 import { type HostSession, resumeRoom } from '../session/host-session.ts';
 import { statusLabel } from '../session/room-link.ts';
+import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { type ShoalState, store } from '../store.ts';
 import { ConfirmDialog, CopyField, DatasetLine, download, ErrorBox, fmt, Header } from '../ui/parts.tsx';
 import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
@@ -122,7 +123,8 @@ function Dashboard({ session }: { session: HostSession }) {
           Room <span className="mono">{state.roomId}</span>{' '}
           <span className={`status ${status}`} data-testid="room-status">
             {statusLabel[status]}
-          </span>
+          </span>{' '}
+          <ConnectionBanner />
         </h1>
         <div className="actions">
           {status === 'waiting' && (
