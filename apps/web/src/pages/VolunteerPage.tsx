@@ -8,6 +8,7 @@ import { formatAdapter } from '@shoal/gpu';
 import { useState } from 'react';
 import { useStore } from 'zustand';
 import { statusLabel } from '../session/room-link.ts';
+import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
 import { store } from '../store.ts';
 import { GpuCard } from '../ui/GpuCards.tsx';
@@ -125,7 +126,8 @@ function Training({ session }: { session: VolunteerSession }) {
         Room <span className="mono">{state.roomId}</span>{' '}
         <span className={`status ${stageWait ? 'waiting' : phase}`} data-testid="volunteer-phase">
           {stageWait ? 'waiting' : phase}
-        </span>
+        </span>{' '}
+        <ConnectionBanner />
       </h1>
       <p className="muted">
         {phaseText[phase]} {summary && `Room: ${statusLabel[summary.status]}.`}
