@@ -4,8 +4,12 @@
  * against H, the sequence against the model), then a room that asks before Stop and before a
  * New room, and that, stopped, offers its checkpoint instead of its join link.
  */
+import { mkdirSync } from 'node:fs';
 import { expect, test } from '@playwright/test';
 import { recordErrors } from './fixtures.ts';
+
+const SHOTS = 'test-results/screenshots';
+mkdirSync(SHOTS, { recursive: true });
 
 const errors: string[] = [];
 test.afterEach(() => {
@@ -23,6 +27,7 @@ test('the form: the model with its size, Advanced closed, cross-field errors bes
   const create = page.getByRole('button', { name: 'Create room' });
   // on a phone, Create is on the first screen: the model and the text are all there is above it
   await expect(create).toBeInViewport();
+  await page.screenshot({ path: `${SHOTS}/host-form-phone.png` });
   await expect(page.locator('select[name=preset] option:checked')).toHaveText(/^nano — 121k parameters, 2 layers/);
   const advanced = page.getByTestId('advanced');
   await expect(advanced).not.toHaveAttribute('open', '');
@@ -42,6 +47,7 @@ test('the form: the model with its size, Advanced closed, cross-field errors bes
   await expect(page.getByTestId('field-overlap').locator('.field-error')).toBeVisible();
   await expect(create).toBeDisabled();
   await expect(page.locator('#create-problem')).toHaveText('Correct Merge delay, steps (τ) first.');
+  await page.getByTestId('field-overlap').screenshot({ path: `${SHOTS}/host-form-error.png` });
   // a longer H makes the same τ right
   await H.fill('80');
   await expect(tau).toHaveAttribute('aria-invalid', 'false');
@@ -99,6 +105,7 @@ test('a room asks before Stop and New room; stopped, it hides its join link and 
   const stop = page.getByTestId('stop-dialog');
   await expect(stop).toBeVisible();
   await expect(stop).toContainText('The last checkpoint stays in this browser');
+  await page.screenshot({ path: `${SHOTS}/dashboard-stop-dialog.png` });
   await stop.getByRole('button', { name: 'Cancel' }).click();
   await expect(stop).toBeHidden();
   await expect(status).toHaveText('waiting for Start');
@@ -108,10 +115,12 @@ test('a room asks before Stop and New room; stopped, it hides its join link and 
   // stopped: no join link, no Rotate; why it ended, and what to do with the model
   await expect(joinUrl).toHaveCount(0);
   await expect(page.getByRole('button', { name: 'Rotate join token' })).toHaveCount(0);
+  await expect(page.getByTestId('room-ended')).toHaveText('The host stopped the run.');
   const ended = page.getByTestId('run-ended');
-  await expect(ended).toContainText('You stopped the run.');
+  await expect(ended).toContainText('The last checkpoint is kept in this browser.');
   await expect(ended.getByRole('button', { name: 'Download checkpoint' })).toBeVisible();
   await expect(ended.getByRole('link', { name: 'Sample text' })).toBeVisible();
+  await page.screenshot({ path: `${SHOTS}/dashboard-stopped.png`, fullPage: true });
   // New room no longer asks: nothing runs here
   await expect(page.getByRole('link', { name: 'New room' })).toBeVisible();
 

@@ -10,11 +10,11 @@ import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
 import { type HostSession, resumeRoom } from '../session/host-session.ts';
 import { statusLabel } from '../session/room-link.ts';
-import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { type ShoalState, store } from '../store.ts';
+import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { ConfirmDialog, CopyField, DatasetLine, download, ErrorBox, fmt, Header } from '../ui/parts.tsx';
 import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
-import { RunConfigPanel } from '../ui/RunConfigPanel.tsx';
+import { formatRate, RunConfigPanel } from '../ui/RunConfigPanel.tsx';
 import { RoomForm } from './RoomForm.tsx';
 
 // onnxruntime-web and the exporter load only when the host asks for text
@@ -175,7 +175,6 @@ function Dashboard({ session }: { session: HostSession }) {
         <RunEnded
           endedBy={state.endedBy}
           finalLr={state.config?.train.minLr ?? null}
-          totalSteps={state.config?.train.totalSteps ?? null}
           onDownload={() => void downloadFiles()}
           onResume={() => session.setStatus('running')}
         />
@@ -242,7 +241,6 @@ function Dashboard({ session }: { session: HostSession }) {
 function RunEnded(props: {
   endedBy: 'host' | 'schedule' | null;
   finalLr: number | null;
-  totalSteps: number | null;
   onDownload: () => void;
   onResume: () => void;
 }) {
@@ -250,12 +248,8 @@ function RunEnded(props: {
   return (
     <section className="card run-ended" aria-labelledby="run-ended-title" data-testid="run-ended">
       <h2 id="run-ended-title">The run has ended</h2>
-      <p>
-        {bySchedule
-          ? `The learning-rate schedule's ${fmt.count(props.totalSteps)} steps are done; training on would stay at its final rate${props.finalLr === null ? '' : ` (${props.finalLr.toPrecision(2)})`} and gain little.`
-          : 'You stopped the run.'}{' '}
-        Volunteers were told it is over. The last checkpoint is kept in this browser.
-      </p>
+      {/* why it ended is the room's progress line (endText), the same on every page */}
+      <p>Volunteers were told it is over. The last checkpoint is kept in this browser.</p>
       <div className="actions">
         <button type="button" onClick={props.onDownload}>
           Download checkpoint
@@ -271,8 +265,9 @@ function RunEnded(props: {
       </div>
       {bySchedule && (
         <p className="small muted">
-          To train further, download the checkpoint and create a new room from its weights (Advanced, “Start from a
-          checkpoint”).
+          Past the schedule the learning rate would stay at its final value
+          {props.finalLr === null ? '' : ` (${formatRate(props.finalLr)})`}. To train further, download the checkpoint
+          and create a new room from its weights (Advanced, “Start from a checkpoint”).
         </p>
       )}
     </section>

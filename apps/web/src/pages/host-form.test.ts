@@ -289,3 +289,16 @@ function renderSettings(
     createElement(component, { ...props, onField: () => {}, budget: null, checkpoint: false, onRecommend: () => {} }),
   );
 }
+
+describe("the dashboard's status", () => {
+  it('is the one the host set, except that a room the schedule ended is stopped', async () => {
+    const { dashboardStatus } = await import('./HostPage.tsx');
+    const view = (status: 'running' | 'stopped', endedBy?: 'host' | 'schedule') =>
+      ({ status, endedBy }) as unknown as Parameters<typeof dashboardStatus>[0]['view'];
+    expect(dashboardStatus({ status: null, view: null })).toBe('waiting');
+    expect(dashboardStatus({ status: 'running', view: view('running') })).toBe('running');
+    expect(dashboardStatus({ status: 'running', view: view('stopped', 'schedule') })).toBe('stopped');
+    // Resume after a Stop: the host's choice leads until the next view says so too
+    expect(dashboardStatus({ status: 'running', view: view('stopped', 'host') })).toBe('running');
+  });
+});

@@ -7,6 +7,7 @@ import { buildLayout, type GptConfig, PRESETS, presetConfig } from '@shoal/model
 import type { RunConfig } from '@shoal/protocol';
 import { formatCount } from '@shoal/swarm/plan';
 import { RUN_OPTIONS } from '@shoal/swarm/run-options';
+import { corpusName } from './parts.tsx';
 
 /** The preset whose shape `model` is, or null (a checkpoint's own shape). */
 export function presetNameOf(model: GptConfig): string | null {
@@ -29,9 +30,9 @@ export function presetChoice(name: string): string {
   return `${name} — ${modelSize(presetConfig(name))}`;
 }
 
-/** The room's text as a person names it. */
-export function corpusName(corpus: string): string {
-  return corpus === 'moby-dick' ? 'Moby Dick' : corpus;
+/** A learning rate: 0.003, 0.0003, 1e-7 (three significant digits at most, no trailing zeros). */
+export function formatRate(lr: number): string {
+  return String(Number(lr.toPrecision(3)));
 }
 
 /** The config's rows: [label, value]; what does not apply to this run (a pipeline, low rank) is left out. */
@@ -39,7 +40,6 @@ export function runConfigRows(config: RunConfig): [string, string][] {
   const { model, train, diloco, pipeline, data } = config;
   const preset = presetNameOf(model);
   const label = (name: keyof typeof RUN_OPTIONS) => RUN_OPTIONS[name].label;
-  const rate = (lr: number) => lr.toPrecision(2).replace(/\.0+(?=e|$)/, '');
   const rows: [string, string][] = [
     [label('preset'), `${preset ?? 'from a checkpoint'}: ${modelSize(model)}`],
     ['Text', corpusName(data.corpus)],
@@ -57,9 +57,12 @@ export function runConfigRows(config: RunConfig): [string, string][] {
   if (diloco.overlapRounds) rows.push([label('overlapRounds'), 'on']);
   rows.push(
     [label('aggregation'), diloco.aggregation.kind],
-    [label('lr'), `${rate(train.maxLr)}, down to ${rate(train.minLr)} (warmup ${train.warmupSteps} steps)`],
+    [label('lr'), `${formatRate(train.maxLr)}, down to ${formatRate(train.minLr)} (warmup ${train.warmupSteps} steps)`],
     [`${label('outerLr')}, ${label('outerMomentum').toLowerCase()}`, `${diloco.outerLr}, ${diloco.outerMomentum}`],
-    [label('steps'), `${train.totalSteps.toLocaleString('en-US')}; after them the rate stays at ${rate(train.minLr)}`],
+    [
+      label('steps'),
+      `${train.totalSteps.toLocaleString('en-US')}; after them the rate stays at ${formatRate(train.minLr)}`,
+    ],
   );
   if (pipeline) {
     rows.push([

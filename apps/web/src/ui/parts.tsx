@@ -163,6 +163,11 @@ export function ErrorBox({ error }: { error: string | null }) {
   );
 }
 
+/** The room's text as a person names it: the server's own by its title, an upload by its file name. */
+export function corpusName(corpus: string): string {
+  return corpus === 'moby-dick' ? 'Moby Dick' : corpus;
+}
+
 /** The room's text: its name and size, where it comes from, and a progress bar while it arrives. */
 export function DatasetLine({ dataset, own = false }: { dataset: DatasetInfo | null; own?: boolean }) {
   if (!dataset) return null;
@@ -175,7 +180,8 @@ export function DatasetLine({ dataset, own = false }: { dataset: DatasetInfo | n
         : 'sent to volunteers from this page over the mesh';
   return (
     <p className="dataset-line" data-testid="dataset">
-      <span className="muted">Text:</span> <strong>{dataset.name}</strong> ({fmt.bytes(dataset.bytes)}, {from})
+      <span className="muted">Text:</span> <strong>{corpusName(dataset.name)}</strong> ({fmt.bytes(dataset.bytes)},{' '}
+      {from})
       {arriving && (
         <>
           {' '}
