@@ -67,11 +67,12 @@ describe('the room view recorder', () => {
     expect(Object.keys(last.peers).sort()).toEqual(['w0', 'w1', 'w2']);
     expect(last.trainLoss).toBeGreaterThan(0);
     expect(last.tokensPerSecond).toBeGreaterThan(0);
-    // the room's step: its tokens ÷ tokens per step (3 workers at 100 ms a step: about 3 × 38 by 4 s)
-    expect(last.step).toBe(scheduleStep(host.config, last.tokens));
-    expect(last.step).toBeGreaterThan(90);
-    expect(snapshot.metrics.step).toBe(scheduleStep(host.config, host.coordinator.roomTokens));
-    expect(snapshot.metrics.step).toBeGreaterThan(host.coordinator.medianStep * 2);
+    // the room's step: the median worker's place on the schedule (3 workers at 100 ms a step:
+    // about 38 by 4 s), not the room's tokens ÷ tokens per step, which counts every worker's steps
+    expect(last.step).toBeLessThanOrEqual(host.coordinator.medianStep);
+    expect(last.step).toBeGreaterThan(30);
+    expect(snapshot.metrics.step).toBe(host.coordinator.medianStep);
+    expect(scheduleStep(host.config, host.coordinator.roomTokens)).toBeGreaterThan(snapshot.metrics.step * 2);
     // the median worker's step time (100 ms), and each fragment's next round at it
     expect(snapshot.metrics.stepMs).toBeGreaterThan(80);
     expect(snapshot.metrics.stepMs).toBeLessThan(150);

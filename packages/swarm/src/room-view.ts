@@ -96,7 +96,11 @@ export function pipelineGroupsOf(
     });
 }
 
-/** The room's position on the learning-rate schedule in inner steps: its tokens ÷ tokens per step. */
+/**
+ * Inner steps of the whole room: its tokens ÷ tokens per step. This is NOT the room's place on the
+ * learning-rate schedule: each worker runs the schedule on its own inner steps, so with M workers
+ * this grows M times as fast. It sizes a checkpoint (how much training went into it).
+ */
 export function scheduleStep(config: RunConfig, roomTokens: number): number {
   const { batchSize, seqLen } = config.train;
   return Math.floor(roomTokens / (batchSize * seqLen));
@@ -151,6 +155,8 @@ export interface KeptView {
   contributed?: Record<PeerId, number>;
   /** The validation loss's best, at which room step. */
   bestEval?: Evaluation | null;
+  /** The room's step it showed: a resumed view never shows a smaller one. */
+  step?: number;
 }
 
 /** What a recorder goes on from, read off a kept view (a round that was open then never ends). */
@@ -164,6 +170,7 @@ export function keptOf(view: Pick<RoomView, 'rounds' | 'peers' | 'metrics'>): Ke
     ),
     contributed: Object.fromEntries(view.peers.map((peer) => [peer.peer, peer.roundsContributed])),
     bestEval: trend ? { loss: trend.best, step: trend.bestStep } : null,
+    step: view.metrics.step,
   };
 }
 
@@ -244,6 +251,8 @@ export class RoomViewRecorder {
   private pending: RoomViewPoint[] = [];
   private fp32Bytes = 0;
   private dpBytes = 0;
+  /** The largest room step shown so far: the median drops when a worker far ahead leaves. */
+  private stepFloor = 0;
   /** The room's tokens already counted into dpBytes. */
   private dpTokens: number;
   /** N: every parameter of the model (the fragments cover them all). */
@@ -271,6 +280,7 @@ export class RoomViewRecorder {
     if (kept?.rounds) this.rounds.push(...kept.rounds.slice(-MAX_VIEW_ROUNDS).map((round) => ({ ...round })));
     for (const [peer, count] of Object.entries(kept?.contributed ?? {})) this.contributed.set(peer, count);
     this.bestEval = kept?.bestEval ?? null;
+    this.stepFloor = kept?.step ?? options.continueFrom?.step ?? 0;
     this.fp32Bytes = options.continueFrom?.fp32Bytes ?? 0;
     this.dpBytes = options.continueFrom?.dpBytes ?? 0;
     this.dpTokens = this.host.coordinator.roomTokens;
@@ -347,9 +357,14 @@ export class RoomViewRecorder {
     this.recentEvals = [...this.recentEvals, evaluation].slice(-RISING_EVALS);
   }
 
-  /** The room's step: its tokens ÷ tokens per step (scheduleStep). */
+  /**
+   * The room's step: where its workers are on the learning-rate schedule (the median worker's
+   * schedule step, which a late joiner starts from), never going back. Every page shows this one,
+   * and the schedule ends when it reaches the total steps.
+   */
   step(): number {
-    return scheduleStep(this.host.config, this.host.coordinator.roomTokens);
+    this.stepFloor = Math.max(this.stepFloor, this.host.coordinator.medianStep);
+    return this.stepFloor;
   }
 
   /** Records one chart point now. */
@@ -372,7 +387,7 @@ export class RoomViewRecorder {
     const point: RoomViewPoint = {
       t: this.elapsed(),
       tokens,
-      step: scheduleStep(config, tokens),
+      step: this.step(),
       trainLoss: figures.trainLoss,
       evalLoss: this.evalLoss,
       tokensPerSecond: figures.tokensPerSecond,

@@ -32,7 +32,7 @@ import {
   RoomCheckpointSaver,
   roomCheckpointOf,
 } from '../room-checkpoint.ts';
-import { type KeptView, keptOf, type RoomView, RoomViewRecorder, scheduleStep } from '../room-view.ts';
+import { type KeptView, keptOf, type RoomView, RoomViewRecorder } from '../room-view.ts';
 
 export { scheduleStep } from '../room-view.ts';
 export { HOST_DEFAULTS, innerStepsFor } from './host-defaults.ts';
@@ -100,7 +100,7 @@ export interface HostServiceOptions {
 
 /** The host's figures now, as `shoal host` prints them every --metrics-every-ms. */
 export interface HostMetrics {
-  /** The room's step: its tokens ÷ tokens per step (the room view's, scheduleStep). */
+  /** The room's step on the learning-rate schedule (the room view's). */
   step: number;
   tokens: number;
   /** The members' mean training loss (null before any reported one). */
@@ -255,9 +255,9 @@ export class HostService {
     this.options.onView(this.recorder.update(), this.roomStep());
   }
 
-  /** The room's schedule position in inner steps (resume-stable, unlike the median worker's). */
+  /** The room's step on the learning-rate schedule (the room view's: RoomViewRecorder.step). */
   roomStep(): number {
-    return scheduleStep(this.host.config, this.host.coordinator.roomTokens);
+    return this.view ? this.view.step() : this.host.coordinator.medianStep;
   }
 
   /** θ_global's fragment hashes, joined: they name θ_global (equal keys, equal parameters). */
