@@ -22,7 +22,14 @@ import type { IceServer } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
 import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
 import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
-import { evalBatchesFor, type HostMetrics, HostService, type HostStorage, wallTimers } from '@shoal/swarm/services';
+import {
+  evalBatchesFor,
+  type HostMetrics,
+  HostService,
+  type HostStorage,
+  viewHistoryOf,
+  wallTimers,
+} from '@shoal/swarm/services';
 import { finishInterruptedWrite, readInput, writePrivateFiles } from './files.ts';
 import {
   connectSignaling,
@@ -65,6 +72,8 @@ export type HostEvent =
   | { event: 'peer-left'; peer: string; reason: string }
   | { event: 'round-committed'; fragment: number; round: number; participants: number; hash: string }
   | { event: 'round-aborted'; fragment: number; round: number; reason: string }
+  /** The room's step reached the schedule's total steps: a last checkpoint follows, and the process exits 0. */
+  | { event: 'ended'; reason: 'schedule'; step: number }
   /** Every --metrics-every-ms, and after an evaluation of θ_global that moved. */
   | ({ event: 'metrics' } & Omit<HostMetrics, 'members'>)
   | {
@@ -89,6 +98,8 @@ export const CHECKPOINT_NAME = 'shoal-room.safetensors';
 export const STATE_NAME = 'shoal-room.state.safetensors';
 /** The signaling room's credentials, beside the checkpoint: what `--resume` takes the room back with. */
 export const CREDENTIALS_NAME = 'room-credentials.json';
+/** Why `shoal host` stops when the learning-rate schedule ran out (it exits 0). */
+const SCHEDULE_ENDED = 'the schedule ended (its last step reached)';
 
 /** Whoever holds these can act as the room's host: they live only in CREDENTIALS_NAME (0600). */
 interface RoomCredentials {
@@ -292,6 +303,10 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
         `${tokensPerSecond.toFixed(0)} tok/s  ${members} members`,
     );
   };
+  let endSchedule = () => {};
+  const scheduleEnded = new Promise<string>((resolve) => {
+    endSchedule = () => resolve(SCHEDULE_ENDED);
+  });
   let service: HostService;
   try {
     service = await HostService.create({
@@ -317,6 +332,8 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
       // the watch link's view: one chart point and one publish per period (the server keeps the history)
       onView: (update) => signal.publish(update), // dropped while reconnecting: the next one carries on
       onEvaluated: printMetrics,
+      // the schedule's last step: a last checkpoint, then the process ends (volunteers are released)
+      onEnded: () => endSchedule(),
       onError: (error, during) =>
         console.error(
           during === 'evaluation' ? 'shoal: evaluation failed:' : 'shoal: the checkpoint could not be written:',
@@ -353,7 +370,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
         .then((watcher) => readKeptView(watcher, room.roomId, key))
         .catch(() => null) // the charts start afresh
     : null;
-  service.start(kept && { startedAt: kept.startedAt, continueFrom: kept.points.at(-1) ?? null });
+  service.start(kept && viewHistoryOf(kept));
   const metricsTimer = setInterval(printMetrics, options.metricsEveryMs);
   let refused = false;
   signal.on('error', (error) => {
@@ -366,16 +383,18 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
 
   const closedBy = await Promise.race([
     untilSignal(),
+    scheduleEnded,
     new Promise<string>((resolve) =>
       signal.on('close', ({ reason }) => resolve(`the signaling server refused the room back: ${reason}`)),
     ),
   ]);
   clearInterval(metricsTimer);
+  if (closedBy === SCHEDULE_ENDED) print({ event: 'ended', reason: 'schedule', step: service.roomStep() }, null);
   if (!options.json) console.error(`shoal: stopping (${closedBy})`);
   // a last checkpoint and a last view (best effort: the socket may already be gone); nothing
   // here waits on the server, and the mesh and the socket close within a bounded grace (room.ts)
   stopping = true;
   await service.stop();
   await link.close();
-  if (!closedBy.startsWith('SIG')) throw new Error(closedBy);
+  if (!closedBy.startsWith('SIG') && closedBy !== SCHEDULE_ENDED) throw new Error(closedBy);
 }
