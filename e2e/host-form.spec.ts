@@ -66,6 +66,7 @@ test('the form: the model with its size, Advanced closed, cross-field errors bes
   await page.reload();
   await expect(advanced).toHaveAttribute('open', '');
   await expect(tau).toHaveValue('60');
+  await page.screenshot({ path: `${SHOTS}/host-form-advanced.png`, fullPage: true });
   await context.close();
 });
 
