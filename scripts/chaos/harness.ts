@@ -160,7 +160,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
     ];
     const training = [
       ...['--preset', 'nano', '--inner-steps', String(options.innerSteps), '--fragments', '2', '--batch', '2'],
-      ...['--steps', String(Math.max(400, 1_000 * options.minutes)), '--seed', String(options.seed)],
+      // a schedule no worker reaches in the run's minutes: `shoal host` ends at the schedule's last step
+      ...['--steps', String(Math.max(1_000, 10_000 * options.minutes)), '--seed', String(options.seed)],
     ];
     let host: { proc: Proc; life: HostLife } | null = null;
     let room: { roomId: string; joinToken: string } | null = null;
