@@ -211,7 +211,7 @@ function Dashboard({ session }: { session: HostSession }) {
         <h2>Checkpoints</h2>
         <p data-testid="checkpoint">
           {state.checkpoint
-            ? `Saved in this browser at step ${fmt.count(state.checkpoint.step)} (${new Date(state.checkpoint.savedAt).toLocaleTimeString()}), rounds ${state.checkpoint.fragments.map((f) => f.round).join(' / ')}.`
+            ? `Saved in this browser at step ${fmt.count(state.checkpoint.step)} (${new Date(state.checkpoint.savedAt).toLocaleTimeString()}), each fragment's last round: ${state.checkpoint.fragments.map((f) => f.round).join(', ')}.`
             : 'Written to this browser (IndexedDB) after each committed round; a reload resumes the room.'}
           {state.resumedFrom && ` Resumed from step ${fmt.count(state.resumedFrom.step)}.`}
         </p>

@@ -147,8 +147,8 @@ export function RecommendSettings(props: {
           <span className="muted">The planner knows the presets; a checkpoint's model is not one.</span>
         ) : current === null ? (
           <span className="muted">
-            Fills H, P, τ, codec, both learning rates, batch, sequence and schedule steps from the DiLoCo scaling laws
-            and the link (docs/plan.md).
+            Fills the inner steps per round (H), fragments (P), merge delay (τ), codec, both learning rates, batch,
+            sequence and schedule steps from the DiLoCo scaling laws and the link (docs/plan.md).
           </span>
         ) : 'error' in current ? (
           <span className="field-error" id="recommend-error">

@@ -264,7 +264,9 @@ describe("the host form's Recommend", () => {
     expect(shown('small', FIELDS)).toBe(true);
     // the preset changed: the summary and its notes go, the hint comes back
     expect(shown('tiny', FIELDS)).toBe(false);
-    expect(renderSettings(RecommendSettings, { preset: 'tiny', fields: FIELDS, made })).toContain('Fills H, P, τ');
+    expect(renderSettings(RecommendSettings, { preset: 'tiny', fields: FIELDS, made })).toContain(
+      'Fills the inner steps per round (H), fragments (P), merge delay (τ)',
+    );
     // a field changed
     expect(shown('small', { ...FIELDS, workers: '9' })).toBe(false);
     // an error goes with its field's edit too
