@@ -1,104 +1,220 @@
 /**
- * The join link's page. Nothing runs before the volunteer agrees: first what joining means, the
- * GPU check and a Join button (or, without WebGPU, the explanation and an offer to help slowly on
- * the CPU); then the volunteer's own numbers and controls, and in a pipeline room its stage: which
- * group and stage it holds, and while its group lacks a stage, that it waits for a volunteer for it.
+ * The join link's page. Nothing runs before the volunteer agrees. First the server is asked
+ * whether the room exists and the link's token admits (a bad link is said at once, and there is
+ * nothing to consent to); then what the room trains, what joining means in short, which engine
+ * trains faster here (both measured on the room's model, the person may choose the other) and the
+ * Join button, with the details and the GPU's facts folded below. After Join: the volunteer's own
+ * numbers and controls, in a pipeline room its stage, and when the room ends, a clear end.
  */
-import { formatAdapter } from '@shoal/gpu';
-import { useState } from 'react';
+import { PRESETS } from '@shoal/model';
+import { type ReactNode, useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
+import { type Engine, type EngineProbe, engineLabel, measureText, pickEngine } from '../runtime/engine-probe.ts';
+import { checkRoom, corpusName, type RoomCheck, roomSentence } from '../session/room-check.ts';
 import { statusLabel } from '../session/room-link.ts';
-import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
 import { store } from '../store.ts';
-import { GpuCard } from '../ui/GpuCards.tsx';
+import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
+import { engineFigure, GpuCard, ProbeProgressLine, useEngineProbe } from '../ui/GpuCards.tsx';
 import { VolunteerStage } from '../ui/PipelineTables.tsx';
 import { DatasetLine, ErrorBox, fmt, Header, StatTiles } from '../ui/parts.tsx';
 import { stageWaiting } from '../ui/pipeline-text.ts';
 
 export function VolunteerPage({ roomId, token }: { roomId: string; token: string | null }) {
-  const gpu = useStore(store, (state) => state.gpu);
-  const error = useStore(store, (state) => state.error);
   const [session, setSession] = useState<VolunteerSession | null>(null);
-  const [joining, setJoining] = useState(false);
-
-  const join = async (backend: 'webgpu' | 'cpu') => {
-    setJoining(true);
-    store.getState().setSession({ error: null });
-    try {
-      setSession(await joinRoom(roomId, token ?? '', backend));
-    } catch (e) {
-      store.getState().setSession({ error: (e as Error).message });
-      setJoining(false);
-    }
-  };
-
   return (
     <>
       <Header />
       <main>
-        <ErrorBox error={error} />
-        {session ? (
-          <Training session={session} />
-        ) : (
-          <>
-            <h1>Lend your GPU to room {roomId}</h1>
-            <p className="lede">
-              This room trains a small language model together. Your browser would run its training steps and share what
-              it learned with the other volunteers.
-            </p>
-            {!token && (
-              <div className="card bad" role="alert">
-                This link has no join token (<code>?token=…</code>). Ask the host for the full link.
-              </div>
-            )}
-            <section className="card" data-testid="consent">
-              <h2>What joining means</h2>
-              <ul>
-                <li>
-                  <strong>Your GPU is used</strong> for training while this tab is open (you can cap it, pause, or leave
-                  at any time; closing the tab leaves).
-                </li>
-                <li>
-                  <strong>Your IP address becomes visible</strong> to the room’s other members: updates travel directly
-                  between browsers over WebRTC.
-                </li>
-                <li>
-                  <strong>You receive the room’s text data</strong> (Moby Dick, 1.2 MB, or a text the host chose, up to
-                  64 MiB) and the model’s weights, and send compressed model updates (a few kB to MB per round).
-                </li>
-              </ul>
-            </section>
-            <GpuCard gpu={gpu}>
-              <p>
-                You can still help on the CPU: much slower (WebAssembly), but every step counts.{' '}
-                <button
-                  type="button"
-                  disabled={joining || !token}
-                  onClick={() => void join('cpu')}
-                  data-testid="join-cpu"
-                >
-                  Join on the CPU
-                </button>
-              </p>
-            </GpuCard>
-            {gpu.kind !== 'unavailable' && (
-              <div className="actions">
-                <button
-                  type="button"
-                  className="primary big"
-                  disabled={joining || gpu.kind !== 'ready' || !token}
-                  onClick={() => void join('webgpu')}
-                >
-                  {joining ? 'Joining…' : 'Join'}
-                </button>
-                <span className="muted small">By joining you agree to the above.</span>
-              </div>
-            )}
-          </>
-        )}
+        {session ? <Training session={session} /> : <JoinForm roomId={roomId} token={token} onJoined={setSession} />}
       </main>
     </>
+  );
+}
+
+/** The model the probe measures: the room's preset, or nano when the room has not said (or names one unknown here). */
+function probeModelOf(check: RoomCheck | null): { preset: string } | null {
+  if (check === null || check.kind === 'refused') return null;
+  const preset = check.kind === 'open' ? check.about?.preset : null;
+  return { preset: preset && Object.hasOwn(PRESETS, preset) ? preset : 'nano' };
+}
+
+function JoinForm({
+  roomId,
+  token,
+  onJoined,
+}: {
+  roomId: string;
+  token: string | null;
+  onJoined(session: VolunteerSession): void;
+}) {
+  const gpu = useStore(store, (state) => state.gpu);
+  const [check, setCheck] = useState<RoomCheck | null>(null);
+  const [joining, setJoining] = useState(false);
+  const [joinError, setJoinError] = useState<string | null>(null);
+  const [override, setOverride] = useState<Engine | null>(null);
+  const errorRef = useRef<HTMLDivElement>(null);
+
+  useEffect(() => {
+    let live = true;
+    void checkRoom(roomId, token).then((answer) => live && setCheck(answer));
+    return () => {
+      live = false;
+    };
+  }, [roomId, token]);
+
+  // measuring stops while joining: the room worker needs the cores and the GPU
+  const probe = useEngineProbe(gpu, joining ? null : probeModelOf(check));
+  const picked = probe.probe ? pickEngine(probe.probe) : null;
+  const engine = override ?? picked;
+
+  // an error after Join: next to the button, read out and scrolled into view
+  useEffect(() => {
+    if (!joinError) return;
+    errorRef.current?.focus();
+    errorRef.current?.scrollIntoView({ block: 'center' });
+  }, [joinError]);
+
+  const join = async () => {
+    if (!engine || !token) return;
+    setJoining(true);
+    setJoinError(null);
+    try {
+      onJoined(await joinRoom(roomId, token, engine));
+    } catch (e) {
+      setJoinError((e as Error).message);
+      setJoining(false);
+    }
+  };
+
+  if (check?.kind === 'refused') {
+    return (
+      <>
+        <h1>Join room {roomId}</h1>
+        <div className="card bad" role="alert" data-testid="room-check">
+          {check.message}
+        </div>
+      </>
+    );
+  }
+  const corpus = check?.kind === 'open' && check.about?.corpus ? corpusName(check.about.corpus) : 'the room’s text';
+  return (
+    <>
+      <h1>Join room {roomId}</h1>
+      <p data-testid="room-check" role="status">
+        {check === null ? (
+          <span className="muted">Checking the room…</span>
+        ) : check.kind === 'open' ? (
+          roomSentence(check)
+        ) : (
+          <span className="muted">{check.message} You can still try to join.</span>
+        )}
+      </p>
+      <p className="consent" data-testid="consent">
+        Joining lends this browser’s {engine === 'cpu' ? 'CPU' : 'GPU or CPU'} to the room while this tab is open (pause
+        or leave at any time). Your <strong>IP address becomes visible</strong> to the room’s other members; you
+        download {corpus} and the model, and send compressed updates.
+      </p>
+      <EngineChoice
+        probe={probe.probe}
+        progressLine={<ProbeProgressLine progress={probe.progress} />}
+        gpuReady={gpu.kind === 'ready'}
+        engine={engine}
+        overridden={override !== null && override !== picked}
+        onChoose={setOverride}
+      />
+      {probe.error && <p className="error small">Could not measure the engines: {probe.error}. Choose one above.</p>}
+      <div className="actions">
+        <button
+          type="button"
+          className="primary big"
+          disabled={joining || !engine || !token || check === null}
+          onClick={() => void join()}
+        >
+          {joining ? 'Joining…' : 'Join'}
+        </button>
+        <span className="muted small">
+          {engine ? 'By joining you agree to the above.' : 'Join waits for the measurement, or your choice above.'}
+        </span>
+      </div>
+      {joinError && (
+        <div className="card bad" role="alert" tabIndex={-1} ref={errorRef} data-testid="join-error">
+          {joinError}
+        </div>
+      )}
+      <details className="card">
+        <summary>What joining means, in full</summary>
+        <ul>
+          <li>
+            <strong>Your processor is used</strong> for training while this tab is open: the GPU through WebGPU, or the
+            CPU through WebAssembly, whichever you chose above. You can cap it, pause, or leave at any time; closing the
+            tab leaves.
+          </li>
+          <li>
+            <strong>Your IP address becomes visible</strong> to the room’s other members: updates travel directly
+            between browsers over WebRTC.
+          </li>
+          <li>
+            <strong>You receive the room’s text</strong> ({corpus}, at most 64 MiB) and the model’s weights, and send
+            compressed model updates (a few kB to MB per round).
+          </li>
+        </ul>
+      </details>
+      <details className="card">
+        <summary>This browser’s GPU</summary>
+        <GpuCard gpu={gpu} />
+      </details>
+    </>
+  );
+}
+
+/** Both engines with their measured speeds, the faster one chosen; the person may choose the other. */
+function EngineChoice({
+  probe,
+  progressLine,
+  gpuReady,
+  engine,
+  overridden,
+  onChoose,
+}: {
+  probe: EngineProbe | null;
+  progressLine: ReactNode;
+  gpuReady: boolean;
+  engine: Engine | null;
+  overridden: boolean;
+  onChoose(engine: Engine): void;
+}) {
+  const figure = (which: Engine) => (probe ? measureText(probe[which]) : '…');
+  const gpuName = probe ? engineLabel('webgpu', probe.webgpu) : 'GPU (WebGPU)';
+  return (
+    <fieldset className="engine-choice" data-testid="engine-choice">
+      <legend>Train with</legend>
+      <label>
+        <input type="radio" name="engine" value="cpu" checked={engine === 'cpu'} onChange={() => onChoose('cpu')} /> CPU
+        (WebAssembly) <span className="muted small">{figure('cpu')}</span>
+      </label>
+      <label>
+        <input
+          type="radio"
+          name="engine"
+          value="webgpu"
+          checked={engine === 'webgpu'}
+          disabled={!gpuReady}
+          onChange={() => onChoose('webgpu')}
+        />{' '}
+        {gpuName} <span className="muted small">{gpuReady ? figure('webgpu') : 'WebGPU is not available here'}</span>
+      </label>
+      <p className="small" data-testid="engine-verdict">
+        {probe ? (
+          <>
+            {engineFigure(probe, 'cpu')} · {engineFigure(probe, 'webgpu')}
+            {engine && ` → using the ${engine === 'cpu' ? 'CPU' : 'GPU'}${overridden ? ' (your choice)' : ''}`}
+          </>
+        ) : (
+          progressLine
+        )}
+      </p>
+    </fieldset>
   );
 }
 
@@ -110,6 +226,16 @@ function Training({ session }: { session: VolunteerSession }) {
   const phase = own?.phase ?? 'connecting';
   // a pipeline stage whose group cannot train yet is waiting, not training
   const stageWait = phase === 'training' ? stageWaiting(own?.pipeline ?? null) : null;
+  const roomFinished = summary?.status === 'stopped';
+  const left = state.phase === 'left the room';
+  // the end, in words: the host ended the run, the volunteer left, or training stopped (the error says why)
+  const ended = roomFinished
+    ? 'The room has finished.'
+    : left
+      ? 'You have left the room.'
+      : phase === 'stopped'
+        ? 'Training has stopped here.'
+        : null;
   const phaseText: Record<typeof phase, string> = {
     connecting: 'Connecting to the room…',
     waiting: 'Joined. Waiting for the host to press Start.',
@@ -120,8 +246,10 @@ function Training({ session }: { session: VolunteerSession }) {
         : 'Paused by the host.',
     stopped: 'Stopped.',
   };
+  const processor = own?.backend === 'cpu' ? 'CPU' : 'GPU';
   return (
     <>
+      <ErrorBox error={state.error} />
       <h1>
         Room <span className="mono">{state.roomId}</span>{' '}
         <span className={`status ${stageWait ? 'waiting' : phase}`} data-testid="volunteer-phase">
@@ -132,15 +260,17 @@ function Training({ session }: { session: VolunteerSession }) {
       <p className="muted">
         {phaseText[phase]} {summary && `Room: ${statusLabel[summary.status]}.`}
       </p>
+      <p data-testid="volunteer-id">
+        Your id in the room: <code className="mono">{session.peerId}</code>{' '}
+        <span className="muted small">(the host’s table lists you by its first characters)</span>
+      </p>
       <p data-testid="volunteer-adapter">
         {own ? (
           <>
             <span className="badge">{own.backend}</span> {own.adapter}
           </>
-        ) : state.gpu.kind === 'ready' ? (
-          formatAdapter(state.gpu.adapter)
         ) : (
-          'CPU (WebAssembly)'
+          'Starting the engine…'
         )}
       </p>
       <DatasetLine dataset={own?.dataset ?? null} own />
@@ -157,43 +287,50 @@ function Training({ session }: { session: VolunteerSession }) {
           { label: 'Room validation loss', value: fmt.loss(summary?.evalLoss) },
         ]}
       />
-      <section className="card controls">
-        <h2>Controls</h2>
-        <div className="actions">
-          <button
-            type="button"
-            onClick={() => session.setPaused(!state.settings.paused)}
-            disabled={phase === 'stopped'}
-          >
-            {state.settings.paused ? 'Resume' : 'Pause'}
-          </button>
-          <button type="button" className="danger" onClick={() => session.leave()} disabled={phase === 'stopped'}>
-            Leave the room
-          </button>
-        </div>
-        <label className="inline">
-          GPU duty cycle: {Math.round(state.settings.dutyCycle * 100)}%
-          <input
-            type="range"
-            min={10}
-            max={100}
-            step={10}
-            value={Math.round(state.settings.dutyCycle * 100)}
-            onChange={(e) => session.setDutyCycle(Number(e.target.value) / 100)}
-          />
-          <small className="muted">
-            the share of time the GPU may work; the rest it idles, so the machine stays cool
-          </small>
-        </label>
-        <label className="inline">
-          <input
-            type="checkbox"
-            checked={state.settings.pauseWhenHidden}
-            onChange={(e) => session.setPauseWhenHidden(e.target.checked)}
-          />
-          Pause while this tab is hidden
-        </label>
-      </section>
+      {ended ? (
+        <section className="card" role="status" data-testid="volunteer-end">
+          <h2>{ended} Thank you — you can close this tab.</h2>
+          <p>
+            You trained {fmt.count(own?.innerStep ?? 0)} steps ({fmt.tokens(own?.tokens ?? 0)}) and contributed to{' '}
+            {fmt.count(own?.contributions ?? 0)} rounds. Nothing runs on this page any more.
+          </p>
+        </section>
+      ) : (
+        <section className="card controls">
+          <h2>Controls</h2>
+          <div className="actions">
+            <button type="button" onClick={() => session.setPaused(!state.settings.paused)}>
+              {state.settings.paused ? 'Resume' : 'Pause'}
+            </button>
+            <button type="button" className="danger" onClick={() => session.leave()}>
+              Leave the room
+            </button>
+          </div>
+          <label className="inline">
+            {processor} duty cycle: {Math.round(state.settings.dutyCycle * 100)}%
+            <input
+              type="range"
+              min={10}
+              max={100}
+              step={10}
+              value={Math.round(state.settings.dutyCycle * 100)}
+              aria-label={`${processor} duty cycle`}
+              onChange={(e) => session.setDutyCycle(Number(e.target.value) / 100)}
+            />
+            <small className="muted">
+              the share of time the {processor} may work; the rest it idles, so the machine stays cool
+            </small>
+          </label>
+          <label className="inline">
+            <input
+              type="checkbox"
+              checked={state.settings.pauseWhenHidden}
+              onChange={(e) => session.setPauseWhenHidden(e.target.checked)}
+            />
+            Pause while this tab is hidden
+          </label>
+        </section>
+      )}
     </>
   );
 }

@@ -207,11 +207,10 @@ export function measureText(measure: EngineMeasure): string {
   }
 }
 
-/** The name of an engine as the page says it, with the adapter where it matters. */
+/** The name of an engine as the page says it, with the adapter (whose name says software or hardware). */
 export function engineLabel(engine: Engine, measure?: EngineMeasure): string {
   if (engine === 'cpu') return 'CPU';
-  if (!measure || measure.kind === 'unavailable') return 'GPU';
-  return measure.software ? `GPU (${measure.adapter}, software)` : `GPU (${measure.adapter})`;
+  return !measure || measure.kind === 'unavailable' ? 'GPU' : `GPU (${measure.adapter})`;
 }
 
 export const probeKeyOf = (request: Omit<ProbeRequest, 'engine'>): string =>

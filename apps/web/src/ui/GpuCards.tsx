@@ -1,10 +1,20 @@
 /**
  * This browser's GPU: the adapter WebGPU offers and a WGSL self-test against the CPU (the
- * landing page shows both, so a would-be volunteer knows before joining).
+ * landing page shows both, so a would-be volunteer knows before joining), and the engine probe:
+ * how fast each engine trains here, measured (runtime/engine-probe.ts).
  */
 
 import { type AdapterReport, formatAdapter, type SelfTestResult } from '@shoal/gpu';
-import type { ReactNode } from 'react';
+import { type ReactNode, useEffect, useState } from 'react';
+import {
+  type Engine,
+  type EngineProbe,
+  engineLabel,
+  measureText,
+  type ProbeProgress,
+  type ProbeRequest,
+  probeEngines,
+} from '../runtime/engine-probe.ts';
 import type { GpuStatus } from '../store.ts';
 
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toLocaleString(undefined, { maximumFractionDigits: 0 })} MiB`;
@@ -146,4 +156,69 @@ export function WebGpuHelp() {
       </ul>
     </>
   );
+}
+
+export interface EngineProbeState {
+  probe: EngineProbe | null;
+  /** The engine being measured now, null when not measuring. */
+  progress: ProbeProgress | null;
+  /** Why measuring failed as a whole (each engine's own failure is in its measure). */
+  error: string | null;
+}
+
+/**
+ * Measures both engines on `model` once the GPU check has answered (null: not yet, e.g. while the
+ * room's model is being asked for); stops measuring when the page no longer wants it.
+ */
+export function useEngineProbe(gpu: GpuStatus, model: Omit<ProbeRequest, 'engine'> | null): EngineProbeState {
+  const [state, setState] = useState<EngineProbeState>({ probe: null, progress: null, error: null });
+  const gpuReason = gpu.kind === 'unavailable' ? gpu.reason : null;
+  const ready = gpu.kind !== 'checking' && model !== null;
+  const { preset, batch, seq } = model ?? { preset: '' };
+  useEffect(() => {
+    if (!ready) return;
+    const abort = new AbortController();
+    setState({ probe: null, progress: null, error: null });
+    probeEngines(
+      { preset, batch, seq },
+      {
+        gpuReason,
+        signal: abort.signal,
+        onProgress: (progress) => !abort.signal.aborted && setState((s) => ({ ...s, progress })),
+      },
+    ).then(
+      (probe) => !abort.signal.aborted && setState({ probe, progress: null, error: null }),
+      (error: unknown) => !abort.signal.aborted && setState({ probe: null, progress: null, error: String(error) }),
+    );
+    return () => abort.abort();
+  }, [ready, preset, batch, seq, gpuReason]);
+  return state;
+}
+
+/** Seconds since `startedAt`, ticking. */
+function useSecondsSince(startedAt: number | null): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    if (startedAt === null) return;
+    const timer = setInterval(() => setNow(Date.now()), 500);
+    return () => clearInterval(timer);
+  }, [startedAt]);
+  return startedAt === null ? 0 : Math.max(0, Math.floor((now - startedAt) / 1000));
+}
+
+/** "Measuring the CPU… 2 s" while the probe runs. */
+export function ProbeProgressLine({ progress }: { progress: ProbeProgress | null }) {
+  const seconds = useSecondsSince(progress?.startedAt ?? null);
+  if (!progress) return null;
+  const what = progress.engine === 'cpu' ? 'the CPU engine' : 'the GPU engine';
+  return (
+    <span className="muted" role="status" data-testid="probe-progress">
+      Measuring {what} on this model… {seconds} s
+    </span>
+  );
+}
+
+/** Each engine's measured speed, in words: "CPU: about 30,000 tokens/s". */
+export function engineFigure(probe: EngineProbe, engine: Engine): string {
+  return `${engineLabel(engine, probe[engine])}: ${measureText(probe[engine])}`;
 }

@@ -1,0 +1,118 @@
+/**
+ * Which engine a volunteer trains with, in Chromium on SwiftShader (a software WebGPU adapter):
+ * the landing page measures both engines on nano and says what this browser can lend; a join link
+ * with a wrong token or room is refused before any consent; the join page of a real room (on a
+ * phone-sized screen, Join visible without scrolling) measures both on the room's model, picks
+ * the CPU (far faster than a software adapter), and the person's choice of the GPU is what the
+ * room then trains with.
+ */
+import { type Browser, type BrowserContext, expect, type Page, test } from '@playwright/test';
+import { readState, recordErrors } from './fixtures.ts';
+
+test.describe.configure({ mode: 'serial' });
+
+const ROOM_QUERY = 'preset=nano&innerSteps=5&fragments=2&overlap=1&batch=4&seq=32&lr=0.01';
+const contexts: BrowserContext[] = [];
+const errors: string[] = [];
+let host: Page;
+let joinUrl = '';
+
+test.afterAll(async () => {
+  for (const context of contexts) await context.close().catch(() => {});
+});
+
+async function open(browser: Browser, name: string, viewport = { width: 390, height: 844 }): Promise<Page> {
+  const context = await browser.newContext({ viewport });
+  contexts.push(context);
+  const page = await context.newPage();
+  recordErrors(page, name, errors);
+  return page;
+}
+
+/** "about 30,000 tokens/s" or "slower than about 290 tokens/s" → the number. */
+function rateIn(text: string, engine: 'CPU' | 'GPU'): number {
+  const match = new RegExp(`${engine}[^:]*: (?:about|slower than about) ([\\d,]+) tokens/s`).exec(text);
+  if (!match?.[1]) throw new Error(`no ${engine} figure in “${text}”`);
+  return Number(match[1].replaceAll(',', ''));
+}
+
+test('the landing page ends with what this browser can lend, and reads the join box strictly', async ({ browser }) => {
+  const page = await open(browser, 'landing', { width: 1280, height: 900 });
+  await page.goto('/');
+  const box = page.getByRole('textbox', { name: 'Join link or room code' });
+  await box.fill('hello world');
+  await expect(page.getByTestId('join-box-problem')).toContainText('“hello” is not a room code');
+  await expect(page.getByRole('button', { name: 'Join', exact: true })).toBeDisabled();
+
+  const line = page.getByTestId('can-volunteer-line');
+  await expect(line).toHaveText(/^This browser can volunteer: on the CPU, about [\d,]+ tokens\/s/, { timeout: 90_000 });
+  const figures = (await page.getByTestId('engine-figures').textContent()) ?? '';
+  console.log(`landing (nano): ${figures}`);
+  expect(rateIn(figures, 'CPU')).toBeGreaterThan(rateIn(figures, 'GPU'));
+  expect(figures).toMatch(/GPU \(.*swiftshader.*software\)/i);
+  // the last card on the page
+  await expect(page.locator('main > :last-child')).toHaveAttribute('data-testid', 'can-volunteer');
+});
+
+test('a wrong token or room is refused before consent', async ({ browser }) => {
+  host = await open(browser, 'host', { width: 1280, height: 900 });
+  await host.goto(`/host?${ROOM_QUERY}`);
+  await host.getByRole('button', { name: 'Create room' }).click();
+  joinUrl = await host.getByTestId('join-url').inputValue();
+  const url = new URL(joinUrl);
+  const token = url.searchParams.get('token') as string;
+
+  const page = await open(browser, 'bad-link');
+  const wrong = new URL(joinUrl);
+  wrong.searchParams.set('token', `${token.slice(0, -4)}${token.endsWith('AAAA') ? 'BBBB' : 'AAAA'}`);
+  await page.goto(wrong.toString());
+  await expect(page.getByRole('alert')).toContainText('token is not valid');
+  await expect(page.getByTestId('consent')).toHaveCount(0);
+  await expect(page.getByRole('button', { name: 'Join', exact: true })).toHaveCount(0);
+
+  await page.goto(`/join/AAAAAAAAAAAA?token=${token}`);
+  await expect(page.getByRole('alert')).toContainText('Room AAAAAAAAAAAA does not exist');
+  await expect(page.getByTestId('consent')).toHaveCount(0);
+});
+
+test('the join page measures both engines, picks the CPU, and trains on the GPU when the person chooses it', async ({
+  browser,
+}) => {
+  test.setTimeout(240_000);
+  const page = await open(browser, 'volunteer');
+  await page.goto(joinUrl);
+  await expect(page.getByTestId('room-check')).toContainText(/^Room [\w-]{12} (trains nano|has not said)/);
+  await expect(page.getByTestId('consent')).toContainText('IP address');
+  const join = page.getByRole('button', { name: 'Join', exact: true });
+  await expect(join).toBeInViewport({ ratio: 1 });
+
+  const verdict = page.getByTestId('engine-verdict');
+  await expect(verdict).toContainText('→ using the CPU', { timeout: 90_000 });
+  const figures = (await verdict.textContent()) ?? '';
+  console.log(`join page (nano): ${figures}`);
+  expect(rateIn(figures, 'CPU')).toBeGreaterThan(rateIn(figures, 'GPU'));
+  await expect(page.getByRole('radio', { name: /^CPU/ })).toBeChecked();
+  await expect(join).toBeInViewport({ ratio: 1 });
+
+  await page.getByRole('radio', { name: /^GPU/ }).check();
+  await expect(verdict).toContainText('→ using the GPU (your choice)');
+  await join.click();
+  await expect(page.getByTestId('volunteer-phase')).toHaveText(/waiting|training/, { timeout: 90_000 });
+  await expect(page.getByTestId('volunteer-adapter')).toContainText(/webgpu.*swiftshader/i);
+  const peers = await expect
+    .poll(async () => (await readState(host)).peers.length, { timeout: 60_000 })
+    .toBe(1)
+    .then(() => readState(host));
+  await expect(page.getByTestId('volunteer-id')).toContainText(peers.peers[0]?.peer as string);
+
+  await host.getByRole('button', { name: 'Start' }).click();
+  await expect
+    .poll(async () => (await readState(page)).metrics.step as number, { timeout: 120_000 })
+    .toBeGreaterThan(2);
+
+  // leaving ends the page clearly, with what this volunteer gave
+  await page.getByRole('button', { name: 'Leave the room' }).click();
+  await expect(page.getByTestId('volunteer-end')).toContainText('Thank you — you can close this tab.');
+  await expect(page.getByRole('button', { name: 'Pause' })).toHaveCount(0);
+  expect(errors).toEqual([]);
+});
