@@ -11,7 +11,7 @@ import { type Corpus, corpusFromBytes } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { createWireCodec, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import { decodeRoomCheckpoint, Member, type RoomCheckpoint, runIdFor, wallClock } from '@shoal/swarm';
-import { evalBatchesFor, HostService, scheduleStep, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
+import { evalBatchesFor, HostService, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
 import { loadRoomCorpus, loadRoomFiles, saveRoomCorpus, saveRoomFiles } from './checkpoint-store.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type { CheckpointInfo, DatasetInfo, HostInit, RuntimeControl, RuntimeOut } from './messages.ts';
@@ -28,11 +28,12 @@ export interface HostRuntime {
   close(): Promise<void>;
 }
 
-function infoOf(checkpoint: RoomCheckpoint): CheckpointInfo {
+/** What the page says of a checkpoint; `step` is the room's (the view's) when it was saved. */
+function infoOf(checkpoint: RoomCheckpoint, step: number): CheckpointInfo {
   const { state } = checkpoint;
   return {
     savedAt: state.savedAt,
-    step: scheduleStep(state.config, state.roomTokens),
+    step,
     tokens: state.roomTokens,
     fragments: state.fragments,
   };
@@ -100,7 +101,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     // the secret it carried) and when the status changes (a paused room is saved as it stands)
     storage: {
       async save(files, checkpoint) {
-        const info = infoOf(checkpoint);
+        const info = infoOf(checkpoint, service.roomStep());
         await saveRoomFiles(init.room.roomId, { ...files, info });
         post({ type: 'saved', checkpoint: info });
       },
@@ -109,7 +110,8 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     onError: reportError,
   });
   transport.start();
-  if (saved) post({ type: 'resumed', checkpoint: infoOf(saved) });
+  // the step it was saved at: the view the server kept says (a checkpoint holds only tokens)
+  if (saved) post({ type: 'resumed', checkpoint: infoOf(saved, init.history?.metrics.step ?? 0) });
   service.start(init.history && viewHistoryOf(init.history));
 
   return {
