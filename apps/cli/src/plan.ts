@@ -50,17 +50,18 @@ function report(p: Plan, input: PlanCliOptions): string[] {
     input.tokensPerSecond !== undefined
       ? `${input.tokensPerSecond} tokens/s`
       : `${input.gpuTflops ?? ROOM_MODEL_DEFAULTS.gpuTflops} TFLOP/s`;
+  // the run options' own labels: the form and docs/cli.md say the same
   const rows: [string, string][] = [
-    ['H, inner steps', String(o.innerSteps)],
-    ['P, fragments', String(o.fragments)],
-    ['τ, overlap', String(o.overlap)],
-    ['codec', o.codec],
-    ['inner lr γ', `${o.lr}${p.fit.inRange ? '' : ` (fit: ${p.fit.innerLr.toPrecision(2)}, extrapolated)`}`],
+    [RUN_OPTIONS.innerSteps.label, String(o.innerSteps)],
+    [RUN_OPTIONS.fragments.label, String(o.fragments)],
+    [RUN_OPTIONS.overlap.label, String(o.overlap)],
+    [RUN_OPTIONS.codec.label, o.codec],
+    [RUN_OPTIONS.lr.label, `${o.lr}${p.fit.inRange ? '' : ` (fit: ${p.fit.innerLr.toPrecision(2)}, extrapolated)`}`],
     [
       'batch per volunteer',
       `${o.batch} × ${o.seq} tokens (global ${formatCount(t.globalBatchTokens)} tokens; fit: ${p.fit.globalBatchSequences.toPrecision(3)} × 2048)`,
     ],
-    ['outer lr η', String(o.outerLr)],
+    [RUN_OPTIONS.outerLr.label, String(o.outerLr)],
     ['', ''],
     ['step', `${seconds(t.stepMs)} of compute, ${formatCount(t.steps)} steps for ${formatCount(p.tokens)} tokens`],
     ['bytes per round', `${bytes(t.roundUploadBytes)} uploaded per volunteer (largest fragment)`],
@@ -71,7 +72,7 @@ function report(p: Plan, input: PlanCliOptions): string[] {
   ];
   return [
     `${model}, ${p.workers} volunteers at ${throughput}, ${input.linkMbps} Mbit/s, ${input.latencyMs} ms`,
-    ...rows.map(([label, value]) => (label ? `  ${label.padEnd(21)}${value}` : '')),
+    ...rows.map(([label, value]) => (label ? `  ${label.padEnd(28)}${value}` : '')),
     ...p.notes.map((note) => `note: ${note}`),
     `flags: ${planFlags(o).join(' ')}`,
   ];
