@@ -6,7 +6,8 @@
  * the CPU (far faster than a software adapter), and the person's choice of the GPU is what the
  * room then trains with.
  */
-import { type Browser, type BrowserContext, expect, type Page, test } from '@playwright/test';
+import { type Browser, type BrowserContext, chromium, expect, type Page, test } from '@playwright/test';
+import { CHROMIUM_WEBGPU_ARGS, chromiumPath } from '../scripts/chromium.mjs';
 import { readState, recordErrors } from './fixtures.ts';
 
 test.describe.configure({ mode: 'serial' });
@@ -73,6 +74,22 @@ test('a wrong token or room is refused before consent', async ({ browser }) => {
   await page.goto(`/join/AAAAAAAAAAAA?token=${token}`);
   await expect(page.getByRole('alert')).toContainText('Room AAAAAAAAAAAA does not exist');
   await expect(page.getByTestId('consent')).toHaveCount(0);
+});
+
+test('without WebGPU the join page offers the CPU, measured', async () => {
+  const args = CHROMIUM_WEBGPU_ARGS.filter((a) => !a.includes('webgpu')).concat('--disable-features=WebGPU');
+  const noGpu = await chromium.launch({ executablePath: chromiumPath() ?? undefined, args });
+  try {
+    const page = await noGpu.newPage({ viewport: { width: 390, height: 844 } });
+    await page.goto(joinUrl);
+    await expect(page.getByTestId('engine-verdict')).toContainText('→ using the CPU', { timeout: 60_000 });
+    await expect(page.getByTestId('engine-verdict')).toContainText(/CPU: about [\d,]+ tokens\/s · GPU: unavailable/);
+    await expect(page.getByRole('radio', { name: /^CPU/ })).toBeChecked();
+    await expect(page.getByRole('radio', { name: /^GPU/ })).toBeDisabled();
+    await expect(page.getByRole('button', { name: 'Join', exact: true })).toBeEnabled();
+  } finally {
+    await noGpu.close();
+  }
 });
 
 test('the join page measures both engines, picks the CPU, and trains on the GPU when the person chooses it', async ({

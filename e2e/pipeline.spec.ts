@@ -47,6 +47,8 @@ async function open(browser: Browser, name: string, viewport: { width: number; h
 async function joinAs(browser: Browser, name: string): Promise<Page> {
   const page = await open(browser, name, { width: 390, height: 844 }); // a phone
   await page.goto(joinUrl);
+  // the stages train on WebGPU: the engine probe would pick the far faster CPU on a software adapter
+  await page.getByRole('radio', { name: /^GPU/ }).check();
   await page.getByRole('button', { name: 'Join', exact: true }).click();
   await expect(page.getByTestId('volunteer-phase')).toHaveText(/waiting|training/, { timeout: 90_000 });
   return page;

@@ -1,15 +1,26 @@
 /// <reference lib="webworker" />
 /**
  * One engine of the engine probe (engine-probe.ts), off the main thread: builds the engine the
- * room worker would build (trainerFor: WebGPU kernels, or the CPU's WebAssembly SIMD) for a
- * room's default run of a preset, then trains random tokens step after step, posting each step's
- * time, until the page terminates it. The page decides when it has measured enough; a step that
- * takes too long (a software adapter's) is ended by terminating this worker.
+ * room worker would build for a preset at the room's batch and sequence (the defaults where not
+ * known), then trains random tokens step after step, posting each step's time, until the page
+ * terminates it. The page decides when it has measured enough; a step that takes too long (a
+ * software adapter's) is ended by terminating this worker.
+ *
+ * The engines are built with the constructors trainerFor (@shoal/swarm/services) calls, from
+ * @shoal/model itself: the services would bring the whole swarm and its schemas into a worker the
+ * landing page loads.
  */
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
-import { buildLayout, initParameters } from '@shoal/model';
-import { RUN_OPTION_DEFAULTS, runConfigOf } from '@shoal/swarm/run-options';
-import { trainerFor } from '@shoal/swarm/services';
+import {
+  buildLayout,
+  CpuTrainer,
+  createGptKernels,
+  defaultTrainConfig,
+  GpuTrainer,
+  initParameters,
+  presetConfig,
+  type Trainer,
+} from '@shoal/model';
 import type { ProbeRequest, ProbeWorkerOut } from './engine-probe.ts';
 
 declare const self: DedicatedWorkerGlobalScope;
@@ -17,13 +28,12 @@ declare const self: DedicatedWorkerGlobalScope;
 const post = (message: ProbeWorkerOut) => self.postMessage(message);
 
 async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<void> {
-  const defaults = { ...RUN_OPTION_DEFAULTS, preset };
-  const model = runConfigOf(defaults).model;
-  // the room's batch and sequence where known, within what the model takes
-  const config = runConfigOf({
-    ...defaults,
-    batch: batch ?? defaults.batch,
-    seq: Math.min(seq ?? defaults.seq, model.blockSize),
+  const model = presetConfig(preset);
+  const defaults = defaultTrainConfig();
+  // the room's batch and sequence where known (a room's defaults are defaultTrainConfig's), within what the model takes
+  const train = defaultTrainConfig({
+    batchSize: batch ?? defaults.batchSize,
+    seqLen: Math.min(seq ?? defaults.seqLen, model.blockSize),
   });
   let gpu: GpuContext | null = null;
   let adapter = 'CPU (WebAssembly)';
@@ -33,16 +43,24 @@ async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<vo
     adapter = formatAdapter(gpu.report);
     software = gpu.report.isSoftware;
   }
-  const params = initParameters(buildLayout(config.model), config.train.seed);
-  const trainer = await trainerFor(gpu?.device ?? null, config, params);
-  const { batchSize, seqLen, maxLr } = config.train;
+  const params = initParameters(buildLayout(model), train.seed);
+  const trainer: Trainer = gpu
+    ? await GpuTrainer.create(
+        gpu.device,
+        model,
+        train,
+        params,
+        await createGptKernels(gpu.device, model.nEmbd / model.nHead),
+      )
+    : new CpuTrainer(model, train, params);
+  const { batchSize, seqLen, maxLr } = train;
   const tokens = batchSize * seqLen;
   // random tokens: the step's cost does not depend on what the text says
   const inputs = new Int32Array(tokens);
   const targets = new Int32Array(tokens);
   for (let i = 0; i < tokens; i++) {
-    inputs[i] = Math.floor(Math.random() * config.model.vocabSize);
-    targets[i] = Math.floor(Math.random() * config.model.vocabSize);
+    inputs[i] = Math.floor(Math.random() * model.vocabSize);
+    targets[i] = Math.floor(Math.random() * model.vocabSize);
   }
   post({ type: 'ready', tokensPerStep: tokens, adapter, software });
   for (;;) {
