@@ -6,10 +6,11 @@
  * Join button, with the details and the GPU's facts folded below. After Join: the volunteer's own
  * numbers and controls, in a pipeline room its stage, and when the room ends, a clear end.
  */
+import { formatAdapter } from '@shoal/gpu';
 import { PRESETS } from '@shoal/model';
 import { type ReactNode, useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
-import { type Engine, type EngineProbe, engineLabel, measureText, pickEngine } from '../runtime/engine-probe.ts';
+import { type Engine, type EngineProbe, pickEngine } from '../runtime/engine-probe.ts';
 import { checkRoom, corpusName, type RoomCheck, roomSentence } from '../session/room-check.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
@@ -118,6 +119,7 @@ function JoinForm({
       <EngineChoice
         probe={probe.probe}
         progressLine={<ProbeProgressLine progress={probe.progress} />}
+        gpuName={gpu.kind === 'ready' ? `GPU (${formatAdapter(gpu.adapter)})` : 'GPU (WebGPU)'}
         gpuReady={gpu.kind === 'ready'}
         engine={engine}
         overridden={override !== null && override !== picked}
@@ -172,6 +174,7 @@ function JoinForm({
 function EngineChoice({
   probe,
   progressLine,
+  gpuName,
   gpuReady,
   engine,
   overridden,
@@ -179,19 +182,19 @@ function EngineChoice({
 }: {
   probe: EngineProbe | null;
   progressLine: ReactNode;
+  /** The GPU with its adapter, as the engine figures name it. */
+  gpuName: string;
   gpuReady: boolean;
   engine: Engine | null;
   overridden: boolean;
   onChoose(engine: Engine): void;
 }) {
-  const figure = (which: Engine) => (probe ? measureText(probe[which]) : '…');
-  const gpuName = probe ? engineLabel('webgpu', probe.webgpu) : 'GPU (WebGPU)';
   return (
     <fieldset className="engine-choice" data-testid="engine-choice">
       <legend>Train with</legend>
       <label>
         <input type="radio" name="engine" value="cpu" checked={engine === 'cpu'} onChange={() => onChoose('cpu')} /> CPU
-        (WebAssembly) <span className="muted small">{figure('cpu')}</span>
+        (WebAssembly)
       </label>
       <label>
         <input
@@ -202,7 +205,8 @@ function EngineChoice({
           disabled={!gpuReady}
           onChange={() => onChoose('webgpu')}
         />{' '}
-        {gpuName} <span className="muted small">{gpuReady ? figure('webgpu') : 'WebGPU is not available here'}</span>
+        {gpuName}
+        {!gpuReady && <span className="muted small"> (WebGPU is not available here)</span>}
       </label>
       <p className="small" data-testid="engine-verdict">
         {probe ? (

@@ -8,6 +8,7 @@ import {
   pickEngine,
   probeKeyOf,
   readKeptProbe,
+  recentSteps,
   relativeError,
   roughRate,
   throughput,
@@ -22,6 +23,11 @@ describe('the probe arithmetic', () => {
     expect(throughput(1024, [34])).toBeCloseTo(1024 / 0.034);
   });
 
+  it('estimates from the later half of the timed steps', () => {
+    expect(recentSteps([60, 50, 34, 34, 34])).toEqual([34, 34, 34]);
+    expect(recentSteps([1_000])).toEqual([1_000]);
+  });
+
   it('calls equal steps steady and scattered ones not', () => {
     expect(relativeError([10])).toBe(Number.POSITIVE_INFINITY);
     expect(relativeError([10, 10, 10])).toBe(0);
@@ -31,18 +37,21 @@ describe('the probe arithmetic', () => {
 });
 
 describe('ProbeTally', () => {
-  it('stops as soon as three timed steps agree, without the warm-up', () => {
+  it('stops as soon as the recent steps agree, leaving out the warm-up and the slow first steps', () => {
     const tally = new ProbeTally(0);
     tally.ready(cpuInfo, 500);
     tally.step(400, 900); // warm-up: compiles, not counted
     expect(tally.verdict(900)).toBeNull();
-    tally.step(34, 934);
-    tally.step(34, 968);
-    expect(tally.verdict(968)).toBeNull();
-    tally.step(34, 1002);
-    const verdict = tally.verdict(1002);
+    let at = 900;
+    for (const ms of [60, 50, 34, 34]) {
+      at += ms;
+      tally.step(ms, at);
+      expect(tally.verdict(at)).toBeNull(); // the later half: fewer than three steps, or 60/50 among them
+    }
+    tally.step(34, at + 34);
+    const verdict = tally.verdict(at + 34);
     expect(verdict).toMatchObject({ kind: 'measured', steps: 3, adapter: 'CPU (WebAssembly)' });
-    expect(verdict?.kind === 'measured' && verdict.tokensPerSecond).toBeCloseTo(1024 / 0.034, 0);
+    expect(verdict?.kind === 'measured' && verdict.tokensPerSecond).toBeCloseTo(1024 / 0.034);
   });
 
   it('keeps going while steps scatter, and takes what it has when the budget is spent', () => {
@@ -54,9 +63,10 @@ describe('ProbeTally', () => {
       at += ms;
       tally.step(ms, at);
     }
-    expect(tally.verdict(at)).toBeNull(); // 25 % error: not steady
+    expect(tally.verdict(at)).toBeNull(); // the later half is two steps: not steady yet
     expect(tally.nextDeadline()).toBe(PROBE_LIMITS.budgetMs);
-    expect(tally.verdict(PROBE_LIMITS.budgetMs)).toMatchObject({ kind: 'measured', steps: 4, tokensPerSecond: 10_240 });
+    // over the later half: 2 × 1024 tokens in 0.2 s
+    expect(tally.verdict(PROBE_LIMITS.budgetMs)).toMatchObject({ kind: 'measured', steps: 2, tokensPerSecond: 10_240 });
   });
 
   it('waits up to the cap for a first timed step, then bounds the speed by the step in progress', () => {
@@ -71,6 +81,21 @@ describe('ProbeTally', () => {
     // the timed step has run from 3.5 s to 7 s: a step takes at least 3.5 s, so under 1024 / 3.5 tokens/s
     expect(verdict?.kind === 'slower' && verdict.tokensPerSecond).toBeCloseTo(1024 / 3.5);
     expect(verdict?.kind === 'slower' && verdict.why).toBe('one step took over 3.5 s');
+  });
+
+  it('stops at the first timed step of an engine far slower than the other', () => {
+    const tally = new ProbeTally(0, PROBE_LIMITS, 30_000);
+    tally.ready(gpuInfo, 9_000);
+    tally.step(1_000, 10_000); // warm-up
+    expect(tally.verdict(10_000)).toBeNull();
+    tally.step(1_000, 11_000);
+    expect(tally.verdict(11_000)).toMatchObject({ kind: 'measured', steps: 1, tokensPerSecond: 1024 });
+    // one at half the rival's speed or more is measured as usual
+    const close = new ProbeTally(0, PROBE_LIMITS, 1_500);
+    close.ready(gpuInfo, 0);
+    close.step(1_000, 1_000);
+    close.step(1_000, 2_000);
+    expect(close.verdict(2_000)).toBeNull();
   });
 
   it('gives up on an engine that takes too long to build, and reports a failure as unavailable', () => {

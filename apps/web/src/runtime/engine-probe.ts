@@ -34,10 +34,12 @@ export type ProbeWorkerOut =
 export const PROBE_LIMITS = {
   /** Steps not timed: the first compiles code (WebAssembly, GPU pipelines) and fills caches. */
   warmupSteps: 1,
-  /** Timed steps before the estimate may be called steady. */
+  /** Recent timed steps (the later half of them) before the estimate may be called steady. */
   minSteps: 3,
-  /** Steady: the mean step time's standard error is at most this fraction of it. */
+  /** Steady: the recent steps' mean time has a standard error of at most this fraction of it. */
   steadyError: 0.05,
+  /** An engine under this fraction of the other's measured speed is clearly slower: one timed step says so. */
+  clearlySlower: 0.5,
   /** Time for the steps (warm-up included) after which the estimate stands as it is. */
   budgetMs: 3_000,
   /** Past the budget with no timed step yet: how long the step in progress is waited for at most. */
@@ -98,8 +100,17 @@ export function relativeError(stepsMs: readonly number[]): number {
 }
 
 /**
+ * The steps an estimate is made of: the later half of the timed ones. The first steps after the
+ * warm-up still run slower (caches, the JIT), and would hold the estimate down for seconds.
+ */
+export function recentSteps(timed: readonly number[]): number[] {
+  return timed.slice(Math.floor(timed.length / 2));
+}
+
+/**
  * One engine's measurement as its events come in (`at`: ms on any one clock): `verdict(at)` is
- * null while it should go on, else what it found.
+ * null while it should go on, else what it found. `rival`: the other engine's measured tokens/s,
+ * once known, so an engine far slower than it is not measured for long.
  */
 export class ProbeTally {
   private readyAt: number | null = null;
@@ -113,6 +124,7 @@ export class ProbeTally {
   constructor(
     startedAt: number,
     private readonly limits: ProbeLimits = PROBE_LIMITS,
+    private readonly rival: number | null = null,
   ) {
     this.lastEventAt = startedAt;
   }
@@ -155,13 +167,16 @@ export class ProbeTally {
       return { kind: 'slower', tokensPerSecond: null, why: `building it took over ${seconds} s`, ...seen };
     }
     const timed = this.timed;
+    const recent = recentSteps(timed);
     const measured = (): EngineMeasure => ({
       kind: 'measured',
-      tokensPerSecond: throughput(this.tokensPerStep, timed),
-      steps: timed.length,
+      tokensPerSecond: throughput(this.tokensPerStep, recent),
+      steps: recent.length,
       ...seen,
     });
-    if (timed.length >= this.limits.minSteps && relativeError(timed) <= this.limits.steadyError) return measured();
+    if (recent.length >= this.limits.minSteps && relativeError(recent) <= this.limits.steadyError) return measured();
+    const clearlySlower = this.rival !== null && this.rival * this.limits.clearlySlower;
+    if (clearlySlower && timed.length > 0 && throughput(this.tokensPerStep, recent) < clearlySlower) return measured();
     const spent = at - this.readyAt;
     if (spent < this.limits.budgetMs) return null;
     if (timed.length > 0) return measured();
@@ -240,20 +255,24 @@ export function keepProbe(storage: Pick<Storage, 'setItem'>, probe: EngineProbe)
   }
 }
 
-/** What the page shows while measuring: which engine, and for how long so far. */
+/** What the page shows while measuring: which engine, since when, and the CPU's result once known. */
 export interface ProbeProgress {
   engine: Engine;
   startedAt: number;
+  cpu?: EngineMeasure;
 }
 
-/** Measures one engine in its own worker; the worker is gone when this settles. */
-export function measureEngine(request: ProbeRequest, signal?: AbortSignal): Promise<EngineMeasure> {
+/**
+ * Measures one engine in its own worker (`rival`: the other engine's tokens/s, when measured); the
+ * worker is gone when this settles.
+ */
+export function measureEngine(request: ProbeRequest, signal?: AbortSignal, rival?: number): Promise<EngineMeasure> {
   return new Promise((resolve) => {
     const worker = new Worker(new URL('./engine-probe.worker.ts', import.meta.url), {
       type: 'module',
       name: `shoal-probe-${request.engine}`,
     });
-    const tally = new ProbeTally(performance.now());
+    const tally = new ProbeTally(performance.now(), PROBE_LIMITS, rival ?? null);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const finish = (measure: EngineMeasure) => {
       clearTimeout(timer);
@@ -304,8 +323,9 @@ export async function probeEngines(
   let webgpu: EngineMeasure;
   if (options.gpuReason) webgpu = { kind: 'unavailable', reason: options.gpuReason };
   else {
-    options.onProgress?.({ engine: 'webgpu', startedAt: Date.now() });
-    webgpu = await measureEngine({ ...request, engine: 'webgpu' }, options.signal);
+    options.onProgress?.({ engine: 'webgpu', startedAt: Date.now(), cpu });
+    const rival = cpu.kind === 'measured' ? cpu.tokensPerSecond : undefined;
+    webgpu = await measureEngine({ ...request, engine: 'webgpu' }, options.signal, rival);
   }
   const probe: EngineProbe = { key, measuredAt: Date.now(), cpu, webgpu };
   if (!options.signal?.aborted) keepProbe(localStorage, probe);

@@ -206,14 +206,17 @@ function useSecondsSince(startedAt: number | null): number {
   return startedAt === null ? 0 : Math.max(0, Math.floor((now - startedAt) / 1000));
 }
 
-/** "Measuring the CPU… 2 s" while the probe runs. */
+/** "Measuring the CPU engine… 2 s" while the probe runs, after the CPU's figure once it has one. */
 export function ProbeProgressLine({ progress }: { progress: ProbeProgress | null }) {
   const seconds = useSecondsSince(progress?.startedAt ?? null);
   if (!progress) return null;
   const what = progress.engine === 'cpu' ? 'the CPU engine' : 'the GPU engine';
   return (
-    <span className="muted" role="status" data-testid="probe-progress">
-      Measuring {what} on this model… {seconds} s
+    <span role="status" data-testid="probe-progress">
+      {progress.cpu && `CPU: ${measureText(progress.cpu)} · `}
+      <span className="muted">
+        measuring {what} on this model… {seconds} s
+      </span>
     </span>
   );
 }
