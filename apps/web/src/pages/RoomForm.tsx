@@ -28,6 +28,7 @@ import { createRoom, type HostSession } from '../session/host-session.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { fmt } from '../ui/parts.tsx';
 import { presetChoice } from '../ui/RunConfigPanel.tsx';
+import { useMeasuredInnerSteps } from './measured-h.ts';
 import {
   formTokenBudget,
   type MadeRecommendation,
@@ -106,7 +107,18 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
     if (advancedWrongKey) setAdvancedOpen(true);
   }, [advancedWrongKey]);
 
+  // H from this browser's speed until the link or the person sets it (measured-h.ts)
+  const [autoH, setAutoH] = useState(() => !new URLSearchParams(location.search).has('innerSteps'));
+  const measuredH = useMeasuredInnerSteps(values, autoH && checkpoint === null);
+  useEffect(() => {
+    if (!measuredH) return;
+    const text = String(measuredH.innerSteps);
+    setRaw((r) => ({ ...r, innerSteps: text }));
+    setTypedErrors((e) => ({ ...e, innerSteps: undefined }));
+    setValues((v) => ({ ...v, innerSteps: measuredH.innerSteps }));
+  }, [measuredH]);
   const update = (name: RunOptionName, text: string) => {
+    if (name === 'innerSteps') setAutoH(false);
     setRaw((r) => ({ ...r, [name]: text }));
     const { value, error } = parseRunOption(name, text);
     setTypedErrors((e) => ({ ...e, [name]: error }));
@@ -172,6 +184,14 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
       >
         <div className="form-grid">
           {RUN_OPTION_NAMES.filter((name) => !isAdvanced(name)).map(field)}
+          {measuredH && (
+            <p className="span-2 muted" data-testid="measured-h">
+              {RUN_OPTIONS.innerSteps.label}: {measuredH.innerSteps}, so the first round comes about{' '}
+              {Math.max(1, Math.round((measuredH.innerSteps * measuredH.stepMs) / 1000))} s after Start (this browser
+              trains this model at {Math.round(measuredH.stepMs)} ms a step on its{' '}
+              {measuredH.engine === 'cpu' ? 'CPU' : 'GPU'}; volunteers' speeds vary).
+            </p>
+          )}
           <fieldset className="span-2 field dataset" data-testid="dataset-choice">
             <legend>Text to train on</legend>
             {DATASETS.map(({ value, label }) => (
