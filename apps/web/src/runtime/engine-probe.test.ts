@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   type EngineProbe,
+  engineLabel,
   keepProbe,
   measureText,
   PROBE_LIMITS,
@@ -14,8 +15,15 @@ import {
   throughput,
 } from './engine-probe.ts';
 
-const gpuInfo = { tokensPerStep: 1024, adapter: 'Google SwiftShader', software: true };
-const cpuInfo = { tokensPerStep: 1024, adapter: 'CPU (WebAssembly)', software: false };
+const gpuInfo = { adapter: 'Google SwiftShader', software: true };
+const cpuInfo = { adapter: 'CPU (WebAssembly)', software: false };
+/** A tally whose device opened at 0 and whose engine was built at `at`, 1,024 tokens a step. */
+function built(info: typeof gpuInfo, at: number, rival: number | null = null): ProbeTally {
+  const tally = new ProbeTally(0, PROBE_LIMITS, rival);
+  tally.device(info, 0);
+  tally.ready(1024, at);
+  return tally;
+}
 
 describe('the probe arithmetic', () => {
   it('counts all tokens over all the time', () => {
@@ -38,8 +46,7 @@ describe('the probe arithmetic', () => {
 
 describe('ProbeTally', () => {
   it('stops as soon as the recent steps agree, leaving out the warm-up and the slow first steps', () => {
-    const tally = new ProbeTally(0);
-    tally.ready(cpuInfo, 500);
+    const tally = built(cpuInfo, 500);
     tally.step(400, 900); // warm-up: compiles, not counted
     expect(tally.verdict(900)).toBeNull();
     let at = 900;
@@ -55,8 +62,7 @@ describe('ProbeTally', () => {
   });
 
   it('keeps going while steps scatter, and takes what it has when the budget is spent', () => {
-    const tally = new ProbeTally(0);
-    tally.ready(cpuInfo, 0);
+    const tally = built(cpuInfo, 0);
     tally.step(100, 100);
     let at = 100;
     for (const ms of [50, 150, 50, 150]) {
@@ -70,8 +76,7 @@ describe('ProbeTally', () => {
   });
 
   it('waits up to the cap for a first timed step, then bounds the speed by the step in progress', () => {
-    const tally = new ProbeTally(0);
-    tally.ready(gpuInfo, 1_000);
+    const tally = built(gpuInfo, 1_000);
     tally.step(2_500, 3_500); // the warm-up
     expect(tally.verdict(1_000 + PROBE_LIMITS.budgetMs)).toBeNull(); // no timed step yet: wait on
     const cap = 1_000 + PROBE_LIMITS.capMs;
@@ -84,15 +89,13 @@ describe('ProbeTally', () => {
   });
 
   it('stops at the first timed step of an engine far slower than the other', () => {
-    const tally = new ProbeTally(0, PROBE_LIMITS, 30_000);
-    tally.ready(gpuInfo, 9_000);
+    const tally = built(gpuInfo, 9_000, 30_000);
     tally.step(1_000, 10_000); // warm-up
     expect(tally.verdict(10_000)).toBeNull();
     tally.step(1_000, 11_000);
     expect(tally.verdict(11_000)).toMatchObject({ kind: 'measured', steps: 1, tokensPerSecond: 1024 });
     // one at half the rival's speed or more is measured as usual
-    const close = new ProbeTally(0, PROBE_LIMITS, 1_500);
-    close.ready(gpuInfo, 0);
+    const close = built(gpuInfo, 0, 1_500);
     close.step(1_000, 1_000);
     close.step(1_000, 2_000);
     expect(close.verdict(2_000)).toBeNull();
@@ -100,8 +103,13 @@ describe('ProbeTally', () => {
 
   it('gives up on an engine that takes too long to build, and reports a failure as unavailable', () => {
     const slow = new ProbeTally(0);
-    expect(slow.verdict(PROBE_LIMITS.buildMs - 1)).toBeNull();
-    expect(slow.verdict(PROBE_LIMITS.buildMs)).toMatchObject({ kind: 'slower', tokensPerSecond: null });
+    slow.device(gpuInfo, 2_000); // the build's time counts from the device
+    expect(slow.verdict(2_000 + PROBE_LIMITS.buildMs - 1)).toBeNull();
+    expect(slow.verdict(2_000 + PROBE_LIMITS.buildMs)).toMatchObject({
+      kind: 'slower',
+      tokensPerSecond: null,
+      adapter: 'Google SwiftShader',
+    });
     const broken = new ProbeTally(0);
     broken.failed('no adapter');
     broken.failed('a later error');
@@ -122,6 +130,13 @@ describe('choosing and saying', () => {
     expect(pickEngine({ cpu: measured(30), webgpu: none })).toBe('cpu');
     expect(pickEngine({ cpu: none, webgpu: measured(30) })).toBe('webgpu');
     expect(pickEngine({ cpu: none, webgpu: none })).toBeNull();
+  });
+
+  it('names the GPU by its adapter, once it is known', () => {
+    expect(engineLabel('webgpu', measured(900, true))).toBe('GPU (x)');
+    const unbuilt = { kind: 'slower', tokensPerSecond: null, why: 'w', adapter: '', software: false } as const;
+    expect(engineLabel('webgpu', unbuilt)).toBe('GPU');
+    expect(engineLabel('cpu', measured(900))).toBe('CPU');
   });
 
   it('rounds speeds to two digits', () => {

@@ -25,9 +25,10 @@ export interface ProbeRequest {
   seq?: number;
 }
 
-/** What a probe worker posts: its engine is built, a step's time, or why it cannot train. */
+/** What a probe worker posts: its device, that its engine is built, a step's time, or why it cannot train. */
 export type ProbeWorkerOut =
-  | { type: 'ready'; tokensPerStep: number; adapter: string; software: boolean }
+  | { type: 'device'; adapter: string; software: boolean }
+  | { type: 'ready'; tokensPerStep: number }
   | { type: 'step'; ms: number }
   | { type: 'error'; message: string };
 
@@ -44,8 +45,8 @@ export const PROBE_LIMITS = {
   budgetMs: 3_000,
   /** Past the budget with no timed step yet: how long the step in progress is waited for at most. */
   capMs: 6_000,
-  /** Building the engine (kernels, buffers) longer than this: too slow to be worth it. */
-  buildMs: 15_000,
+  /** Building the engine (kernels, buffers) longer than this: too slow to be worth it (SwiftShader takes 9 s). */
+  buildMs: 20_000,
   /** How long a result is reused. */
   keepMs: 30 * 60_000,
 } as const;
@@ -129,12 +130,17 @@ export class ProbeTally {
     this.lastEventAt = startedAt;
   }
 
-  ready(info: { tokensPerStep: number; adapter: string; software: boolean }, at: number): void {
-    this.readyAt = at;
+  /** The engine's device is open: building starts now. */
+  device(info: { adapter: string; software: boolean }, at: number): void {
     this.lastEventAt = at;
-    this.tokensPerStep = info.tokensPerStep;
     this.adapter = info.adapter;
     this.software = info.software;
+  }
+
+  ready(tokensPerStep: number, at: number): void {
+    this.readyAt = at;
+    this.lastEventAt = at;
+    this.tokensPerStep = tokensPerStep;
   }
 
   step(ms: number, at: number): void {
@@ -225,7 +231,7 @@ export function measureText(measure: EngineMeasure): string {
 /** The name of an engine as the page says it, with the adapter (whose name says software or hardware). */
 export function engineLabel(engine: Engine, measure?: EngineMeasure): string {
   if (engine === 'cpu') return 'CPU';
-  return !measure || measure.kind === 'unavailable' ? 'GPU' : `GPU (${measure.adapter})`;
+  return !measure || measure.kind === 'unavailable' || !measure.adapter ? 'GPU' : `GPU (${measure.adapter})`;
 }
 
 export const probeKeyOf = (request: Omit<ProbeRequest, 'engine'>): string =>
@@ -291,7 +297,8 @@ export function measureEngine(request: ProbeRequest, signal?: AbortSignal, rival
     worker.addEventListener('message', (event: MessageEvent<ProbeWorkerOut>) => {
       const message = event.data;
       const now = performance.now();
-      if (message.type === 'ready') tally.ready(message, now);
+      if (message.type === 'device') tally.device(message, now);
+      else if (message.type === 'ready') tally.ready(message.tokensPerStep, now);
       else if (message.type === 'step') tally.step(message.ms, now);
       else tally.failed(message.message);
       decide();

@@ -43,6 +43,7 @@ async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<vo
     adapter = formatAdapter(gpu.report);
     software = gpu.report.isSoftware;
   }
+  post({ type: 'device', adapter, software });
   const params = initParameters(buildLayout(model), train.seed);
   const trainer: Trainer = gpu
     ? await GpuTrainer.create(
@@ -62,7 +63,7 @@ async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<vo
     inputs[i] = Math.floor(Math.random() * model.vocabSize);
     targets[i] = Math.floor(Math.random() * model.vocabSize);
   }
-  post({ type: 'ready', tokensPerStep: tokens, adapter, software });
+  post({ type: 'ready', tokensPerStep: tokens });
   for (;;) {
     const started = performance.now();
     // readLoss waits for the GPU, so the time is the step's own, not the time to queue it
