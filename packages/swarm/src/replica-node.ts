@@ -225,8 +225,11 @@ export class ReplicaNode {
         this.openAfterCommit.set(roundKey(p, waiting.round), message);
         return;
       }
-      // This replica missed a commit: its θ_global[p] is stale.
+      // This replica missed a commit: its θ_global[p] is stale. The state it fetches is most
+      // likely this round's base: it follows the round once that is in (its hash report then
+      // counts, and the commit finds it current), instead of finding itself behind again there.
       this.resync(p);
+      if (this.fetching.has(p)) this.held.set(p, { ...this.held.get(p), open: message });
       return;
     }
     if (message.round <= current.round) return;

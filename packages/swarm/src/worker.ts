@@ -244,9 +244,15 @@ export class Worker {
     this.replica?.state.abortAll();
   }
 
-  /** The welcome of a host that came back: the same run, and θ_global to fetch if it moved. */
+  /**
+   * A welcome to a worker already running: the answer to a hello during the run, or the welcome
+   * of a host that came back (the same run, and θ_global to fetch if it moved).
+   */
   private onWelcomeBack(config: RunConfig, stateFrom: PeerId | null, fragments: FragmentState[]): void {
-    if (!this.coordinatorLost) return; // a repeated welcome
+    if (!this.coordinatorLost) {
+      this.catchUp(stateFrom, fragments);
+      return;
+    }
     this.coordinatorLost = false;
     for (const f of fragments) this.replica?.trust(f.fragment, f.hash, f.round);
     if (JSON.stringify(config) !== JSON.stringify(this.config)) {
@@ -259,6 +265,25 @@ export class Worker {
       this.synced = false;
       for (const f of this.replica.fragments) this.pendingSync.add(f.index);
       this.replica.fetch(stateFrom, [...this.pendingSync]);
+    }
+  }
+
+  /**
+   * The coordinator found this replica's holds behind (stateFrom set): fetch each fragment it names
+   * at a newer state. A commit that reached this worker while its replica was being built was lost,
+   * and it would otherwise train on, sure it is synced, until a round's base showed otherwise.
+   */
+  private catchUp(stateFrom: PeerId | null, fragments: FragmentState[]): void {
+    const replica = this.replica;
+    if (!stateFrom || !replica) return;
+    for (const { fragment: p, round, hash } of fragments) {
+      if (p >= replica.state.fragments.length) continue;
+      replica.trust(p, hash, round);
+      const held = replica.state.fragment(p);
+      const behind = round > held.round || (round === held.round && hash !== held.hash);
+      // a round it has open is on its way here (its results or its commit still arriving)
+      const coming = replica.state.isOpen(p, round);
+      if (behind && !coming && replica.state.follows(p) && !replica.fetching.has(p)) replica.resync(p);
     }
   }
 
