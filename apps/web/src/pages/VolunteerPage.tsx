@@ -112,9 +112,9 @@ function JoinForm({
         )}
       </p>
       <p className="consent" data-testid="consent">
-        Joining lends this browser’s {engine === 'cpu' ? 'CPU' : 'GPU or CPU'} to the room while this tab is open (pause
-        or leave at any time). Your <strong>IP address becomes visible</strong> to the room’s other members; you
-        download {corpus} and the model, and send compressed updates.
+        Joining lends this browser’s {engine === 'cpu' ? 'CPU' : engine === 'webgpu' ? 'GPU' : 'GPU or CPU'} to the room
+        while this tab is open (pause or leave at any time). Your <strong>IP address becomes visible</strong> to the
+        room’s other members; you download {corpus} and the model, and send compressed updates.
       </p>
       <EngineChoice
         probe={probe.probe}
