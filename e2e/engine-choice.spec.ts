@@ -4,7 +4,8 @@
  * with a wrong token or room is refused before any consent; the join page of a real room (on a
  * phone-sized screen, Join visible without scrolling) measures both on the room's model, picks
  * the CPU (far faster than a software adapter), and the person's choice of the GPU is what the
- * room then trains with.
+ * room then trains with; a join refused after consent says why beside Join; when the host stops
+ * the run, the volunteer's page ends with a thank-you and the join link offers nothing more.
  */
 import { type Browser, type BrowserContext, chromium, expect, type Page, test } from '@playwright/test';
 import { CHROMIUM_WEBGPU_ARGS, chromiumPath } from '../scripts/chromium.mjs';
@@ -151,9 +152,17 @@ test('the join page measures both engines, picks the CPU, and trains on the GPU 
     .poll(async () => (await readState(page)).metrics.step as number, { timeout: 120_000 })
     .toBeGreaterThan(2);
 
-  // leaving ends the page clearly, with what this volunteer gave
-  await page.getByRole('button', { name: 'Leave the room' }).click();
-  await expect(page.getByTestId('volunteer-end')).toContainText('Thank you — you can close this tab.');
+  // the host stops the run: the volunteer's page ends clearly, with what it gave
+  await host.getByRole('button', { name: 'Stop', exact: true }).click();
+  await host.getByTestId('stop-dialog').getByRole('button', { name: 'Stop the run' }).click();
+  const end = page.getByTestId('volunteer-end');
+  await expect(end).toContainText('The room has finished. Thank you — you can close this tab.');
+  await expect(end).toContainText(/You trained [\d,]+ steps/);
   await expect(page.getByRole('button', { name: 'Pause' })).toHaveCount(0);
+  // and its join link offers nothing to join
+  const late = await open(browser, 'late');
+  await late.goto(joinUrl);
+  await expect(late.getByTestId('room-check')).toContainText('has stopped training');
+  await expect(late.getByRole('button', { name: 'Join', exact: true })).toHaveCount(0);
   expect(errors).toEqual([]);
 });

@@ -98,6 +98,17 @@ function JoinForm({
       </>
     );
   }
+  if (check?.kind === 'open' && check.status === 'stopped') {
+    return (
+      <>
+        <h1>Join room {roomId}</h1>
+        <div className="card" role="status" data-testid="room-check">
+          Room {roomId} has stopped training: there is nothing to join now. If its host resumes it, reload this page to
+          join.
+        </div>
+      </>
+    );
+  }
   const corpus = check?.kind === 'open' && check.about?.corpus ? corpusName(check.about.corpus) : 'the room’s text';
   return (
     <>
