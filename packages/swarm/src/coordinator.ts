@@ -264,7 +264,15 @@ export class Coordinator {
     // a stage worker that comes back (a restarted host) is placed in the stage whose state it holds
     if (held > 0) this.heldStage.set(from, held - 1);
     const status: MemberInfo['status'] = role === 'spectator' ? 'synced' : fresh || holdsCurrent ? 'synced' : 'syncing';
+    // what it must show it holds before rounds name it again (a pipeline stage follows only its
+    // stage's fragments, which are not known here: one agreeing report does for it)
+    const behind = new Set(
+      status === 'syncing' && this.stageFragments.length === 0
+        ? this.options.replica.fragments.flatMap((_, p) => (current(p) ? [] : [p]))
+        : [],
+    );
     if (existing) {
+      existing.behind = behind;
       // a hello does not lift a bench: the member stays out of rounds until it has served it
       if (existing.status !== 'excluded') existing.status = status;
       // a participant that found itself behind cannot contribute to its rounds in flight: that is
@@ -278,6 +286,7 @@ export class Coordinator {
         status,
         capabilities,
         baseStep: ownStep,
+        behind,
         // the median worker's step, or where the last rounds opened when nobody is training
         scheduleOffset: Math.max(this.medianStep, Math.min(...this.nextOpenStep) - this.config.diloco.innerSteps),
       };
@@ -538,7 +547,7 @@ export class Coordinator {
     }
     if (!open || open.round !== round) {
       // A follower's report that arrives after its round committed still says whether it agrees.
-      if (round === this.lastRound[p] && hash === this.committedHash[p]) this.roster.setStatus(from, 'synced');
+      if (round === this.lastRound[p] && hash === this.committedHash[p]) this.holds(from, p);
       else this.member.refuse(from, 'hash-report', 'stale-round', `round ${round} of fragment ${p} is not open`);
       return;
     }
@@ -554,6 +563,13 @@ export class Coordinator {
     // late joiner whose state arrived while a commit overtook its hello becomes synced here).
     open.reports.set(from, hash);
     if (open.participants.includes(from)) this.maybeFinish(open);
+  }
+
+  /** `peer` reported fragment p's committed hash: synced once it has for every fragment it was behind on. */
+  private holds(peer: PeerId, p: number): void {
+    const info = this.members.get(peer);
+    info?.behind?.delete(p);
+    if (!info?.behind?.size) this.roster.setStatus(peer, 'synced');
   }
 
   private tally(open: OpenRound, hostHash: string | null) {
@@ -593,8 +609,10 @@ export class Coordinator {
         this.options.replica.verifiedContributors(fragment, round).flatMap((peers) => peers ?? []),
       );
       this.benchAll(roundMisses(`${fragment}:${round}`, live, open.excused, open.reports, contributors));
-      for (const [peer, reported] of open.reports)
-        this.roster.setStatus(peer, reported === hostHash ? 'synced' : 'diverged');
+      for (const [peer, reported] of open.reports) {
+        if (reported === hostHash) this.holds(peer, fragment);
+        else this.roster.setStatus(peer, 'diverged');
+      }
       this.committedRounds++;
       this.committedHash[fragment] = hostHash;
       void this.member.broadcast(this.everyone(), {

@@ -17,6 +17,12 @@ export interface MemberInfo {
   peer: PeerId;
   role: RosterMember['role'];
   status: RosterMember['status'];
+  /**
+   * Fragments a syncing member was found behind on (its hello held another state): each needs an
+   * agreeing hash report before it is synced again. Agreement on one fragment says nothing of the
+   * others, and a member named in a round whose base it lacks can only stall it.
+   */
+  behind?: Set<number>;
   reason: string;
   capabilities: Capabilities;
   innerStep: number;
