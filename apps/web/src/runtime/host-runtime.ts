@@ -66,10 +66,13 @@ async function roomCorpus(
 
 export async function startHost(init: HostInit, transport: PortTransport, post: Post): Promise<HostRuntime> {
   let saved: RoomCheckpoint | null = null;
+  /** The room's step when the resumed checkpoint was saved (its record says; the files hold tokens). */
+  let savedStep = 0;
   if (init.resume) {
     const files = await loadRoomFiles(init.resume);
     if (!files) throw new Error(`no checkpoint of room ${init.resume} in this browser`);
     saved = decodeRoomCheckpoint(files.weights, files.state);
+    savedStep = files.info?.step ?? 0;
   }
   const config = saved?.state.config ?? init.config;
   if (!config) throw new Error('a new room needs a run config');
@@ -110,8 +113,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     onError: reportError,
   });
   transport.start();
-  // the step it was saved at: the view the server kept says (a checkpoint holds only tokens)
-  if (saved) post({ type: 'resumed', checkpoint: infoOf(saved, init.history?.metrics.step ?? 0) });
+  if (saved) post({ type: 'resumed', checkpoint: infoOf(saved, savedStep) });
   service.start(init.history && viewHistoryOf(init.history));
 
   return {
