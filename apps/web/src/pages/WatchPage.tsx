@@ -2,9 +2,9 @@
 import { useEffect } from 'react';
 import { useStore } from 'zustand';
 import { statusLabel } from '../session/room-link.ts';
-import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { watchRoom } from '../session/watch-session.ts';
 import { store } from '../store.ts';
+import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { ErrorBox, Header } from '../ui/parts.tsx';
 import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
 import { RunConfigPanel } from '../ui/RunConfigPanel.tsx';
