@@ -20,6 +20,7 @@ import { engineFigure, GpuCard, ProbeProgressLine, useEngineProbe } from '../ui/
 import { VolunteerStage } from '../ui/PipelineTables.tsx';
 import { DatasetLine, ErrorBox, fmt, Header, StatTiles } from '../ui/parts.tsx';
 import { stageWaiting } from '../ui/pipeline-text.ts';
+import { RoomFigureTiles } from '../ui/RoomPanels.tsx';
 
 export function VolunteerPage({ roomId, token }: { roomId: string; token: string | null }) {
   const [session, setSession] = useState<VolunteerSession | null>(null);
@@ -237,7 +238,6 @@ function Training({ session }: { session: VolunteerSession }) {
   const state = useStore(store);
   const own = state.volunteer;
   const summary = state.summary;
-  const share = own && summary && summary.tokens > 0 ? Math.min(1, own.tokens / summary.tokens) : null;
   const phase = own?.phase ?? 'connecting';
   // a pipeline stage whose group cannot train yet is waiting, not training
   const stageWait = phase === 'training' ? stageWaiting(own?.pipeline ?? null) : null;
@@ -297,11 +297,15 @@ function Training({ session }: { session: VolunteerSession }) {
           { label: 'Your loss', value: fmt.loss(own?.loss), testId: 'own-loss' },
           { label: 'Sent', value: fmt.bytes(own?.bytesSent), testId: 'own-sent' },
           { label: 'Received', value: fmt.bytes(own?.bytesReceived), testId: 'own-received' },
-          { label: 'Rounds contributed', value: fmt.count(own?.contributions) },
-          { label: 'Your share of the room', value: fmt.percent(share), hint: 'your tokens ÷ the room’s tokens' },
-          { label: 'Room validation loss', value: fmt.loss(summary?.evalLoss) },
+          {
+            label: 'Contributions sent',
+            value: fmt.count(own?.contributions),
+            hint: 'rounds you sent your Δ to; the host counts those that committed',
+          },
         ]}
       />
+      {/* the room's figures: the host's summary of its view, shown as the dashboard shows them */}
+      <RoomFigureTiles />
       {ended ? (
         <section className="card" role="status" data-testid="volunteer-end">
           <h2>{ended} Thank you — you can close this tab.</h2>
