@@ -7,11 +7,13 @@
  *    server dies; every page says in words that it is reconnecting (the watch page drops its
  *    "training" badge, which would no longer be true); the server comes back; every page is back
  *    in the SAME room by itself (the host's URL unchanged, the volunteer under its own peer id),
- *    rounds commit again, the watch page gets live views again, and the host's list of rooms
- *    names the room once.
- * 2. A host that closes its page for good: its volunteer trains on through the grace period
+ *    rounds commit again, the watch page gets live views again; a host reload then takes the same
+ *    room back, and the host's list of rooms names it once.
+ * 2. A host that closes its page for good: its volunteer waits through the grace period
  *    (HOST_GRACE_MS, 2 minutes, passed on the volunteer page's clock), then stops, says why, and
  *    keeps nothing running.
+ * 3. A server that keeps no rooms (--no-persist), restarted: the room is gone, every page stops
+ *    trying and says so, and the volunteer stops.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,9 +47,13 @@ test.afterAll(async () => {
   if (roomsDir) rmSync(roomsDir, { recursive: true, force: true });
 });
 
-/** `shoal server` on `port` (0: any free one) keeping its rooms in roomsDir; resolves with its origin once it listens. */
-async function startServer(name: string, port: number): Promise<{ server: Proc; origin: string }> {
-  const server = start(name, ['server', '--port', String(port), '--host', '127.0.0.1', '--rooms-dir', roomsDir]);
+/**
+ * `shoal server` on `port` (0: any free one) keeping its rooms in roomsDir (or, `persist` false, in
+ * memory only); resolves with it and its origin once it listens.
+ */
+async function startServer(name: string, port: number, persist = true): Promise<{ server: Proc; origin: string }> {
+  const keep = persist ? ['--rooms-dir', roomsDir] : ['--no-persist'];
+  const server = start(name, ['server', '--port', String(port), '--host', '127.0.0.1', ...keep]);
   const running = await until(
     () => server.text.map((line) => /Shoal is running\. Open http:\/\/[^:]+:(\d+)/.exec(line)).find(Boolean),
     30_000,
@@ -71,13 +77,13 @@ async function open(browser: Browser, name: string, url: string, fakeClock = fal
  * A room created on the host form (ROOM_QUERY) with one volunteer on the CPU engine, started and
  * past its first committed round. `suffix` tells the pages' names apart in recorded errors.
  */
-async function trainingRoom(browser: Browser, suffix: string, volunteerClock = false) {
-  const host = await open(browser, `host${suffix}`, `${origin}/host?${ROOM_QUERY}`);
+async function trainingRoom(browser: Browser, suffix: string, volunteerClock = false, at = origin) {
+  const host = await open(browser, `host${suffix}`, `${at}/host?${ROOM_QUERY}`);
   await host.getByRole('button', { name: 'Create room' }).click();
   const joinUrl = await host.getByTestId('join-url').inputValue();
   const watchUrl = await host.getByTestId('watch-url').inputValue();
   const roomId = (await readState(host)).roomId as string;
-  expect(host.url()).toBe(`${origin}/host/${roomId}`);
+  expect(host.url()).toBe(`${at}/host/${roomId}`);
 
   const volunteer = await open(browser, `volunteer${suffix}`, joinUrl, volunteerClock);
   // the CPU engine: far faster than the software WebGPU adapter, whatever the probe finds
@@ -102,6 +108,11 @@ async function pageState(page: Page) {
     connection: 'connected' | 'reconnecting' | 'lost';
     volunteer: { innerStep: number } | null;
   };
+}
+
+/** Chromium reports each refused WebSocket while the server is down; nothing else may go wrong. */
+function expectNoErrors() {
+  expect(errors.filter((error) => !/WebSocket connection to .* failed/.test(error))).toEqual([]);
 }
 
 const connection = async (page: Page) => (await pageState(page)).connection;
@@ -177,6 +188,19 @@ test('a server restart: every page reconnects by itself to the same room, and tr
   );
   await expect(volunteer.getByTestId('volunteer-phase')).toHaveText('training');
 
+  // A host reload after the restart takes the same room back (not a new one), with its volunteer.
+  const roundsAtReload = (await readState(host)).metrics.roundsCommitted ?? 0;
+  await host.reload();
+  await expect.poll(async () => (await readState(host)).resumedFrom, { timeout: 60_000 }).not.toBeNull();
+  expect(host.url()).toBe(hostUrl);
+  expect((await readState(host)).roomId).toBe(roomId);
+  await expect.poll(async () => (await readState(host)).peers.length, { timeout: 60_000 }).toBe(1);
+  await expect
+    .poll(async () => (await readState(host)).metrics.roundsCommitted ?? 0, { timeout: 60_000 })
+    .toBeGreaterThan(roundsAtReload);
+  expect(eventsOf(server, 'host-reclaimed').map((line) => line.room)).toEqual([roomId, roomId]);
+  expect(eventsOf(server, 'room-created')).toEqual([]);
+
   // The host's list of rooms (this browser's IndexedDB) names the room once.
   const list = await host.context().newPage();
   await list.goto(`${origin}/host`);
@@ -185,8 +209,7 @@ test('a server restart: every page reconnects by itself to the same room, and tr
   await expect(rows.first()).toContainText(roomId);
   await list.close();
 
-  // Chromium reports each refused WebSocket while the server was down; nothing else may go wrong.
-  expect(errors.filter((error) => !/WebSocket connection to .* failed/.test(error))).toEqual([]);
+  expectNoErrors();
 });
 
 test('a host gone for good: after the grace period the volunteer stops, says why, and keeps nothing running', async ({
@@ -230,4 +253,33 @@ test('a host gone for good: after the grace period the volunteer stops, says why
     10_000,
     'the volunteer leaving the room on the server',
   );
+  expectNoErrors();
+});
+
+test('a server that keeps no rooms, restarted: every page says the room has ended, and the volunteer stops', async ({
+  browser,
+}) => {
+  test.setTimeout(120_000);
+  const forgetful = await startServer('server without rooms dir', 0, false);
+  const port = Number(new URL(forgetful.origin).port);
+  const { host, volunteer, watchUrl } = await trainingRoom(browser, ' 3', false, forgetful.origin);
+  const watcher = await open(browser, 'watcher 3', watchUrl);
+  await expect(watcher.getByTestId('room-status')).toHaveText('training', { timeout: 30_000 });
+
+  forgetful.server.child.kill('SIGKILL');
+  await forgetful.server.exit;
+  await startServer('server without rooms dir, again', port, false);
+  // refused for good (no such room): no more tries, and each page says what that means for it
+  for (const [name, page] of Object.entries({ host, volunteer, watcher })) {
+    await expect.poll(() => connection(page), { message: `${name} lost`, timeout: 60_000 }).toBe('lost');
+    await expect(page.getByTestId('connection')).toHaveText('disconnected from the server');
+  }
+  await expect(host.getByRole('alert')).toContainText('The Shoal server no longer has this room');
+  await expect(watcher.getByRole('alert')).toContainText('has ended: the server no longer has it');
+  await expect(volunteer.getByRole('alert')).toContainText(
+    'The Shoal server no longer has this room (no-such-room), so it has ended. Thank you — you can close this tab.',
+  );
+  await expect(volunteer.getByTestId('volunteer-end')).toBeVisible();
+  await expect.poll(() => volunteer.workers().length, { timeout: 10_000 }).toBe(0);
+  expectNoErrors();
 });
