@@ -8,7 +8,8 @@
  *    "training" badge, which would no longer be true); the server comes back; every page is back
  *    in the SAME room by itself (the host's URL unchanged, the volunteer under its own peer id),
  *    rounds commit again, the watch page gets live views again; a host reload then takes the same
- *    room back, and the host's list of rooms names it once.
+ *    room back; the room opened in a second tab waits (saying why) until the first closes, then
+ *    takes it over; and the host's list of rooms names it once.
  * 2. A host that closes its page for good: its volunteer waits through the grace period
  *    (HOST_GRACE_MS, 2 minutes, passed on the volunteer page's clock), then stops, says why, and
  *    keeps nothing running.
@@ -201,8 +202,29 @@ test('a server restart: every page reconnects by itself to the same room, and tr
   expect(eventsOf(server, 'host-reclaimed').map((line) => line.room)).toEqual([roomId, roomId]);
   expect(eventsOf(server, 'room-created')).toEqual([]);
 
+  // The same room opened in a second tab while this one hosts it: the second waits and says why;
+  // it neither takes the room nor opens another one in its place.
+  const second = await host.context().newPage();
+  recordErrors(second, 'host, second tab', errors);
+  await second.goto(hostUrl);
+  await expect(second.getByRole('alert')).toContainText('is hosted from another tab or window', { timeout: 30_000 });
+  expect(second.url()).toBe(hostUrl);
+  expect(eventsOf(server, 'room-created')).toEqual([]);
+  expect((await readState(host)).peers.length).toBe(1);
+  // once the first tab closes, the second takes the room over, volunteer and all
+  const roundsAtHandOver = (await readState(host)).metrics.roundsCommitted ?? 0;
+  await host.close();
+  await expect(second.getByRole('alert')).toHaveCount(0, { timeout: 30_000 });
+  expect((await readState(second)).roomId).toBe(roomId);
+  await expect.poll(async () => (await readState(second)).peers.length, { timeout: 60_000 }).toBe(1);
+  await expect
+    .poll(async () => (await readState(second)).metrics.roundsCommitted ?? 0, { timeout: 60_000 })
+    .toBeGreaterThan(roundsAtHandOver);
+  expect(eventsOf(server, 'host-reclaimed').map((line) => line.room)).toEqual([roomId, roomId, roomId]);
+  expect(eventsOf(server, 'room-created')).toEqual([]);
+
   // The host's list of rooms (this browser's IndexedDB) names the room once.
-  const list = await host.context().newPage();
+  const list = await second.context().newPage();
   await list.goto(`${origin}/host`);
   const rows = list.getByTestId('hosted-rooms').locator('tbody tr');
   await expect(rows).toHaveCount(1);

@@ -6,7 +6,7 @@
  */
 import { MOBY_DICK_URL } from '@shoal/data';
 import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
-import { type ReconnectingSignal, readKeptView, type SignalClient } from '@shoal/signaling';
+import { backoffDelay, type ReconnectingSignal, readKeptView, type SignalClient, SignalError } from '@shoal/signaling';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import {
   loadRoomFiles,
@@ -68,6 +68,28 @@ export async function createRoom(
 export async function resumeRoom(roomId: string): Promise<HostSession> {
   const { setSession } = store.getState();
   setSession({ role: 'host', roomId, phase: 'resuming from this browser’s checkpoint…', error: null });
+  // While the server says the room's host is connected (the room is open in another tab or
+  // window, or this page's previous socket is not closed yet), this page waits and says so, then
+  // reads everything afresh: taking the room elsewhere would strand the volunteers of the page
+  // that hosts it, which goes on writing the record, the checkpoint and the view meanwhile.
+  for (let attempt = 1; ; attempt++) {
+    const session = await tryResume(roomId);
+    if (session) {
+      if (attempt > 1) setSession({ error: null });
+      return session;
+    }
+    const delay = backoffDelay(attempt);
+    setSession({
+      error:
+        `Room ${roomId} is hosted from another tab or window (or this page's previous connection is still open). ` +
+        `This page takes it back once it is free: next try in ${Math.ceil(delay / 1000)} s.`,
+    });
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
+
+/** One try of resumeRoom; null: the server says the room's host is connected. */
+async function tryResume(roomId: string): Promise<HostSession | null> {
   const saved = await loadRoomLink(roomId);
   if (!saved)
     throw new Error(`This browser has no record of room ${roomId}. Rooms are resumed where they were created.`);
@@ -90,7 +112,18 @@ export async function resumeRoom(roomId: string): Promise<HostSession> {
   let room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[]; joinToken: string };
   try {
     room = await client.reclaim(roomId, saved.hostSecret);
-  } catch {
+  } catch (error) {
+    const code = error instanceof SignalError ? error.code : null;
+    if (code === 'host-present') {
+      client.close();
+      return null;
+    }
+    if (code !== 'no-such-room' && code !== 'bad-secret') {
+      client.close();
+      throw new Error(
+        `Could not take room ${roomId} back (${(error as Error).message}); reload the page to try again.`,
+      );
+    }
     // the server forgot the room (one that keeps no rooms dir, restarted; or the room expired):
     // the run goes on in a new room, with a new link, under which this browser's record moves
     const created = await client.create();
