@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { loadCorpus } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
-import { maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
+import { maxMessageBytesFor, type RunConfig, roomSummaryMessage, roomSummaryOf } from '@shoal/protocol';
 import type { IceServer } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
 import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
@@ -330,7 +330,12 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
       storage,
       onEvent,
       // the watch link's view: one chart point and one publish per period (the server keeps the history)
-      onView: (update) => signal.publish(update), // dropped while reconnecting: the next one carries on
+      // and the room's figures for the volunteers' pages (the dashboard relays the same summary)
+      onView: (update) => {
+        // dropped while reconnecting: the next one carries on
+        signal.publish(update);
+        signal.relay(roomSummaryMessage(roomSummaryOf(update)));
+      },
       onEvaluated: printMetrics,
       // the schedule's last step: a last checkpoint, then the process ends (volunteers are released)
       onEnded: () => endSchedule(),

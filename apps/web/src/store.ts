@@ -8,9 +8,11 @@ import {
   appendThinned,
   type RoomEnd,
   type RoomStatus,
+  type RoomSummary,
   type RoomViewEvalTrend,
   type RoomViewNextRound,
   type RoomViewPoint,
+  roomSummaryOf,
 } from '@shoal/protocol';
 import type { RoomView } from '@shoal/swarm';
 import { createStore, type StateCreator } from 'zustand/vanilla';
@@ -66,47 +68,12 @@ export interface ViewSlice {
   applyView(update: RoomView, options?: { replace?: boolean; roomStep?: number }): void;
 }
 
-/**
- * What the host relays to every volunteer (signaling relay) with each view: a projection of the
- * room view (summaryOf), so the volunteer page shows the same room figures as the dashboard and
- * the watch page. The optional fields are absent from an older host's summaries.
- */
-export interface RoomSummary {
-  status: RoomStatus;
-  step: number;
-  tokens: number;
-  evalLoss: number | null;
-  roundsCommitted: number;
-  tokensPerSecond?: number;
-  nextRounds?: RoomViewNextRound[];
-  evalTrend?: RoomViewEvalTrend | null;
-  endedBy?: RoomEnd;
-  /** Per volunteer (at most MAX_SUMMARY_PEERS): [peer, its share of the room's tokens or null, its committed rounds]. */
-  peers?: [string, number | null, number][];
-}
-
-/** Volunteers a summary names (a relay frame is at most 16 KiB; 128 rows are about 5 KiB). */
-export const MAX_SUMMARY_PEERS = 128;
+/** What the host relays to every volunteer with each view: defined once, in @shoal/protocol. */
+export type { RoomSummary } from '@shoal/protocol';
+export { MAX_SUMMARY_PEERS } from '@shoal/protocol';
 
 /** The summary relayed to volunteers: the room view's figures, the same numbers (one definition). */
-export function summaryOf(view: Omit<RoomView, 'points'>): RoomSummary {
-  const { metrics } = view;
-  return {
-    status: view.status,
-    step: metrics.step,
-    tokens: metrics.tokens,
-    evalLoss: metrics.evalLoss,
-    roundsCommitted: metrics.roundsCommitted,
-    tokensPerSecond: metrics.tokensPerSecond,
-    nextRounds: (metrics.nextRounds ?? []).slice(0, 64),
-    evalTrend: metrics.evalTrend ?? null,
-    ...(view.endedBy ? { endedBy: view.endedBy } : {}),
-    peers: view.peers
-      .filter((peer) => peer.role === 'worker')
-      .slice(0, MAX_SUMMARY_PEERS)
-      .map((peer) => [peer.peer, peer.share ?? null, peer.roundsContributed]),
-  };
-}
+export const summaryOf: (view: Omit<RoomView, 'points'>) => RoomSummary = roomSummaryOf;
 
 export interface VolunteerSlice {
   volunteer: VolunteerStats | null;

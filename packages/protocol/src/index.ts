@@ -12,6 +12,7 @@ export * from './json-depth.ts';
 export * from './limits.ts';
 export * from './messages.ts';
 export * from './reassembler.ts';
+export * from './room-summary.ts';
 export * from './room-view.ts';
 export * from './round-open.ts';
 export * from './schemas.ts';

@@ -8,10 +8,8 @@ import {
   createIdentity,
   type Identity,
   type RoomStatus,
-  roomEndSchema,
-  roomStatusSchema,
-  roomViewEvalTrendSchema,
-  roomViewNextRoundSchema,
+  roomSummaryMessage,
+  roomSummaryMessageSchema,
 } from '@shoal/protocol';
 import {
   ReconnectingSignal,
@@ -22,10 +20,9 @@ import {
   signalUrl,
   type WebSocketConstructor,
 } from '@shoal/signaling';
-import { z } from 'zod';
 import type { RuntimeEvent, RuntimeIn } from '../runtime/messages.ts';
 import { bridgeTransport, type PortLike } from '../runtime/port-transport.ts';
-import { MAX_SUMMARY_PEERS, type RoomSummary, store } from '../store.ts';
+import { store } from '../store.ts';
 
 /**
  * This page's key pair (Ed25519 where the browser has it, else ECDSA P-256), announced to the
@@ -156,31 +153,9 @@ export function meshIntoWorker(
   };
 }
 
-/**
- * The host's summary relayed to volunteers (store.ts summaryOf: a projection of the room view):
- * validated like any input from the network. The fields after roundsCommitted are optional, as
- * an older host's summaries lack them.
- */
-export const roomSummarySchema = z.object({
-  type: z.literal('room-summary'),
-  status: roomStatusSchema,
-  step: z.int().min(0),
-  tokens: z.number().min(0),
-  evalLoss: z.number().nullable(),
-  roundsCommitted: z.int().min(0),
-  tokensPerSecond: z.number().min(0).optional(),
-  nextRounds: z.array(roomViewNextRoundSchema).max(64).optional(),
-  evalTrend: roomViewEvalTrendSchema.nullable().optional(),
-  endedBy: roomEndSchema.optional(),
-  peers: z
-    .array(z.tuple([z.string().min(1).max(128), z.number().min(0).max(1).nullable(), z.int().min(0)]))
-    .max(MAX_SUMMARY_PEERS)
-    .optional(),
-});
-
-export function summaryMessage(summary: RoomSummary): z.infer<typeof roomSummarySchema> {
-  return { type: 'room-summary', ...summary };
-}
+/** The host's summary relayed to volunteers, validated like any input from the network (@shoal/protocol). */
+export const roomSummarySchema = roomSummaryMessageSchema;
+export const summaryMessage = roomSummaryMessage;
 
 export const statusLabel: Record<RoomStatus, string> = {
   waiting: 'waiting for Start',
