@@ -18,7 +18,7 @@ import { basename, dirname, join } from 'node:path';
 import { loadCorpus } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig, roomSummaryMessage, roomSummaryOf } from '@shoal/protocol';
-import type { IceServer } from '@shoal/signaling';
+import type { IceServer, SignalClient } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
 import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
 import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
@@ -100,6 +100,34 @@ export const STATE_NAME = 'shoal-room.state.safetensors';
 export const CREDENTIALS_NAME = 'room-credentials.json';
 /** Why `shoal host` stops when the learning-rate schedule ran out (it exits 0). */
 const SCHEDULE_ENDED = 'the schedule ended (its last step reached)';
+
+/** How long a resumed host waits for its room's seat while the server still sees the old host in it. */
+const RECLAIM_WAIT_MS = 30_000;
+
+/**
+ * Takes the saved room back; null when the server no longer has it (or the secret is not its), so
+ * a new room is the only way on. While the server still seats a host (a killed one whose socket it
+ * has not seen close yet, or another process hosting it), this waits for the seat rather than
+ * opening a second room beside the one its volunteers are in.
+ */
+async function reclaimWhenFree(
+  client: SignalClient,
+  saved: { roomId: string; hostSecret: string },
+): Promise<Awaited<ReturnType<SignalClient['reclaim']>> | null> {
+  const deadline = Date.now() + RECLAIM_WAIT_MS;
+  for (let wait = 500; ; wait = Math.min(2 * wait, 5_000)) {
+    try {
+      return await client.reclaim(saved.roomId, saved.hostSecret);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === 'no-such-room' || code === 'bad-secret') return null;
+      if (code !== 'host-present' || Date.now() + wait > deadline) {
+        throw new UsageError(`cannot take room ${saved.roomId} back: ${(error as Error).message}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
 
 /** Whoever holds these can act as the room's host: they live only in CREDENTIALS_NAME (0600). */
 interface RoomCredentials {
@@ -245,13 +273,12 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   };
   let peers: string[] = [];
   let reclaimed = false;
-  try {
-    if (!savedRoom) throw new Error('no room to take back');
-    const back = await client.reclaim(savedRoom.roomId, savedRoom.hostSecret);
+  const back = savedRoom ? await reclaimWhenFree(client, savedRoom) : null;
+  if (back && savedRoom) {
     room = { ...back, hostSecret: savedRoom.hostSecret };
     peers = back.peers;
     reclaimed = true;
-  } catch {
+  } else {
     room = await client.create();
   }
   // from here on the room outlives the socket: a restarted server is reclaimed with the secret
