@@ -361,7 +361,9 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
       onView: (update) => {
         // dropped while reconnecting: the next one carries on
         signal.publish(update);
-        signal.relay(roomSummaryMessage(roomSummaryOf(update)));
+        // not the last view of a host that is exiting (SIGINT, SIGTERM): its room goes on, and
+        // `--resume` takes it back; volunteers take a relayed 'stopped' as the room's end
+        if (!stopping) signal.relay(roomSummaryMessage(roomSummaryOf(update)));
       },
       onEvaluated: printMetrics,
       // the schedule's last step: a last checkpoint, then the process ends (volunteers are released)

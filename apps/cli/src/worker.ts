@@ -13,7 +13,7 @@ import { type Corpus, corpusFromBytes, loadCorpus } from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
 import { HOST_GRACE_MS, type WrtcImplementation, watchHost } from '@shoal/mesh';
 import type { Trainer } from '@shoal/model';
-import { type Capabilities, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
+import { type Capabilities, maxMessageBytesFor, type RunConfig, roomSummaryMessageSchema } from '@shoal/protocol';
 import { memberEntry, type ReconnectingSignal, type ServerMessageOf } from '@shoal/signaling';
 import { fetchCorpusFrom, type Member, type Worker } from '@shoal/swarm';
 import { stageFor, trainerFor, VolunteerService, type VolunteerServiceOptions } from '@shoal/swarm/services';
@@ -100,6 +100,8 @@ export interface RoomWorker {
   signal: ReconnectingSignal;
   /** Resolves with why the room has ended for this worker: its host has been gone for the grace period. */
   hostGone: Promise<Error>;
+  /** Resolves with why, once the host's relayed summary says the room is stopped (by the host or its schedule). */
+  roomEnded: Promise<string>;
   worker: Worker;
   /** join() then run(); settles when the loop ends. */
   running: Promise<void>;
@@ -109,15 +111,21 @@ export interface RoomWorker {
   leave(): Promise<void>;
 }
 
+/** The room ended as it should (the host stopped it, or its schedule ran out): `shoal worker` exits 0. */
+export class RoomEnded {
+  constructor(readonly why: string) {}
+}
+
 /**
  * What ends a worker's run: SIGINT/SIGTERM (the signal's name), or an Error saying why it cannot
  * go on (the engine or the text failed, the loop ended, the server refused it back, the host has
  * been gone too long).
  */
-export function untilStopped(room: RoomWorker): Promise<NodeJS.Signals | Error> {
+export function untilStopped(room: RoomWorker): Promise<NodeJS.Signals | Error | RoomEnded> {
   const { worker, signal } = room;
   return Promise.race([
     untilSignal(),
+    room.roomEnded.then((why) => new RoomEnded(why)),
     room.failure,
     room.hostGone,
     room.running.then(() => new Error(`the training loop ended${worker.stopReason ? `: ${worker.stopReason}` : ''}`)),
@@ -145,6 +153,15 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
     stopWatchingHost = watchHost(signal, link.mesh, joined, graceMs, () =>
       resolve(new Error(`the host has been gone for ${formatDuration(graceMs)}, so this room has ended`)),
     );
+  });
+  // the host's summary of its room view (a claim of the host's only): a stopped room releases us
+  const roomEnded = new Promise<string>((resolve) => {
+    signal.on('relay', ({ from, data }) => {
+      if (from !== joined.hostId) return;
+      const summary = roomSummaryMessageSchema.safeParse(data);
+      if (!summary.success || summary.data.status !== 'stopped') return;
+      resolve(summary.data.endedBy === 'schedule' ? 'its schedule is done' : 'the host stopped it');
+    });
   });
   const { member } = link;
   const volunteer = new VolunteerService({
@@ -186,7 +203,7 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
     })();
     return leaving;
   };
-  return { joined, link, signal, hostGone, worker, running, failure, leave };
+  return { joined, link, signal, hostGone, roomEnded, worker, running, failure, leave };
 }
 
 /** 120000 → '2 minutes', 90000 → '90 s'. */
@@ -238,6 +255,8 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
   void worker.welcomed.then(() => log({ event: 'training', peer: joined.peerId }, 'welcomed: training'));
   room.signal.onState((state) => log({ event: 'signaling', state: state.kind }, describeReconnect(state)));
   const stoppedBy = await untilStopped(room);
+  if (stoppedBy instanceof RoomEnded)
+    log({ event: 'room-ended', why: stoppedBy.why }, `the room has ended: ${stoppedBy.why}`);
   await room.leave();
   release();
   log({ event: 'left', peer: joined.peerId, metrics: worker.metrics }, `left after ${worker.metrics.innerStep} steps`);
