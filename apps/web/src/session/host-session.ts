@@ -257,6 +257,10 @@ function run(
       void saveRoomLink(link);
       worker.post({ type: 'status', status: next });
       setSession({ status: next, phase: statusPhase(next) });
+      // the server's copy of the view says so at once too (a join page checks the room against it),
+      // before the relay on the same socket: no page learns of the change before the server has it
+      const { view } = store.getState();
+      if (view && signal.state.kind === 'connected') signal.publish({ ...view, status: next, points: [] });
       signal.relay(summaryMessage({ ...summaryNow(), status: next }));
     },
     kick(peer) {
