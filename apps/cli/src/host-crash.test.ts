@@ -14,7 +14,7 @@ import { buildLayout, encodeState } from '@shoal/model';
 import { startServer } from '@shoal/server';
 import { decodeRoomCheckpoint } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CHECKPOINT_NAME, CREDENTIALS_NAME, STATE_NAME } from './host.ts';
+import { CHECKPOINT_NAME, CREDENTIALS_NAME, loadRoomCheckpoint, STATE_NAME } from './host.ts';
 import { loadWrtc } from './room.ts';
 import { eventsOf, type Proc, shoalProcesses } from './test-processes.ts';
 
@@ -66,7 +66,9 @@ describe('shoal host killed with SIGKILL', () => {
       await host.exit;
       const printed = [0, 1].map((p) => lastCommitted(host, p));
       const tokensAtKill = eventsOf(host, 'metrics').at(-1)?.tokens as number;
-      const saved = decodeRoomCheckpoint(readFileSync(paths.weights), readFileSync(paths.state));
+      // as --resume reads it: a kill between the save's two renames leaves the newer run state at
+      // .partial, which the loader finishes (files.ts finishInterruptedWrite)
+      const saved = loadRoomCheckpoint(dir);
       const roundsLost = printed.map((round, p) => round - (saved.state.fragments[p]?.round ?? 0));
       console.log(
         `SIGKILL: committed rounds printed ${printed.join(', ')}, in the checkpoint ` +

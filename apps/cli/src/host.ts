@@ -169,7 +169,8 @@ function loadRoomCredentials(resume: string): RoomCredentials | null {
   return { roomId, hostSecret, joinToken, watchKey: typeof watchKey === 'string' ? watchKey : null };
 }
 
-function loadRoomCheckpoint(resume: string): RoomCheckpoint {
+/** The checkpoint `shoal host --resume DIR` goes on from (a save a kill cut short is finished first). */
+export function loadRoomCheckpoint(resume: string): RoomCheckpoint {
   const paths = resumePaths(resume);
   // a host killed between renaming its weights and its run state left the newer state beside
   finishInterruptedWrite([paths.weights, paths.state], (files) => {
