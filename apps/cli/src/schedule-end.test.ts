@@ -5,26 +5,14 @@
  * it from the host's relayed summary, say the room has ended, leave, and exit 0 too.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadWrtc } from './room.ts';
-import { eventsOf, shoalProcesses } from './test-processes.ts';
+import { eventsOf, freePort, shoalProcesses } from './test-processes.ts';
 
 const { start, until, killAll } = shoalProcesses();
 afterAll(killAll);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 const STEPS = 40;
 

@@ -5,27 +5,14 @@
  * rejoin), and rounds go on committing; nobody opens a new room.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadWrtc } from './room.ts';
-import { eventsOf, type Proc, shoalProcesses } from './test-processes.ts';
+import { eventsOf, freePort, type Proc, shoalProcesses } from './test-processes.ts';
 
 const { start, until, killAll } = shoalProcesses();
 afterAll(killAll);
-
-/** A port free now on 127.0.0.1 (the restarted server must listen on the same one). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 const committed = (p: Proc) => eventsOf(p, 'round-committed').length;
 const signaling = (p: Proc) => eventsOf(p, 'signaling').map((line) => line.state);

@@ -4,6 +4,7 @@
  * lines, and a cleanup that kills what is left.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
@@ -20,6 +21,18 @@ export interface Proc {
   stderr: string[];
   /** Resolves once the process exited and its stdout was read to the end. */
   exit: Promise<number | null>;
+}
+
+/** A port free now on 127.0.0.1 (for a `shoal server` that must come back on the same one). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
 }
 
 export const eventsOf = (p: Proc, event: string) => p.lines.filter((line) => line.event === event);
