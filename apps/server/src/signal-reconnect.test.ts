@@ -32,7 +32,8 @@ afterEach(async () => {
   for (const signal of open.splice(0)) signal.close();
   await server?.close();
   server = null;
-  await rm(dir, { recursive: true, force: true });
+  // a debounced view save may still be landing in the directory: retry instead of failing on it
+  await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 });
 
 async function connect(identity = false): Promise<SignalClient> {
