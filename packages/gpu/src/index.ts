@@ -1,3 +1,4 @@
-// Node entry: Dawn (the `webgpu` package) on Vulkan, with software fallbacks.
+// Node entry: Dawn (the `webgpu` package) on Vulkan, with software fallbacks; relaxed SIMD on.
+import './simd/relaxed.node.ts';
 export * from './common.ts';
 export { acquireGpu } from './device.node.ts';

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { compareArrays } from '../compare.ts';
 import { randomFloats } from '../random.ts';
 import { WasmArena } from '../simd/arena.cpu.ts';
+import '../simd/relaxed.node.ts';
+import { relaxedSimd } from '../simd/wasm.cpu.ts';
 import { matmulBackwardNaive, matmulForwardNaive } from './matmul.cpu.ts';
 import { SimdMatmul } from './matmul.simd.cpu.ts';
 
@@ -31,12 +33,18 @@ function operand(arena: WasmArena, values: Float32Array, inPlace: boolean): Floa
 }
 
 describe('SimdMatmul (WebAssembly SIMD)', () => {
-  it('is available in this Node', () => {
+  it('is available in this Node, relaxed SIMD included (Node 20 once the flag is set, 22+ by default)', () => {
     expect(SimdMatmul.available).toBe(true);
+    expect(relaxedSimd()).toBe(true);
   });
 
-  for (const inPlace of [false, true]) {
-    const where = inPlace ? 'operands in its memory' : 'operands copied';
+  for (const [inPlace, relaxed] of [false, true].flatMap((p) => [false, true].map((r) => [p, r] as const))) {
+    const where = `${inPlace ? 'operands in its memory' : 'operands copied'}, ${relaxed ? 'relaxed multiply-adds' : 'multiply then add'}`;
+    const create = (arena: WasmArena) => {
+      const engine = SimdMatmul.create(arena, { relaxed }) as SimdMatmul;
+      expect(engine.relaxed).toBe(relaxed);
+      return engine;
+    };
 
     it(`forward equals the naive triple loop (${where})`, () => {
       for (const [index, [N, C, OC]] of shapes.entries()) {
@@ -47,7 +55,7 @@ describe('SimdMatmul (WebAssembly SIMD)', () => {
             floats: 2 * N * (C + OC) + 64,
             scratchFloats: SimdMatmul.scratchFloats(N, C, OC),
           }) as WasmArena;
-          const engine = SimdMatmul.create(arena) as SimdMatmul;
+          const engine = create(arena);
           const want = new Float32Array(N * OC);
           matmulForwardNaive(want, inp, weight, bias, N, C, OC);
           const got = operand(arena, randomFloats(N * OC, 40 + index), inPlace); // overwritten, not added to
@@ -68,7 +76,7 @@ describe('SimdMatmul (WebAssembly SIMD)', () => {
             floats: 2 * (N * C + OC * C + N * OC + OC) + 64,
             scratchFloats: SimdMatmul.scratchFloats(N, C, OC),
           }) as WasmArena;
-          const engine = SimdMatmul.create(arena) as SimdMatmul;
+          const engine = create(arena);
           // Gradients start non-zero: both versions must add to them.
           const start = [randomFloats(N * C, 80 + index), randomFloats(OC * C, 90 + index), randomFloats(OC, 99)];
           const [wantDinp, wantDw, wantDb] = start.map((values) => values.slice()) as [

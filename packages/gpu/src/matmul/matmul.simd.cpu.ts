@@ -35,22 +35,32 @@
  * any shape works, only more slowly. Nothing is allocated per call on the in-place path.
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import { assembleModule, compileOnce, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
+import { assembleModule, compileOnce, FunctionBuilder, type Instr, op, relaxedSimd } from '../simd/wasm.cpu.ts';
 
 const GEMM_PARAMS = ['M', 'N', 'K', 'a', 'sam', 'sak', 'b', 'ldb', 'c', 'ldc', 'c0', 'ldc0'] as const;
+const PANEL_PARAMS = ['M', 'N', 'K', 'a', 'b', 'c', 'ldc', 'c0', 'ldc0'] as const;
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+/** acc += x·b: one relaxed (fused) multiply-add, or a multiply and an add. */
+function multiplyAdd(fma: boolean, acc: number, x: number, b: number): Instr[] {
+  const { localGet: get, localSet: set } = op;
+  return fma
+    ? [get(x), get(b), get(acc), op.f32x4RelaxedMadd, set(acc)]
+    : [get(acc), get(x), get(b), op.f32x4Mul, op.f32x4Add, set(acc)];
+}
 
 /**
- * The gemm over tiles of `rows` × 4·`vectors` outputs: M must be a multiple of `rows` and N of
- * 4·`vectors` (the dispatcher runs the 4×8 kernel on the bulk and narrower ones on the edges).
+ * The gemm over tiles of `rows` × 4·`vectors` outputs, reading A and B where they lie: M must be
+ * a multiple of `rows` and N of 4·`vectors` (the dispatcher runs the 4×8 kernel on the bulk and
+ * narrower ones on the edges). For products too small to repay packing (attention's row blocks).
  */
-function gemmKernel(rows: number, vectors: number): FunctionBuilder {
+function gemmKernel(rows: number, vectors: number, fma: boolean): FunctionBuilder {
   const f = new FunctionBuilder(
     `gemm${rows}x${4 * vectors}`,
     GEMM_PARAMS.map((p) => [p, 'i32'] as const),
   );
   const { M, N, K, a, sam, sak, b, ldb, c, ldc, c0, ldc0 } = f.params;
   const { localGet: get, localSet: set, i32Const: int, i32Add: add, i32Mul: mul } = op;
-  const range = (n: number) => Array.from({ length: n }, (_, i) => i);
   // kBytes = K·ldb, how far pb moves over the k loop.
   const { m, n, pa, pb, pbEnd, kBytes } = f.named('i32', ['m', 'n', 'pa', 'pb', 'pbEnd', 'kBytes']);
   // Per tile row r: byte offsets from row 0 in A, C and C0 (r·sam, r·ldc, r·ldc0), its C address.
@@ -79,15 +89,116 @@ function gemmKernel(rows: number, vectors: number): FunctionBuilder {
       for (const [v, bv] of bVec.entries()) f.emit(get(pb), op.v128Load(16 * v), set(bv));
       for (const [r, row] of rowLocals.entries()) {
         f.emit(get(pa), ...(r > 0 ? [get(row.a), add] : []), op.v128Load32Splat(), set(x));
-        for (const [v, accumulator] of (acc[r] ?? []).entries()) {
-          f.emit(get(accumulator), get(x), get(bVec[v] as number), op.f32x4Mul, op.f32x4Add, set(accumulator));
-        }
+        for (const [v, accumulator] of (acc[r] ?? []).entries())
+          f.emit(...multiplyAdd(fma, accumulator, x, bVec[v] as number));
       }
       f.emit(get(pa), get(sak), add, set(pa), get(pb), get(ldb), add, set(pb), op.br(0), op.end, op.end);
       for (const [r, row] of rowLocals.entries()) {
         for (const [v, accumulator] of (acc[r] ?? []).entries())
           f.emit(get(row.out), get(accumulator), op.v128Store(16 * v));
       }
+    });
+  });
+  return f;
+}
+
+/**
+ * The microkernel on packed panels: C[M,N] = C0 + A·B with A packed as [M/rows][K][rows] (a
+ * panel's `rows` values of one k side by side) and B as [N/(4·vectors)][K][4·vectors], so the k
+ * loop walks two pointers by constant steps and every load has a constant offset. That frees the
+ * general-purpose registers the strided kernel spends on per-row addresses and measured 1.15×
+ * faster with the same 4×8 tile (1.4× with relaxed multiply-adds). Tiles with more than 8
+ * accumulators (6×8, 4×12, 5×8, 3×16) all ran at half speed on V8 11: its register allocator
+ * spills them.
+ */
+function panelKernel(rows: number, vectors: number, fma: boolean): FunctionBuilder {
+  const f = new FunctionBuilder(
+    `panel${rows}x${4 * vectors}`,
+    PANEL_PARAMS.map((p) => [p, 'i32'] as const),
+  );
+  const { M, N, K, a, b, c, ldc, c0, ldc0 } = f.params;
+  const { localGet: get, localSet: set, i32Const: int, i32Add: add, i32Mul: mul } = op;
+  const { m, n, pa, pb, pbEnd, out, init, kBytes } = f.named('i32', [
+    'm',
+    'n',
+    'pa',
+    'pb',
+    'pbEnd',
+    'out',
+    'init',
+    'kBytes',
+  ]);
+  const acc = range(rows).map(() => range(vectors).map(() => f.local('v128')));
+  const bVec = range(vectors).map(() => f.local('v128'));
+  const x = f.local('v128');
+  const rowOffset = (stride: number, r: number): Instr[] => (r > 0 ? [get(stride), int(r), mul, add] : []);
+
+  f.emit(get(K), int(16 * vectors), mul, set(kBytes));
+  f.forLoop(m, int(0), get(M), rows, () => {
+    f.forLoop(n, int(0), get(N), 4 * vectors, () => {
+      f.emit(get(c0), get(m), get(ldc0), mul, add, get(n), int(4), mul, add, set(init));
+      f.emit(get(c), get(m), get(ldc), mul, add, get(n), int(4), mul, add, set(out));
+      for (const r of range(rows)) {
+        for (const v of range(vectors)) {
+          f.emit(get(init), ...rowOffset(ldc0, r), op.v128Load(16 * v), set(acc[r]?.[v] as number));
+        }
+      }
+      f.emit(get(a), get(m), get(K), mul, int(4), mul, add, set(pa));
+      f.emit(get(b), get(n), get(K), mul, int(4), mul, add, set(pb), get(pb), get(kBytes), add, set(pbEnd));
+      f.emit(op.block, op.loop, get(pb), get(pbEnd), op.i32Eq, op.brIf(1));
+      for (const v of range(vectors)) f.emit(get(pb), op.v128Load(16 * v), set(bVec[v] as number));
+      for (const r of range(rows)) {
+        f.emit(get(pa), op.v128Load32Splat(4 * r), set(x));
+        for (const v of range(vectors)) f.emit(...multiplyAdd(fma, acc[r]?.[v] as number, x, bVec[v] as number));
+      }
+      f.emit(get(pa), int(4 * rows), add, set(pa), get(pb), int(16 * vectors), add, set(pb), op.br(0), op.end, op.end);
+      for (const r of range(rows)) {
+        for (const v of range(vectors)) {
+          f.emit(get(out), ...rowOffset(ldc, r), get(acc[r]?.[v] as number), op.v128Store(16 * v));
+        }
+      }
+    });
+  });
+  return f;
+}
+
+/** packA{rows}(M, K, a, sam, sak, dst): A[M,K] (strides in bytes) into panels [M/rows][K][rows] at dst. */
+function packAKernel(rows: number): FunctionBuilder {
+  const f = new FunctionBuilder(
+    `packA${rows}`,
+    (['M', 'K', 'a', 'sam', 'sak', 'dst'] as const).map((p) => [p, 'i32'] as const),
+  );
+  const { M, K, a, sam, sak, dst } = f.params;
+  const { localGet: get, localSet: set, i32Const: int, i32Add: add, i32Mul: mul } = op;
+  const { m, k, src, out } = f.named('i32', ['m', 'k', 'src', 'out']);
+  f.emit(get(dst), set(out));
+  f.forLoop(m, int(0), get(M), rows, () => {
+    f.emit(get(a), get(m), get(sam), mul, add, set(src));
+    f.forLoop(k, int(0), get(K), 1, () => {
+      for (const r of range(rows)) {
+        f.emit(get(out), get(src), ...(r > 0 ? [get(sam), int(r), mul, add] : []), op.f32Load(), op.f32Store(4 * r));
+      }
+      f.emit(get(out), int(4 * rows), add, set(out), get(src), get(sak), add, set(src));
+    });
+  });
+  return f;
+}
+
+/** packB{4·vectors}(K, N, b, ldb, dst): B[K,N] (rows ldb bytes apart) into panels [N/(4·vectors)][K][4·vectors]. */
+function packBKernel(vectors: number): FunctionBuilder {
+  const f = new FunctionBuilder(
+    `packB${4 * vectors}`,
+    (['K', 'N', 'b', 'ldb', 'dst'] as const).map((p) => [p, 'i32'] as const),
+  );
+  const { K, N, b, ldb, dst } = f.params;
+  const { localGet: get, localSet: set, i32Const: int, i32Add: add, i32Mul: mul } = op;
+  const { n, k, src, out } = f.named('i32', ['n', 'k', 'src', 'out']);
+  f.emit(get(dst), set(out));
+  f.forLoop(n, int(0), get(N), 4 * vectors, () => {
+    f.emit(get(b), get(n), int(4), mul, add, set(src));
+    f.forLoop(k, int(0), get(K), 1, () => {
+      for (const v of range(vectors)) f.emit(get(out), get(src), op.v128Load(16 * v), op.v128Store(16 * v));
+      f.emit(get(out), int(16 * vectors), add, set(out), get(src), get(ldb), add, set(src));
     });
   });
   return f;
@@ -107,44 +218,89 @@ type GemmFn = (
   c0: number,
   ldc0: number,
 ) => void;
+type PanelFn = (
+  M: number,
+  N: number,
+  K: number,
+  a: number,
+  b: number,
+  c: number,
+  ldc: number,
+  c0: number,
+  ldc0: number,
+) => void;
+type PackAFn = (M: number, K: number, a: number, sam: number, sak: number, dst: number) => void;
+type PackBFn = (K: number, N: number, b: number, ldb: number, dst: number) => void;
 
 interface GemmExports {
   gemm4x8: GemmFn;
   gemm4x4: GemmFn;
   gemm1x8: GemmFn;
   gemm1x4: GemmFn;
+  panel4x8: PanelFn;
+  panel4x4: PanelFn;
+  panel1x8: PanelFn;
+  panel1x4: PanelFn;
+  packA4: PackAFn;
+  packA1: PackAFn;
+  packB8: PackBFn;
+  packB4: PackBFn;
 }
 
-const gemmModule = compileOnce(() =>
-  assembleModule([gemmKernel(4, 2), gemmKernel(4, 1), gemmKernel(1, 2), gemmKernel(1, 1)]),
-);
+const buildGemmModule = (fma: boolean) =>
+  assembleModule([
+    ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => gemmKernel(rows, vectors, fma))),
+    ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => panelKernel(rows, vectors, fma))),
+    packAKernel(4),
+    packAKernel(1),
+    packBKernel(2),
+    packBKernel(1),
+  ]);
+/** The kernels with multiply, then add: every engine with WebAssembly SIMD. */
+const plainModule = compileOnce(() => buildGemmModule(false));
+/** The kernels with relaxed multiply-adds, where `relaxedSimd()`. */
+const relaxedModule = compileOnce(() => (relaxedSimd() ? buildGemmModule(true) : new Uint8Array()));
 
 const pad4 = (n: number) => (n + 3) & ~3;
+const pad8 = (n: number) => (n + 7) & ~7;
 /**
- * Rows of B (and columns of A) per pass over C. With the whole k range in one pass, a 4×8 tile
- * streams K rows of A and B through the cache; for dW (K = B·T = 1,024) that spills L1 and ran at
- * 16–27 GFLOP/s. Blocks of 64 keep both panels in L1: dW 28–38 GFLOP/s, dinp with K = 512 25 → 36,
- * the rest unchanged at 35–42 (block sizes 32…1,024 timed on the nano and tiny shapes), for one
- * reload of the C tile per block.
+ * Rows of B (and columns of A) per pass over C. Unpacked, blocks of 64 kept both operands in L1
+ * (dW with K = 1,024 went from 16–27 to 28–38 GFLOP/s); packed, 64, 128 and 256 time the same
+ * (tiny, within 2%) and 64 keeps the packing scratch smallest.
  */
 const K_BLOCK = 64;
+/** Products with fewer rows than this run unpacked: packing B would cost more than it saves. */
+const PACK_MIN_ROWS = 32;
+
+export interface SimdMatmulOptions {
+  /** Use relaxed SIMD's fused multiply-add where the engine has it (default true; false for tests and benchmarks). */
+  relaxed?: boolean;
+}
 
 /** float32 matmuls on a WasmArena's memory. */
 export class SimdMatmul {
   private readonly kernels: GemmExports;
 
-  private constructor(private readonly arena: WasmArena) {
-    this.kernels = arena.exportsOf<GemmExports>(gemmModule() as WebAssembly.Module);
+  /** Whether the kernels use relaxed SIMD's fused multiply-adds. */
+  readonly relaxed: boolean;
+
+  private constructor(
+    private readonly arena: WasmArena,
+    module: WebAssembly.Module,
+  ) {
+    this.kernels = arena.exportsOf<GemmExports>(module);
+    this.relaxed = module === relaxedModule();
   }
 
   /** Whether this JavaScript engine runs WebAssembly SIMD (and may compile it here). */
   static get available(): boolean {
-    return gemmModule() !== null;
+    return plainModule() !== null;
   }
 
   /** The engine on `arena`, or null where WebAssembly SIMD is unavailable. */
-  static create(arena: WasmArena): SimdMatmul | null {
-    return SimdMatmul.available ? new SimdMatmul(arena) : null;
+  static create(arena: WasmArena, options: SimdMatmulOptions = {}): SimdMatmul | null {
+    const module = (options.relaxed !== false ? relaxedModule() : null) ?? plainModule();
+    return module ? new SimdMatmul(arena, module) : null;
   }
 
   /** Scratch floats that any matmul of this shape needs, even with every operand copied. */
@@ -152,7 +308,12 @@ export class SimdMatmul {
     const [Cp, OCp] = [pad4(C), pad4(OC)];
     const forward = N * C + C * OCp + OCp + N * OCp;
     const backward = N * OCp + OC * Cp + 2 * N * Cp + OC * Cp + OCp;
-    return Math.max(forward, backward) + 8 * 4; // + alignment of up to 8 blocks
+    return Math.max(forward, backward) + SimdMatmul.packFloats(Math.max(N, OC), Math.max(Cp, OCp)) + 10 * 4;
+  }
+
+  /** Scratch floats `gemm` takes for packing when C is [M, N]: a K block of A's rows and of B's columns. */
+  static packFloats(M: number, N: number): number {
+    return K_BLOCK * (M + pad8(N));
   }
 
   /** out[N,OC] = inp[N,C]·W[OC,C]ᵀ + bias (overwrites out), as matmulForward. */
@@ -219,7 +380,10 @@ export class SimdMatmul {
 
   /**
    * C[M,N] = C0 + A·B on byte addresses in the arena (N a multiple of 4), in blocks of K_BLOCK
-   * along k (the first block starts from C0, the others from C).
+   * along k (the first block starts from C0, the others from C). Products of PACK_MIN_ROWS rows
+   * or more pack each block of A and B into scratch (SimdMatmul.packFloats) and run the panel
+   * kernels; smaller ones read A and B in place. Each output is the same sum in the same order
+   * either way, up to the multiply-add's rounding.
    */
   gemm(
     M: number,
@@ -235,13 +399,67 @@ export class SimdMatmul {
     c0: number,
     ldc0: number,
   ): void {
+    const packed = M >= PACK_MIN_ROWS;
+    const [packA, packB] = packed ? [this.arena.scratch(K_BLOCK * M), this.arena.scratch(K_BLOCK * pad8(N))] : [0, 0];
     for (let k0 = 0; k0 < K || k0 === 0; k0 += K_BLOCK) {
       const [init, initStride] = k0 === 0 ? [c0, ldc0] : [c, ldc];
-      this.tiles(M, N, Math.min(K_BLOCK, K - k0), a + k0 * sak, sam, sak, b + k0 * ldb, ldb, c, ldc, init, initStride);
+      const kb = Math.min(K_BLOCK, K - k0);
+      const [ak, bk] = [a + k0 * sak, b + k0 * ldb];
+      if (packed) {
+        this.pack(M, N, kb, ak, sam, sak, bk, ldb, packA, packB);
+        this.panels(M, N, kb, packA, packB, c, ldc, init, initStride);
+      } else {
+        this.tiles(M, N, kb, ak, sam, sak, bk, ldb, c, ldc, init, initStride);
+      }
     }
   }
 
-  /** One k block: the 4×8 kernel on the bulk of C, narrower ones on a last 4 columns and the last M mod 4 rows. */
+  /** One k block of A [M, K] and B [K, N] into panels: 4-row panels then 1-row ones; 8-column panels then a 4-column one. */
+  private pack(
+    M: number,
+    N: number,
+    K: number,
+    a: number,
+    sam: number,
+    sak: number,
+    b: number,
+    ldb: number,
+    packA: number,
+    packB: number,
+  ): void {
+    const k = this.kernels;
+    const [M4, N8] = [M - (M % 4), N - (N % 8)];
+    if (M4 > 0) k.packA4(M4, K, a, sam, sak, packA);
+    if (M4 < M) k.packA1(M - M4, K, a + M4 * sam, sam, sak, packA + 4 * M4 * K);
+    if (N8 > 0) k.packB8(K, N8, b, ldb, packB);
+    if (N8 < N) k.packB4(K, 4, b + 4 * N8, ldb, packB + 4 * N8 * K);
+  }
+
+  /** The panel kernels over packed A and B: 4×8 on the bulk of C, narrower ones on the edges. */
+  private panels(
+    M: number,
+    N: number,
+    K: number,
+    packA: number,
+    packB: number,
+    c: number,
+    ldc: number,
+    c0: number,
+    ldc0: number,
+  ): void {
+    const k = this.kernels;
+    const [M4, N8] = [M - (M % 4), N - (N % 8)];
+    const [bTail, cTail, c0Tail] = [packB + 4 * N8 * K, c + 4 * N8, c0 + 4 * N8];
+    if (M4 > 0 && N8 > 0) k.panel4x8(M4, N8, K, packA, packB, c, ldc, c0, ldc0);
+    if (M4 > 0 && N8 < N) k.panel4x4(M4, 4, K, packA, bTail, cTail, ldc, c0Tail, ldc0);
+    if (M4 < M) {
+      const [aRows, cRows, c0Rows] = [packA + 4 * M4 * K, M4 * ldc, M4 * ldc0];
+      if (N8 > 0) k.panel1x8(M - M4, N8, K, aRows, packB, c + cRows, ldc, c0 + c0Rows, ldc0);
+      if (N8 < N) k.panel1x4(M - M4, 4, K, aRows, bTail, cTail + cRows, ldc, c0Tail + c0Rows, ldc0);
+    }
+  }
+
+  /** One k block unpacked: the 4×8 kernel on the bulk of C, narrower ones on a last 4 columns and the last M mod 4 rows. */
   private tiles(
     M: number,
     N: number,

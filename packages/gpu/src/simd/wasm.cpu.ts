@@ -110,7 +110,39 @@ export const op = {
   /** a < b ? b : a: one maxps. */
   f32x4Pmax: simd(0xeb),
   i32x4TruncSatF32x4S: simd(0xf8),
+  /**
+   * a·b + c, operands a, b, c: relaxed SIMD (https://github.com/WebAssembly/relaxed-simd), one
+   * fused multiply-add where the CPU has FMA, else a multiply and an add (the engine picks; each
+   * is within an ulp of the other). Only in modules built when `relaxedSimd()` says so.
+   */
+  f32x4RelaxedMadd: simd(0x105),
 } as const;
+
+/** (func (param v128 v128 v128) (result v128) f32x4.relaxed_madd): validates where relaxed SIMD runs. */
+const RELAXED_PROBE = new Uint8Array([
+  ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
+  ...[0x01, 0x08, 0x01, 0x60, 0x03, 0x7b, 0x7b, 0x7b, 0x01, 0x7b], // type: (v128 v128 v128) → v128
+  ...[0x03, 0x02, 0x01, 0x00], // one function of that type
+  ...[0x0a, 0x0d, 0x01, 0x0b, 0x00, 0x20, 0x00, 0x20, 0x01, 0x20, 0x02, 0xfd, 0x85, 0x02, 0x0b],
+]);
+
+let relaxed: boolean | undefined;
+/**
+ * Whether this engine validates relaxed SIMD (f32x4.relaxed_madd): Chrome and Edge 114+, Node 22+
+ * (V8 11.4+) by default; Node 20 once `--experimental-wasm-relaxed-simd` is set, which the Node
+ * entry of this package does at import (simd/relaxed.node.ts); Firefox and Safari not by default.
+ * Asked once per process; the kernels built without it (multiply, then add) run everywhere else.
+ */
+export function relaxedSimd(): boolean {
+  if (relaxed === undefined) {
+    try {
+      relaxed = typeof WebAssembly === 'object' && WebAssembly.validate(RELAXED_PROBE);
+    } catch {
+      relaxed = false;
+    }
+  }
+  return relaxed;
+}
 
 /**
  * One function under construction: named, typed parameters, typed locals, an optional result
