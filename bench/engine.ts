@@ -1,40 +1,23 @@
 /**
- * The engine benchmark (`npm run bench:engine`): on this machine's WebGPU adapter,
- *   1. every kernel family at each preset's shapes: GFLOP/s (compute-bound) or GB/s (memory-bound);
- *   2. a whole training step (forward, backward, clip, AdamW) per preset: our WebGPU engine
- *      against TensorFlow.js's WebGPU backend on the same adapter, same model, batch and settings;
- *   3. the CPU backend against TensorFlow.js's WASM backend on nano (1,024 tokens per step).
- * Presets whose step would take longer than --max-step-seconds on this adapter (estimated from
- * nano's measured rate and the FLOP ratio) are skipped and say so. Prints tables, then one JSON line.
+ * The engine benchmark (`npm run bench:engine`):
+ *   1. every WebGPU kernel family at each preset's shapes, and
+ *   2. a whole training step per preset against TensorFlow.js's WebGPU backend (bench/engine-gpu.ts);
+ *   3. the CPU engine against PyTorch (eager, OpenBLAS; when python3 with torch is installed) at
+ *      1 and 2 threads, alternated in one run, and TF.js-WASM on nano (bench/cpu-engines.ts).
+ * --cpu-only runs section 3 alone and needs no GPU. Prints tables, then one JSON line.
  *
  *   npm run bench:engine -- [--presets nano,tiny,small,base] [--steps N] [--warmup N]
  *                           [--max-step-seconds 30] [--no-tfjs] [--out FILE.json]
+ *                           [--cpu-only] [--cpu-shapes nano:16x64,tiny:8x128,tiny:32x128]
+ *                           [--threads 1,2] [--shoal-threads 1] [--rounds 5] [--cpu-steps 5]
+ *                           [--cpu-warmup 3] [--no-torch] [--python /usr/bin/python3]
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import {
-  AdamWKernels,
-  AttentionKernels,
-  type BoundKernel,
-  CrossEntropyKernels,
-  createStorageBuffer,
-  GeluKernels,
-  GradNormKernels,
-  LayernormKernels,
-  MatmulKernels,
-  randomFloats,
-} from '../packages/gpu/src/common.ts';
-import { acquireGpu } from '../packages/gpu/src/device.node.ts';
-import { formatAdapter } from '../packages/gpu/src/report.ts';
-import { PRESETS, type PresetName, trainingStepFlops } from '../packages/model/src/config.ts';
-import { CpuTrainer } from '../packages/model/src/cpu/trainer.ts';
-import { GpuTrainer } from '../packages/model/src/gpu/trainer.ts';
-import { initParameters } from '../packages/model/src/init.ts';
-import { buildLayout } from '../packages/model/src/layout.ts';
-import type { Trainer } from '../packages/model/src/train/trainer.ts';
-import { defaultTrainConfig } from '../packages/model/src/train-config.ts';
-import { benchBatches, measureTfjsStep, type TfjsStepResult } from './tfjs.ts';
-import { DispatchTimer } from './timing.ts';
+import { PRESETS, type PresetName } from '../packages/model/src/config.ts';
+import { DEFAULT_CPU_SHAPES, parseCpuShapes, parseThreadList } from './cpu-compare.ts';
+import { runCpuComparison } from './cpu-engines.ts';
+import { type GpuSections, printKernels, printSteps, runGpuSections } from './engine-gpu.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -44,337 +27,78 @@ const { values: args } = parseArgs({
     'max-step-seconds': { type: 'string', default: '30' },
     'no-tfjs': { type: 'boolean', default: false },
     out: { type: 'string' },
+    'cpu-only': { type: 'boolean', default: false },
+    'cpu-shapes': { type: 'string', default: DEFAULT_CPU_SHAPES },
+    /** PyTorch's thread counts. */
+    threads: { type: 'string', default: '1,2' },
+    /** Shoal's: 1 until the CPU trainer takes a `threads` option (issue #19). */
+    'shoal-threads': { type: 'string', default: '1' },
+    rounds: { type: 'string', default: '5' },
+    'cpu-steps': { type: 'string', default: '5' },
+    'cpu-warmup': { type: 'string', default: '3' },
+    'no-torch': { type: 'boolean', default: false },
+    python: { type: 'string' },
   },
 });
 
-/** Batch shape per preset: nano's 1,024-token step (the issue's CPU target), then 4,096 tokens. */
-const SHAPES: Record<PresetName, { B: number; T: number }> = {
-  nano: { B: 16, T: 64 },
-  tiny: { B: 32, T: 128 },
-  small: { B: 16, T: 256 },
-  base: { B: 8, T: 512 },
-};
+function count(flag: string, value: string | undefined, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${flag} must be an integer ≥ ${min}, got "${value}"`);
+  return n;
+}
 
-const gpu = await acquireGpu();
-const { device, report } = gpu;
-const software = report.isSoftware;
-const steps = Number(args.steps ?? (software ? 4 : 20));
-const warmup = Number(args.warmup ?? (software ? 1 : 5));
-const maxStepSeconds = Number(args['max-step-seconds']);
 const presets = (args.presets ?? '').split(',').filter(Boolean) as PresetName[];
 for (const name of presets) if (!(name in PRESETS)) throw new Error(`unknown preset ${name}`);
-const timer = new DispatchTimer(device);
-const adapter = formatAdapter(report);
-console.log(`adapter: ${adapter} (timing: ${timer.method}); steps ${steps} after ${warmup} warm-up`);
-const fixed = (value: number | undefined, digits = 1) => (value === undefined ? '—' : value.toFixed(digits));
-
-const stepFlops = trainingStepFlops;
-
-// --- 1. kernels at each preset's shapes ----------------------------------------------------------
-interface KernelRow {
-  preset: string;
-  kernel: string;
-  shape: string;
-  ms: number;
-  gflops?: number;
-  gbps?: number;
-}
-const kernelRows: KernelRow[] = [];
-const families = {
-  matmul: await MatmulKernels.create(device),
-  layernorm: await LayernormKernels.create(device),
-  gelu: await GeluKernels.create(device),
-  crossEntropy: await CrossEntropyKernels.create(device),
-  adamw: await AdamWKernels.create(device),
-  gradNorm: await GradNormKernels.create(device),
+const maxStepSeconds = Number(args['max-step-seconds']);
+if (!(maxStepSeconds > 0)) throw new Error(`--max-step-seconds must be positive, got ${args['max-step-seconds']}`);
+const cpuOptions = {
+  shapes: parseCpuShapes(args['cpu-shapes'] ?? DEFAULT_CPU_SHAPES),
+  threads: parseThreadList(args.threads ?? '1,2', '--threads'),
+  shoalThreads: parseThreadList(args['shoal-threads'] ?? '1', '--shoal-threads'),
+  rounds: count('rounds', args.rounds, 1) ?? 5,
+  steps: count('cpu-steps', args['cpu-steps'], 1) ?? 5,
+  warmup: count('cpu-warmup', args['cpu-warmup'], 1) ?? 3,
+  torch: !args['no-torch'],
+  tfjs: !args['no-tfjs'],
+  ...(args.python ? { python: args.python } : {}),
 };
 
-async function benchKernels(preset: PresetName): Promise<void> {
-  const config = PRESETS[preset];
-  const { B, T } = SHAPES[preset];
-  const { nEmbd: C, nHead: NH, vocabSize: V } = config;
-  const N = B * T;
-  const owned: GPUBuffer[] = [];
-  const tensor = (floats: number, seed = floats) => {
-    const buffer = createStorageBuffer(device, 'Bench.tensor', randomFloats(floats, seed % 1000, -1, 1));
-    owned.push(buffer);
-    return { buffer };
-  };
-  const attention = await AttentionKernels.create(device, C / NH);
-  const jobs: [string, string, () => BoundKernel, { flops?: number; bytes?: number }][] = [];
-  for (const [name, inC, outC] of [
-    ['qkv', C, 3 * C],
-    ['fc', C, 4 * C],
-    ['fcproj', 4 * C, C],
-    ['head', C, V],
-  ] as const) {
-    const shape = `${N}×${inC}→${outC}`;
-    const flops = 2 * N * inC * outC;
-    const inp = tensor(N * inC);
-    const out = tensor(N * outC);
-    const weight = tensor(outC * inC);
-    const bias = tensor(outC);
-    jobs.push(
-      [
-        `matmul.forward ${name}`,
-        shape,
-        () => families.matmul.forward({ out, inp, weight, bias, N, C: inC, OC: outC }),
-        { flops },
-      ],
-      [
-        `matmul.backwardInput ${name}`,
-        shape,
-        () => families.matmul.backwardInput({ dinp: inp, dout: out, weight, N, C: inC, OC: outC }),
-        { flops },
-      ],
-      [
-        `matmul.backwardWeight ${name}`,
-        shape,
-        () => families.matmul.backwardWeight({ dweight: weight, dbias: bias, dout: out, inp, N, C: inC, OC: outC }),
-        { flops: flops + N * outC },
-      ],
-    );
-  }
-  const qkv = tensor(N * 3 * C);
-  const atty = tensor(N * C);
-  const lse = tensor(B * NH * T);
-  const datty = tensor(N * C);
-  const dqkv = tensor(N * 3 * C);
-  const attentionFlops = 2 * B * C * T * (T + 1);
-  const attentionShape = `B${B} T${T} NH${NH} hs${C / NH} (${attention.strategy})`;
-  jobs.push(
-    [
-      'attention.forward',
-      attentionShape,
-      () => attention.forward({ qkv, out: atty, lse }, { B, T, C, NH }),
-      { flops: attentionFlops },
-    ],
-    [
-      'attention.backward',
-      attentionShape,
-      () => attention.backward({ qkv, out: atty, lse, dout: datty, dqkv }, { B, T, C, NH }),
-      { flops: 2.5 * attentionFlops },
-    ],
-  );
-  const x = tensor(N * C);
-  const y = tensor(N * C);
-  const dx = tensor(N * C);
-  const w = tensor(C);
-  const b = tensor(C);
-  const mean = tensor(N);
-  const rstd = tensor(N);
-  jobs.push(
-    [
-      'layernorm.forward',
-      `${N}×${C}`,
-      () => families.layernorm.forward(y, mean, rstd, x, w, b, N, C),
-      { bytes: 8 * N * C },
-    ],
-    [
-      'layernorm.backward',
-      `${N}×${C}`,
-      () => families.layernorm.backward(dx, w, b, y, x, w, mean, rstd, N, C),
-      { bytes: 16 * N * C },
-    ],
-  );
-  const h = tensor(N * 4 * C);
-  const hg = tensor(N * 4 * C);
-  const dh = tensor(N * 4 * C);
-  jobs.push(
-    ['gelu.forward', `${N * 4 * C}`, () => families.gelu.forward(hg, h, N * 4 * C), { bytes: 8 * N * 4 * C }],
-    ['gelu.backward', `${N * 4 * C}`, () => families.gelu.backward(dh, h, hg, N * 4 * C), { bytes: 16 * N * 4 * C }],
-  );
-  const logits = tensor(N * V);
-  const targets = {
-    buffer: createStorageBuffer(
-      device,
-      'Bench.targets',
-      Int32Array.from({ length: N }, (_, i) => (i * 7) % V),
-    ),
-  };
-  owned.push(targets.buffer);
-  const losses = tensor(N);
-  const dlogits = tensor(N * V);
-  jobs.push(
-    [
-      'crossentropy.forward',
-      `${N}×${V}`,
-      () => families.crossEntropy.forward({ logits, targets, losses }, N, V),
-      { bytes: 4 * N * V },
-    ],
-    [
-      'crossentropy.backward',
-      `${N}×${V}`,
-      () => families.crossEntropy.backward({ logits, targets, dlogits }, N, V),
-      { bytes: 8 * N * V },
-    ],
-  );
-  const P = buildLayout(config).paddedSize;
-  const [params, grads, m, v, norm] = [tensor(P), tensor(P), tensor(P), tensor(P), tensor(2)];
-  const stepUniform = families.adamw.createStepBuffer();
-  owned.push(stepUniform);
-  families.adamw.writeStep(stepUniform, { lr: 1e-4, t: 1 });
-  jobs.push(
-    ['gradnorm', `${P}`, () => families.gradNorm.norm([{ buffer: grads.buffer, n: P }], norm, 1), { bytes: 4 * P }],
-    [
-      'adamw',
-      `${P}`,
-      () =>
-        families.adamw.update(
-          { params: params.buffer, grads: grads.buffer, m: m.buffer, v: v.buffer },
-          [{ offset: 0, n: P, weightDecay: 0.1 }],
-          stepUniform,
-        ),
-      { bytes: 28 * P },
-    ],
-  );
-  for (const [kernel, shape, make, units] of jobs) {
-    const bound = make();
-    const seconds = await timer.perDispatch(bound, software ? 0.3 : 0.5);
-    bound.destroy();
-    const row: KernelRow = { preset, kernel, shape, ms: seconds * 1000 };
-    if (units.flops) row.gflops = units.flops / seconds / 1e9;
-    if (units.bytes) row.gbps = units.bytes / seconds / 1e9;
-    kernelRows.push(row);
-  }
-  for (const buffer of owned) buffer.destroy();
+let gpu: GpuSections | null = null;
+if (!args['cpu-only']) {
+  const steps = count('steps', args.steps, 1);
+  const warmup = count('warmup', args.warmup, 0);
+  gpu = await runGpuSections({
+    presets,
+    maxStepSeconds,
+    tfjs: !args['no-tfjs'],
+    ...(steps !== undefined ? { steps } : {}),
+    ...(warmup !== undefined ? { warmup } : {}),
+  });
 }
+const cpu = await runCpuComparison(cpuOptions);
 
-function printKernels(rows: KernelRow[]): void {
-  console.log(`\nKernels (${adapter})`);
-  console.log(`${'preset'.padEnd(7)}${'kernel'.padEnd(30)}${'shape'.padEnd(34)}${'ms'.padStart(9)}  rate`);
-  for (const r of rows) {
-    const rate = r.gflops !== undefined ? `${r.gflops.toFixed(2)} GFLOP/s` : `${fixed(r.gbps, 2)} GB/s`;
-    console.log(
-      `${r.preset.padEnd(7)}${r.kernel.padEnd(30)}${r.shape.padEnd(34)}${r.ms.toFixed(3).padStart(9)}  ${rate}`,
-    );
-  }
+// The GPU tables again at the end, after the CPU section, so they read together.
+if (gpu) {
+  printKernels(gpu.adapter, gpu.kernels);
+  printSteps(gpu.adapter, gpu.trainingSteps);
 }
-
-function printSteps(rows: StepRow[]): void {
-  console.log(`\nTraining step (forward + backward + clip + AdamW), ${adapter}`);
-  console.log(
-    'preset  params      B×T        Shoal ms   tokens/s  GFLOP/s   TF.js-WebGPU ms  tokens/s   Shoal ÷ TF.js',
-  );
-  for (const r of rows) {
-    if (r.skipped) {
-      console.log(`${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}skipped: ${r.skipped}`);
-      continue;
-    }
-    console.log(
-      `${r.preset.padEnd(8)}${String(r.parameters).padEnd(12)}${`${r.B}×${r.T}`.padEnd(11)}` +
-        `${fixed(r.shoalMsPerStep).padStart(9)}${fixed(r.shoalTokensPerSecond, 0).padStart(11)}` +
-        `${fixed(r.shoalGflops, 2).padStart(9)}${fixed(r.tfjsMsPerStep).padStart(19)}` +
-        `${fixed(r.tfjsTokensPerSecond, 0).padStart(10)}${`${fixed(r.ratio, 2)}×`.padStart(16)}`,
-    );
-  }
-}
-
-// --- 2. training steps ---------------------------------------------------------------------------
-interface StepRow {
-  preset: string;
-  B: number;
-  T: number;
-  parameters: number;
-  shoalMsPerStep?: number;
-  shoalTokensPerSecond?: number;
-  shoalGflops?: number;
-  tfjsMsPerStep?: number;
-  tfjsTokensPerSecond?: number;
-  ratio?: number;
-  firstLossDifference?: number;
-  skipped?: string;
-}
-
-async function timeSteps(trainer: Trainer, batches: ReturnType<typeof benchBatches>, count: number) {
-  const lr = 1e-3;
-  const losses: number[] = [];
-  for (const batch of batches.slice(0, warmup)) losses.push(await trainer.step(batch, lr));
-  const started = performance.now();
-  for (const batch of batches.slice(warmup, warmup + count)) {
-    losses.push(await trainer.step(batch, lr, { readLoss: false }));
-  }
-  if (trainer instanceof GpuTrainer) await trainer.flush();
-  return { msPerStep: (performance.now() - started) / count, losses };
-}
-
-const stepRows: StepRow[] = [];
-let flopRate: number | null = null; // measured FLOP/s of our step, to estimate the larger presets
-for (const preset of presets) {
-  const config = PRESETS[preset];
-  const { B, T } = SHAPES[preset];
-  const layout = buildLayout(config);
-  const row: StepRow = { preset, B, T, parameters: layout.size };
-  stepRows.push(row);
-  const flops = stepFlops(config, B, T);
-  if (flopRate !== null && flops / flopRate > maxStepSeconds) {
-    row.skipped = `about ${(flops / flopRate).toFixed(0)} s per step on this adapter (over --max-step-seconds ${maxStepSeconds})`;
-    console.log(`${preset}: skipped, ${row.skipped}`);
-    continue;
-  }
-  await benchKernels(preset);
-  const settings = defaultTrainConfig({ batchSize: B, seqLen: T });
-  const batches = benchBatches(config, B, T, warmup + steps);
-  const trainer = await GpuTrainer.create(device, config, settings, initParameters(layout, 1337));
-  const ours = await timeSteps(trainer, batches, steps);
-  trainer.destroy();
-  row.shoalMsPerStep = ours.msPerStep;
-  row.shoalTokensPerSecond = (B * T * 1000) / ours.msPerStep;
-  row.shoalGflops = flops / (ours.msPerStep / 1000) / 1e9;
-  flopRate = flops / (ours.msPerStep / 1000);
-  if (!args['no-tfjs']) {
-    const tfjs: TfjsStepResult = await measureTfjsStep({ backend: 'webgpu', config, B, T, warmup, steps });
-    row.tfjsMsPerStep = tfjs.msPerStep;
-    row.tfjsTokensPerSecond = tfjs.tokensPerSecond;
-    row.ratio = tfjs.msPerStep / ours.msPerStep;
-    row.firstLossDifference = Math.abs(tfjs.firstLoss - (ours.losses[0] ?? Number.NaN));
-  }
-  printKernels(kernelRows.filter((k) => k.preset === preset));
-  printSteps([row]);
-}
-
-// --- 3. CPU backend against TF.js WASM (nano, 1,024 tokens) ------------------------------------------
-const cpuRow: Record<string, number | string> = {};
-{
-  const config = PRESETS.nano;
-  const { B, T } = SHAPES.nano;
-  const batches = benchBatches(config, B, T, warmup + steps);
-  const trainer = new CpuTrainer(
-    config,
-    defaultTrainConfig({ batchSize: B, seqLen: T }),
-    initParameters(buildLayout(config), 1337),
-  );
-  const ours = await timeSteps(trainer, batches, steps);
-  cpuRow.shoalCpuMsPerStep = ours.msPerStep;
-  if (!args['no-tfjs']) {
-    const wasm = await measureTfjsStep({ backend: 'wasm', config, B, T, warmup, steps });
-    cpuRow.tfjsWasmMsPerStep = wasm.msPerStep;
-    cpuRow.tfjsWasm = wasm.device;
-    cpuRow.ratio = wasm.msPerStep / ours.msPerStep;
-    cpuRow.firstLossDifference = Math.abs(wasm.firstLoss - (ours.losses[0] ?? Number.NaN));
-  }
-}
-
-// --- report (the tables again at the end, after the CPU line, so they read together) -------------
-printKernels(kernelRows);
-printSteps(stepRows);
-console.log(
-  `\nCPU backend, nano, 1,024 tokens per step: Shoal ${fixed(cpuRow.shoalCpuMsPerStep as number)} ms, ` +
-    `TF.js-WASM ${fixed(cpuRow.tfjsWasmMsPerStep as number | undefined)} ms (${cpuRow.tfjsWasm ?? 'not run'}); ` +
-    `Shoal is ${fixed(cpuRow.ratio as number | undefined, 2)}× as fast`,
-);
 const result = {
   bench: 'engine',
-  adapter,
-  timing: timer.method,
-  steps,
-  warmup,
-  kernels: kernelRows,
-  trainingSteps: stepRows,
-  cpu: cpuRow,
+  ...(gpu
+    ? {
+        adapter: gpu.adapter,
+        timing: gpu.timing,
+        steps: gpu.steps,
+        warmup: gpu.warmup,
+        kernels: gpu.kernels,
+        trainingSteps: gpu.trainingSteps,
+      }
+    : { cpuOnly: true }),
+  cpu,
 };
 console.log(JSON.stringify(result));
 if (args.out) writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
-gpu.destroy();
+gpu?.destroy();
 // Dawn (and TF.js's device) keep the event loop alive.
 process.exit(0);

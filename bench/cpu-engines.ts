@@ -1,0 +1,286 @@
+/**
+ * bench:engine's CPU section: Shoal's CPU engine against PyTorch (eager, its BLAS) at 1 and 2
+ * threads, and TF.js-WASM on nano, on the same model, init, batches and step (forward, backward,
+ * clipping at 1.0, AdamW 0.9/0.95 with decay 0.1 on 2-D tensors, lr 1e-3).
+ *
+ * Engines take turns within one run: after a warm-up, each round runs `steps` steps of every
+ * engine in an order rotated each round; an engine's figure is the median of its runs' medians,
+ * so a burst of load from whoever shares the machine moves one run, not the result.
+ * Needs no GPU. PyTorch runs in torch_step.py child processes, one per thread count.
+ */
+import { PRESETS, trainingStepFlops } from '../packages/model/src/config.ts';
+import type { CpuBackendOptions } from '../packages/model/src/cpu/kernels.ts';
+import { CpuTrainer } from '../packages/model/src/cpu/trainer.ts';
+import { initParameters } from '../packages/model/src/init.ts';
+import { buildLayout } from '../packages/model/src/layout.ts';
+import { defaultTrainConfig } from '../packages/model/src/train-config.ts';
+import {
+  type CpuShape,
+  type CpuTableRow,
+  formatCpuTable,
+  fullSquareStepFlops,
+  roundOrder,
+  summariseRuns,
+} from './cpu-compare.ts';
+import { benchBatches, measureTfjsStep } from './tfjs.ts';
+import {
+  pythonCandidates,
+  type StepSamples,
+  startTorch,
+  TORCH_INSTALL_HINT,
+  type TorchChild,
+  type TorchHello,
+} from './torch-child.ts';
+
+export interface CpuComparisonOptions {
+  shapes: CpuShape[];
+  /** PyTorch's thread counts (torch.set_num_threads). */
+  threads: number[];
+  /** Shoal's thread counts, passed to the CPU trainer as its `threads` option. */
+  shoalThreads: number[];
+  rounds: number;
+  /** Steps per engine per round. */
+  steps: number;
+  /** Untimed steps per engine first; their losses are compared across engines. */
+  warmup: number;
+  torch: boolean;
+  /** The Python to run torch_step.py with (else SHOAL_PYTHON, python3, /usr/bin/python3). */
+  python?: string;
+  tfjs: boolean;
+}
+
+/** Per shape: FLOP counts and the losses every engine saw in its warm-up (same init, same batches). */
+export interface CpuShapeReport extends CpuShape {
+  parameters: number;
+  /** trainingStepFlops: causal attention. */
+  flops: number;
+  /** What a step computes with the whole T×T attention square (Shoal today, eager PyTorch). */
+  fullSquareFlops: number;
+  /** FLOPs PyTorch's profiler counted in one step (mm, addmm, bmm), or null. */
+  torchProfilerFlops: number | null;
+  /** Each engine's warm-up losses, keyed "Shoal 1t", "PyTorch 2t", … */
+  warmupLosses: Record<string, number[]>;
+  /** Largest |loss − Shoal 1t's loss| over the warm-up steps, per engine. */
+  maxLossDifference: Record<string, number>;
+}
+
+export interface CpuComparison {
+  rows: CpuTableRow[];
+  shapes: CpuShapeReport[];
+  torch: TorchHello | null;
+  /** Why PyTorch did not run, where it did not. */
+  torchMissing?: string;
+  rounds: number;
+  steps: number;
+  warmup: number;
+  node: string;
+}
+
+/** Constant, as the GPU section's step timing uses. */
+const LR = 1e-3;
+/** Distinct batches each engine cycles through (seeded uniform bytes: loss starts near ln 256). */
+const BATCHES = 8;
+/** First-step losses further apart than this mean the two models are not the same model. */
+const FIRST_LOSS_TOLERANCE = 1e-3;
+
+/**
+ * Shoal's CPU trainer options with a thread count. `threads` is the option the CPU engine is
+ * being given (issue #19); a trainer without it ignores it, and the cores-busy column shows that.
+ */
+type ShoalCpuOptions = CpuBackendOptions & { threads?: number };
+
+interface Engine {
+  engine: 'Shoal' | 'PyTorch';
+  threads: number;
+  run(steps: number): Promise<StepSamples>;
+}
+
+const key = (e: { engine: string; threads: number }) => `${e.engine} ${e.threads}t`;
+
+function shoalEngine(trainer: CpuTrainer, batches: ReturnType<typeof benchBatches>, threads: number): Engine {
+  let next = 0;
+  return {
+    engine: 'Shoal',
+    threads,
+    async run(steps) {
+      const samples: StepSamples = { ms: [], cpuMs: [], losses: [] };
+      for (let i = 0; i < steps; i++) {
+        const batch = batches[next++ % batches.length] as (typeof batches)[number];
+        const cpu = process.cpuUsage();
+        const start = performance.now();
+        const loss = await trainer.step(batch, LR);
+        samples.ms.push(performance.now() - start);
+        const used = process.cpuUsage(cpu);
+        samples.cpuMs.push((used.user + used.system) / 1000);
+        samples.losses.push(loss);
+      }
+      return samples;
+    },
+  };
+}
+
+async function startTorchChildren(options: CpuComparisonOptions) {
+  const children: TorchChild[] = [];
+  if (!options.torch) return { children, missing: 'not asked for (--no-torch)' };
+  const pythons = pythonCandidates(options.python);
+  for (const threads of options.threads) {
+    const started = await startTorch(pythons, threads);
+    if ('missing' in started) {
+      for (const child of children) await child.close();
+      return { children: [], missing: TORCH_INSTALL_HINT.replace('%s', started.missing.join('; ')) };
+    }
+    children.push(started.child);
+  }
+  return { children };
+}
+
+export async function runCpuComparison(options: CpuComparisonOptions): Promise<CpuComparison> {
+  const { shapes, rounds, steps, warmup } = options;
+  const { children, missing } = await startTorchChildren(options);
+  const hello = children[0]?.hello ?? null;
+  if (missing && options.torch) console.log(missing);
+  if (hello) {
+    console.log(
+      `PyTorch ${hello.torch} (Python ${hello.python}, ${hello.executable}), BLAS: ${hello.blas ?? 'none found'}`,
+    );
+    if (!hello.blas?.includes('openblas')) {
+      console.log('  not OpenBLAS: with the reference BLAS PyTorch is several times slower, not a fair anchor');
+    }
+  }
+  const rows: CpuTableRow[] = [];
+  const reports: CpuShapeReport[] = [];
+  try {
+    for (const shape of shapes) {
+      const { row, report } = await compareShape(shape, options, children);
+      rows.push(...row);
+      reports.push(report);
+    }
+  } finally {
+    for (const child of children) await child.close();
+  }
+  console.log(`\nCPU engines, medians of ${rounds} alternated runs of ${steps} steps (after ${warmup} warm-up)`);
+  console.log(formatCpuTable(rows));
+  return {
+    rows,
+    shapes: reports,
+    torch: hello,
+    ...(missing ? { torchMissing: missing } : {}),
+    rounds,
+    steps,
+    warmup,
+    node: process.version,
+  };
+}
+
+async function compareShape(shape: CpuShape, options: CpuComparisonOptions, children: TorchChild[]) {
+  const { preset, B, T } = shape;
+  const config = PRESETS[preset];
+  const layout = buildLayout(config);
+  const train = defaultTrainConfig({ batchSize: B, seqLen: T });
+  const params = initParameters(layout, 1337);
+  const batches = benchBatches(config, B, T, BATCHES);
+  const flops = trainingStepFlops(config, B, T);
+  const label = `${preset} ${B}×${T}`;
+  console.log(`\n${label}: ${layout.size} parameters, ${(flops / 1e9).toFixed(2)} GFLOP per step`);
+
+  const engines: Engine[] = options.shoalThreads.map((threads) => {
+    const trainerOptions: ShoalCpuOptions = { threads };
+    return shoalEngine(new CpuTrainer(config, train, params.slice(), trainerOptions), batches, threads);
+  });
+  for (const [i, child] of children.entries()) {
+    await child.setup({ config, layout, B, T, params, batches, train, lr: LR });
+    engines.push({ engine: 'PyTorch', threads: options.threads[i] as number, run: (n) => child.run(n) });
+  }
+
+  // Warm-up, and the check that every engine trains the same model: same init, same batches.
+  const warmupLosses: Record<string, number[]> = {};
+  for (const engine of engines) warmupLosses[key(engine)] = (await engine.run(options.warmup)).losses;
+  const reference = warmupLosses[key(engines[0] as Engine)] ?? [];
+  const maxLossDifference: Record<string, number> = {};
+  for (const engine of engines.slice(1)) {
+    const losses = warmupLosses[key(engine)] ?? [];
+    maxLossDifference[key(engine)] = Math.max(
+      ...losses.map((loss, i) => Math.abs(loss - (reference[i] ?? Number.NaN))),
+    );
+  }
+  const firstLosses = engines.map((e) => `${key(e)} ${warmupLosses[key(e)]?.[0]?.toFixed(5)}`).join(', ');
+  console.log(`  first loss (ln ${config.vocabSize} = ${Math.log(config.vocabSize).toFixed(5)}): ${firstLosses}`);
+  for (const [name, difference] of Object.entries(maxLossDifference)) {
+    console.log(
+      `  ${name}: largest |Δloss| against ${key(engines[0] as Engine)} over ${options.warmup} steps ${difference.toExponential(1)}`,
+    );
+    const first = Math.abs((warmupLosses[name]?.[0] ?? Number.NaN) - (reference[0] ?? Number.NaN));
+    if (!(first <= FIRST_LOSS_TOLERANCE)) {
+      console.log(`  WARNING: ${name}'s first loss differs by ${first}: the engines do not compute the same model`);
+    }
+  }
+
+  const fullSquareFlops = fullSquareStepFlops(config, B, T);
+  const torchProfilerFlops = children[0] ? await children[0].flops() : null;
+  if (torchProfilerFlops !== null) {
+    console.log(
+      `  FLOPs per step: trainingStepFlops ${(flops / 1e9).toFixed(3)} G (causal attention); with the whole T×T ` +
+        `square ${(fullSquareFlops / 1e9).toFixed(3)} G; PyTorch's profiler counted ${(torchProfilerFlops / 1e9).toFixed(3)} G`,
+    );
+  }
+
+  const runs = new Map<Engine, StepSamples[]>(engines.map((e) => [e, []]));
+  for (let round = 0; round < options.rounds; round++) {
+    const line: string[] = [];
+    for (const engine of roundOrder(engines, round)) {
+      const samples = await engine.run(options.steps);
+      runs.get(engine)?.push(samples);
+      line.push(`${key(engine)} ${summariseRuns([samples]).msPerStep.toFixed(1)}`);
+    }
+    console.log(`  round ${round + 1}: ${line.join(', ')} ms`);
+  }
+  const row: CpuTableRow[] = engines.map((engine) => ({
+    preset,
+    B,
+    T,
+    flops,
+    engine: engine.engine,
+    threads: engine.threads,
+    ...summariseRuns(runs.get(engine) ?? []),
+  }));
+  for (const r of row.filter((r) => r.engine === 'Shoal' && r.threads > 1 && r.coresBusy < 1.3)) {
+    console.log(
+      `  WARNING: Shoal at ${r.threads} threads kept ${r.coresBusy.toFixed(2)} cores busy: does CpuTrainer take threads yet?`,
+    );
+  }
+
+  // TF.js-WASM as before: nano's 1,024-token step, measured on its own after the rounds (about 0.4 s a step).
+  if (options.tfjs && preset === 'nano' && B === 16 && T === 64) {
+    const cpu = process.cpuUsage();
+    const start = performance.now();
+    const wasm = await measureTfjsStep({ backend: 'wasm', config, B, T, warmup: 1, steps: options.steps });
+    const used = process.cpuUsage(cpu);
+    const coresBusy = (used.user + used.system) / 1000 / (performance.now() - start);
+    console.log(`  ${wasm.device}: ${wasm.msPerStep.toFixed(1)} ms per step, first loss ${wasm.firstLoss.toFixed(5)}`);
+    row.push({
+      preset,
+      B,
+      T,
+      flops,
+      engine: 'TF.js-WASM',
+      threads: 1,
+      msPerStep: wasm.msPerStep,
+      runMedians: [],
+      coresBusy,
+      alone: true,
+    });
+    warmupLosses['TF.js-WASM 1t'] = wasm.losses.slice(0, 1);
+  }
+  console.log(formatCpuTable(row));
+
+  const report: CpuShapeReport = {
+    ...shape,
+    parameters: layout.size,
+    flops,
+    fullSquareFlops,
+    torchProfilerFlops,
+    warmupLosses,
+    maxLossDifference,
+  };
+  return { row, report };
+}
