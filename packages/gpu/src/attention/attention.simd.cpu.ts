@@ -21,15 +21,7 @@
  */
 import type { SimdMatmul } from '../matmul/matmul.simd.cpu.ts';
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import {
-  assembleModule,
-  compileOnce,
-  declareExpConstants,
-  emitExp,
-  emitHorizontal,
-  FunctionBuilder,
-  op,
-} from '../simd/wasm.cpu.ts';
+import { compileOnce, declareExpConstants, emitExp, emitHorizontal, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
 
 /**
  * softmaxCausal(s, p, T): for each row t of the [T, T] block at s, p row = softmax(s[t, 0…t]),
@@ -147,7 +139,7 @@ function softmaxBackwardKernel(): FunctionBuilder {
  */
 const ROW_BLOCK = 16;
 
-const attentionModule = compileOnce(() => assembleModule([softmaxCausalKernel(), softmaxBackwardKernel()]));
+const attentionModule = compileOnce(() => [softmaxCausalKernel(), softmaxBackwardKernel()]);
 
 interface AttentionExports {
   softmaxCausal(s: number, p: number, T: number): void;
@@ -162,12 +154,12 @@ export class SimdAttention {
     private readonly arena: WasmArena,
     private readonly matmul: SimdMatmul,
   ) {
-    this.kernels = arena.exportsOf<AttentionExports>(attentionModule() as WebAssembly.Module);
+    this.kernels = arena.exportsOf<AttentionExports>(attentionModule);
   }
 
   /** The kernels on `arena`, or null where WebAssembly SIMD is unavailable. */
   static create(arena: WasmArena, matmul: SimdMatmul): SimdAttention | null {
-    return attentionModule() ? new SimdAttention(arena, matmul) : null;
+    return attentionModule(arena.shared) ? new SimdAttention(arena, matmul) : null;
   }
 
   /** Scratch floats a call needs. */

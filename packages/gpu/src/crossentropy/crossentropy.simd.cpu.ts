@@ -7,15 +7,7 @@
  * 16 (the model's 256); `supports` says when.
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import {
-  assembleModule,
-  compileOnce,
-  declareExpConstants,
-  emitExp,
-  emitHorizontal,
-  FunctionBuilder,
-  op,
-} from '../simd/wasm.cpu.ts';
+import { compileOnce, declareExpConstants, emitExp, emitHorizontal, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
 
 /**
  * softmaxRows(src, dst, dstStride, stats, N, V, scale, normalise): for each of N rows of V floats
@@ -82,7 +74,7 @@ function softmaxRowsKernel(): FunctionBuilder {
  */
 const UNROLL = 4;
 
-const softmaxModule = compileOnce(() => assembleModule([softmaxRowsKernel()]));
+const softmaxModule = compileOnce(() => [softmaxRowsKernel()]);
 
 interface SoftmaxExports {
   softmaxRows(
@@ -102,12 +94,12 @@ export class SimdCrossEntropy {
   private readonly kernels: SoftmaxExports;
 
   private constructor(private readonly arena: WasmArena) {
-    this.kernels = arena.exportsOf<SoftmaxExports>(softmaxModule() as WebAssembly.Module);
+    this.kernels = arena.exportsOf<SoftmaxExports>(softmaxModule);
   }
 
   /** The kernels on `arena`, or null where WebAssembly SIMD is unavailable. */
   static create(arena: WasmArena): SimdCrossEntropy | null {
-    return softmaxModule() ? new SimdCrossEntropy(arena) : null;
+    return softmaxModule(arena.shared) ? new SimdCrossEntropy(arena) : null;
   }
 
   /** Whether rows of V logits suit the kernel (V a multiple of 4·UNROLL = 16). */

@@ -13,7 +13,7 @@
  * Values past the last multiple of 32 take the same formula in JS.
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import { assembleModule, compileOnce, declareExpConstants, emitExp, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
+import { compileOnce, declareExpConstants, emitExp, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
 
 // GELU_SCALE and GELU_CUBIC of gelu.cpu.ts (which re-exports this file: no import back).
 const SCALE = Math.sqrt(2 / Math.PI);
@@ -77,7 +77,7 @@ function geluKernel(backward: boolean): FunctionBuilder {
   return f;
 }
 
-const geluModule = compileOnce(() => assembleModule([geluKernel(false), geluKernel(true)]));
+const geluModule = compileOnce(() => [geluKernel(false), geluKernel(true)]);
 
 interface GeluExports {
   geluForward(out: number, inp: number, n: number): void;
@@ -94,12 +94,12 @@ export class SimdGelu {
   private readonly kernels: GeluExports;
 
   private constructor(private readonly arena: WasmArena) {
-    this.kernels = arena.exportsOf<GeluExports>(geluModule() as WebAssembly.Module);
+    this.kernels = arena.exportsOf<GeluExports>(geluModule);
   }
 
   /** The kernels on `arena`, or null where WebAssembly SIMD is unavailable. */
   static create(arena: WasmArena): SimdGelu | null {
-    return geluModule() ? new SimdGelu(arena) : null;
+    return geluModule(arena.shared) ? new SimdGelu(arena) : null;
   }
 
   /** out = gelu(inp) over n values (overwrites), as geluForward. */

@@ -6,7 +6,7 @@
  * and their gradients outside the arena are copied in and out (C floats each).
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import { assembleModule, compileOnce, emitHorizontal, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
+import { compileOnce, emitHorizontal, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
 
 const LAYERNORM_EPS = 1e-5; // as layernorm.cpu.ts (which re-exports this file: no import back)
 
@@ -120,7 +120,7 @@ function backwardKernel(): FunctionBuilder {
   return f;
 }
 
-const layernormModule = compileOnce(() => assembleModule([forwardKernel(), backwardKernel()]));
+const layernormModule = compileOnce(() => [forwardKernel(), backwardKernel()]);
 
 interface LayernormExports {
   layernormForward(
@@ -154,12 +154,12 @@ export class SimdLayernorm {
   private readonly kernels: LayernormExports;
 
   private constructor(private readonly arena: WasmArena) {
-    this.kernels = arena.exportsOf<LayernormExports>(layernormModule() as WebAssembly.Module);
+    this.kernels = arena.exportsOf<LayernormExports>(layernormModule);
   }
 
   /** The kernels on `arena`, or null where WebAssembly SIMD is unavailable. */
   static create(arena: WasmArena): SimdLayernorm | null {
-    return layernormModule() ? new SimdLayernorm(arena) : null;
+    return layernormModule(arena.shared) ? new SimdLayernorm(arena) : null;
   }
 
   /** Whether rows of C channels suit the kernels (C a multiple of 4). */

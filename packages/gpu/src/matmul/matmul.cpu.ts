@@ -9,7 +9,7 @@
  *
  * The fast versions serve the float64 model (the reference gradients are checked against) and
  * the float32 CPU backend where WebAssembly SIMD is missing; with it, the backend runs
- * SimdMatmul (matmul.simd.cpu.ts, 25–40 GFLOP/s). They keep every inner loop on contiguous
+ * SimdMatmul (matmul.simd.cpu.ts, 40–50 GFLOP/s a thread). They keep every inner loop on contiguous
  * memory and block registers over 2–4 rows of each operand (about 4 GFLOP/s in V8 on f32,
  * 2.5–4× the naive loops); they allocate nothing. The naive versions are the definition, kept
  * beside them for the tests. Both accumulate in JS numbers (f64) and round once per store.
@@ -19,7 +19,8 @@ import type { FloatArray } from '../kernel.ts';
 // The float32 WebAssembly SIMD engine the CPU training backend runs these products on, and the
 // memory it shares with the other SIMD kernels.
 export { WasmArena, type WasmArenaOptions } from '../simd/arena.cpu.ts';
-export { SimdMatmul } from './matmul.simd.cpu.ts';
+export { type KernelCall, KernelThreads, splitRange } from '../simd/threads.cpu.ts';
+export { SimdMatmul, type SimdMatmulOptions } from './matmul.simd.cpu.ts';
 
 /** out[N,OC] = inp[N,C]·W[OC,C]ᵀ + bias. Naive: one dot product per output, in index order. */
 export function matmulForwardNaive(

@@ -35,10 +35,11 @@
  * any shape works, only more slowly. Nothing is allocated per call on the in-place path.
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import { assembleModule, compileOnce, FunctionBuilder, type Instr, op, relaxedSimd } from '../simd/wasm.cpu.ts';
+import { type KernelCall, KernelThreads, splitRange } from '../simd/threads.cpu.ts';
+import { compileOnce, FunctionBuilder, type Instr, type ModuleFamily, op, relaxedSimd } from '../simd/wasm.cpu.ts';
 
 const GEMM_PARAMS = ['M', 'N', 'K', 'a', 'sam', 'sak', 'b', 'ldb', 'c', 'ldc', 'c0', 'ldc0'] as const;
-const PANEL_PARAMS = ['M', 'N', 'K', 'a', 'b', 'c', 'ldc', 'c0', 'ldc0'] as const;
+const PANEL_PARAMS = ['M', 'N', 'K', 'a', 'b', 'kb', 'c', 'ldc', 'c0', 'ldc0'] as const;
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 /** acc += x·b: one relaxed (fused) multiply-add, or a multiply and an add. */
@@ -104,7 +105,8 @@ function gemmKernel(rows: number, vectors: number, fma: boolean): FunctionBuilde
 
 /**
  * The microkernel on packed panels: C[M,N] = C0 + A·B with A packed as [M/rows][K][rows] (a
- * panel's `rows` values of one k side by side) and B as [N/(4·vectors)][K][4·vectors], so the k
+ * panel's `rows` values of one k side by side) and B as [N/(4·vectors)][kb][4·vectors] (B's
+ * panels may be longer than this call's K: the whole product's B is packed once), so the k
  * loop walks two pointers by constant steps and every load has a constant offset. That frees the
  * general-purpose registers the strided kernel spends on per-row addresses and measured 1.15×
  * faster with the same 4×8 tile (1.4× with relaxed multiply-adds). Tiles with more than 8
@@ -116,7 +118,7 @@ function panelKernel(rows: number, vectors: number, fma: boolean): FunctionBuild
     `panel${rows}x${4 * vectors}`,
     PANEL_PARAMS.map((p) => [p, 'i32'] as const),
   );
-  const { M, N, K, a, b, c, ldc, c0, ldc0 } = f.params;
+  const { M, N, K, a, b, kb, c, ldc, c0, ldc0 } = f.params;
   const { localGet: get, localSet: set, i32Const: int, i32Add: add, i32Mul: mul } = op;
   const { m, n, pa, pb, pbEnd, out, init, kBytes } = f.named('i32', [
     'm',
@@ -144,7 +146,7 @@ function panelKernel(rows: number, vectors: number, fma: boolean): FunctionBuild
         }
       }
       f.emit(get(a), get(m), get(K), mul, int(4), mul, add, set(pa));
-      f.emit(get(b), get(n), get(K), mul, int(4), mul, add, set(pb), get(pb), get(kBytes), add, set(pbEnd));
+      f.emit(get(b), get(n), get(kb), mul, int(4), mul, add, set(pb), get(pb), get(kBytes), add, set(pbEnd));
       f.emit(op.block, op.loop, get(pb), get(pbEnd), op.i32Eq, op.brIf(1));
       for (const v of range(vectors)) f.emit(get(pb), op.v128Load(16 * v), set(bVec[v] as number));
       for (const r of range(rows)) {
@@ -204,6 +206,31 @@ function packBKernel(vectors: number): FunctionBuilder {
   return f;
 }
 
+/**
+ * packBT{4·vectors}(K, N, w, ldw, dst): B = Wᵀ for W [N, K] (rows ldw bytes apart) into panels
+ * [N/(4·vectors)][K][4·vectors]: the forward's weights, packed without a transposed copy.
+ */
+function packBTKernel(vectors: number): FunctionBuilder {
+  const f = new FunctionBuilder(
+    `packBT${4 * vectors}`,
+    (['K', 'N', 'w', 'ldw', 'dst'] as const).map((p) => [p, 'i32'] as const),
+  );
+  const { K, N, w, ldw, dst } = f.params;
+  const { localGet: get, localSet: set, i32Const: int, i32Add: add, i32Mul: mul } = op;
+  const { n, k, src, out } = f.named('i32', ['n', 'k', 'src', 'out']);
+  f.emit(get(dst), set(out));
+  f.forLoop(n, int(0), get(N), 4 * vectors, () => {
+    f.emit(get(w), get(n), get(ldw), mul, add, set(src));
+    f.forLoop(k, int(0), get(K), 1, () => {
+      for (const j of range(4 * vectors)) {
+        f.emit(get(out), get(src), ...(j > 0 ? [get(ldw), int(j), mul, add] : []), op.f32Load(), op.f32Store(4 * j));
+      }
+      f.emit(get(out), int(16 * vectors), add, set(out), get(src), int(4), add, set(src));
+    });
+  });
+  return f;
+}
+
 type GemmFn = (
   M: number,
   N: number,
@@ -218,48 +245,42 @@ type GemmFn = (
   c0: number,
   ldc0: number,
 ) => void;
-type PanelFn = (
-  M: number,
-  N: number,
-  K: number,
-  a: number,
-  b: number,
-  c: number,
-  ldc: number,
-  c0: number,
-  ldc0: number,
-) => void;
-type PackAFn = (M: number, K: number, a: number, sam: number, sak: number, dst: number) => void;
-type PackBFn = (K: number, N: number, b: number, ldb: number, dst: number) => void;
 
 interface GemmExports {
   gemm4x8: GemmFn;
   gemm4x4: GemmFn;
   gemm1x8: GemmFn;
   gemm1x4: GemmFn;
-  panel4x8: PanelFn;
-  panel4x4: PanelFn;
-  panel1x8: PanelFn;
-  panel1x4: PanelFn;
-  packA4: PackAFn;
-  packA1: PackAFn;
-  packB8: PackBFn;
-  packB4: PackBFn;
 }
 
-const buildGemmModule = (fma: boolean) =>
-  assembleModule([
-    ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => gemmKernel(rows, vectors, fma))),
-    ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => panelKernel(rows, vectors, fma))),
-    packAKernel(4),
-    packAKernel(1),
-    packBKernel(2),
-    packBKernel(1),
-  ]);
+const gemmFunctions = (fma: boolean) => [
+  ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => gemmKernel(rows, vectors, fma))),
+  ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => panelKernel(rows, vectors, fma))),
+  packAKernel(4),
+  packAKernel(1),
+  packBKernel(2),
+  packBKernel(1),
+  packBTKernel(2),
+  packBTKernel(1),
+];
 /** The kernels with multiply, then add: every engine with WebAssembly SIMD. */
-const plainModule = compileOnce(() => buildGemmModule(false));
+const plainModule = compileOnce(() => gemmFunctions(false));
 /** The kernels with relaxed multiply-adds, where `relaxedSimd()`. */
-const relaxedModule = compileOnce(() => (relaxedSimd() ? buildGemmModule(true) : new Uint8Array()));
+const relaxedModule = compileOnce(() => (relaxedSimd() ? gemmFunctions(true) : null));
+
+/** The functions the packed path calls through KernelThreads. */
+const PACKED_FNS = [
+  'packA4',
+  'packA1',
+  'packB8',
+  'packB4',
+  'packBT8',
+  'packBT4',
+  'panel4x8',
+  'panel4x4',
+  'panel1x8',
+  'panel1x4',
+] as const;
 
 const pad4 = (n: number) => (n + 3) & ~3;
 const pad8 = (n: number) => (n + 7) & ~7;
@@ -275,21 +296,28 @@ const PACK_MIN_ROWS = 32;
 export interface SimdMatmulOptions {
   /** Use relaxed SIMD's fused multiply-add where the engine has it (default true; false for tests and benchmarks). */
   relaxed?: boolean;
+  /** Threads to split products over; they must run `SimdMatmul.moduleFor(arena, options)` (default: this thread). */
+  threads?: KernelThreads;
 }
 
-/** float32 matmuls on a WasmArena's memory. */
+/** float32 matmuls on a WasmArena's memory, on one thread or several (KernelThreads). */
 export class SimdMatmul {
   private readonly kernels: GemmExports;
+  private readonly threads: KernelThreads;
+  private readonly fns: Record<(typeof PACKED_FNS)[number], number>;
 
   /** Whether the kernels use relaxed SIMD's fused multiply-adds. */
   readonly relaxed: boolean;
 
   private constructor(
     private readonly arena: WasmArena,
-    module: WebAssembly.Module,
+    readonly module: ModuleFamily,
+    threads: KernelThreads | undefined,
   ) {
     this.kernels = arena.exportsOf<GemmExports>(module);
-    this.relaxed = module === relaxedModule();
+    this.relaxed = module === relaxedModule;
+    this.threads = threads ?? new KernelThreads(arena, [module], 1);
+    this.fns = Object.fromEntries(PACKED_FNS.map((name) => [name, this.threads.fn(module, name)])) as typeof this.fns;
   }
 
   /** Whether this JavaScript engine runs WebAssembly SIMD (and may compile it here). */
@@ -297,23 +325,36 @@ export class SimdMatmul {
     return plainModule() !== null;
   }
 
+  /**
+   * The kernel module `create` uses on `arena` with these options (relaxed where it can), or null
+   * where WebAssembly SIMD is unavailable: give it to the KernelThreads that `options.threads` names.
+   */
+  static moduleFor(arena: WasmArena, options: Pick<SimdMatmulOptions, 'relaxed'> = {}): ModuleFamily | null {
+    if (!plainModule(arena.shared)) return null;
+    return options.relaxed !== false && relaxedModule(arena.shared) ? relaxedModule : plainModule;
+  }
+
   /** The engine on `arena`, or null where WebAssembly SIMD is unavailable. */
   static create(arena: WasmArena, options: SimdMatmulOptions = {}): SimdMatmul | null {
-    const module = (options.relaxed !== false ? relaxedModule() : null) ?? plainModule();
-    return module ? new SimdMatmul(arena, module) : null;
+    const module = SimdMatmul.moduleFor(arena, options);
+    if (!module) return null;
+    if (options.threads && !options.threads.has(module))
+      throw new Error('SimdMatmul: its threads must run its kernel module (SimdMatmul.moduleFor)');
+    return new SimdMatmul(arena, module, options.threads);
   }
 
   /** Scratch floats that any matmul of this shape needs, even with every operand copied. */
   static scratchFloats(N: number, C: number, OC: number): number {
     const [Cp, OCp] = [pad4(C), pad4(OC)];
-    const forward = N * C + C * OCp + OCp + N * OCp;
-    const backward = N * OCp + OC * Cp + 2 * N * Cp + OC * Cp + OCp;
-    return Math.max(forward, backward) + SimdMatmul.packFloats(Math.max(N, OC), Math.max(Cp, OCp)) + 10 * 4;
+    const forward = OCp * C + OCp + N * OCp + N * C + SimdMatmul.packFloats(N, OCp, C);
+    const backward =
+      N * OCp + OC * Cp + 2 * N * Cp + OC * Cp + OCp + SimdMatmul.packFloats(Math.max(N, OC), Cp, Math.max(N, OC));
+    return Math.max(forward, backward) + 10 * 4; // + alignment of up to 10 blocks
   }
 
-  /** Scratch floats `gemm` takes for packing when C is [M, N]: a K block of A's rows and of B's columns. */
-  static packFloats(M: number, N: number): number {
-    return K_BLOCK * (M + pad8(N));
+  /** Scratch floats `gemm` takes to pack a product with C [M, N] over K: all of B, and a K block of A. */
+  static packFloats(M: number, N: number, K: number): number {
+    return K * pad8(N) + K_BLOCK * M;
   }
 
   /** out[N,OC] = inp[N,C]·W[OC,C]ᵀ + bias (overwrites out), as matmulForward. */
@@ -330,19 +371,18 @@ export class SimdMatmul {
     const OCp = pad4(OC);
     const outInPlace = OCp === OC && arena.owns(out);
     arena.resetScratch();
-    const weightT = arena.scratch(C * OCp);
+    // W [OCp, C] (pad rows zero) and the bias row [OCp]: B = Wᵀ is packed straight from W.
+    const weightAt = OCp === OC ? arena.place(weight, OC, C) : arena.scratch(OCp * C);
     const biasRow = arena.scratch(OCp);
     const outAt = outInPlace ? out.byteOffset : arena.scratch(N * OCp);
     const inpAt = arena.place(inp, N, C);
     const f32 = arena.f32;
-    // Wᵀ [C, OCp] and the bias row, zero-padded.
-    for (let o = 0; o < OCp; o++) {
-      const dst = (weightT >> 2) + o;
-      if (o < OC) for (let i = 0, src = o * C; i < C; i++) f32[dst + i * OCp] = weight[src + i] as number;
-      else for (let i = 0; i < C; i++) f32[dst + i * OCp] = 0;
-      f32[(biasRow >> 2) + o] = bias && o < OC ? (bias[o] as number) : 0;
+    if (OCp !== OC) {
+      f32.set(weight.subarray(0, OC * C), weightAt >> 2);
+      f32.fill(0, (weightAt >> 2) + OC * C, (weightAt >> 2) + OCp * C);
     }
-    this.gemm(N, OCp, C, inpAt, 4 * C, 4, weightT, 4 * OCp, outAt, 4 * OCp, biasRow, 0);
+    for (let o = 0; o < OCp; o++) f32[(biasRow >> 2) + o] = bias && o < OC ? (bias[o] as number) : 0;
+    this.packed(N, OCp, C, inpAt, 4 * C, 4, weightAt, 4 * C, true, outAt, 4 * OCp, biasRow, 0);
     arena.copyOut(out, outAt, N, OC, OCp);
   }
 
@@ -379,11 +419,11 @@ export class SimdMatmul {
   }
 
   /**
-   * C[M,N] = C0 + A·B on byte addresses in the arena (N a multiple of 4), in blocks of K_BLOCK
-   * along k (the first block starts from C0, the others from C). Products of PACK_MIN_ROWS rows
-   * or more pack each block of A and B into scratch (SimdMatmul.packFloats) and run the panel
-   * kernels; smaller ones read A and B in place. Each output is the same sum in the same order
-   * either way, up to the multiply-add's rounding.
+   * C[M,N] = C0 + A·B on byte addresses in the arena (N a multiple of 4). Products of
+   * PACK_MIN_ROWS rows or more are packed (see `packed`) and split over the threads; smaller ones
+   * (attention's row blocks) read A and B where they lie, on the calling thread, in blocks of
+   * K_BLOCK along k (the first block starts from C0, the others from C). Each output is the same
+   * sum in the same order either way, up to the multiply-add's rounding.
    */
   gemm(
     M: number,
@@ -399,23 +439,25 @@ export class SimdMatmul {
     c0: number,
     ldc0: number,
   ): void {
-    const packed = M >= PACK_MIN_ROWS;
-    const [packA, packB] = packed ? [this.arena.scratch(K_BLOCK * M), this.arena.scratch(K_BLOCK * pad8(N))] : [0, 0];
+    if (M >= PACK_MIN_ROWS) {
+      this.packed(M, N, K, a, sam, sak, b, ldb, false, c, ldc, c0, ldc0);
+      return;
+    }
     for (let k0 = 0; k0 < K || k0 === 0; k0 += K_BLOCK) {
       const [init, initStride] = k0 === 0 ? [c0, ldc0] : [c, ldc];
-      const kb = Math.min(K_BLOCK, K - k0);
-      const [ak, bk] = [a + k0 * sak, b + k0 * ldb];
-      if (packed) {
-        this.pack(M, N, kb, ak, sam, sak, bk, ldb, packA, packB);
-        this.panels(M, N, kb, packA, packB, c, ldc, init, initStride);
-      } else {
-        this.tiles(M, N, kb, ak, sam, sak, bk, ldb, c, ldc, init, initStride);
-      }
+      this.tiles(M, N, Math.min(K_BLOCK, K - k0), a + k0 * sak, sam, sak, b + k0 * ldb, ldb, c, ldc, init, initStride);
     }
   }
 
-  /** One k block of A [M, K] and B [K, N] into panels: 4-row panels then 1-row ones; 8-column panels then a 4-column one. */
-  private pack(
+  /**
+   * C = C0 + A·B through packed panels (scratch: SimdMatmul.packFloats), B given as [K, N] with
+   * rows ldb bytes apart, or (`bT`) as its transpose [N, K]. Two jobs: the threads pack all of B,
+   * splitting its 8-column panels; then each thread takes a range of C's rows (a multiple of 4,
+   * the last one any tail) and, per K block, packs its rows of A and runs the panel kernels on
+   * them. Every output is computed by one thread in a fixed order: bitwise the same on any
+   * number of threads.
+   */
+  private packed(
     M: number,
     N: number,
     K: number,
@@ -424,39 +466,56 @@ export class SimdMatmul {
     sak: number,
     b: number,
     ldb: number,
-    packA: number,
-    packB: number,
-  ): void {
-    const k = this.kernels;
-    const [M4, N8] = [M - (M % 4), N - (N % 8)];
-    if (M4 > 0) k.packA4(M4, K, a, sam, sak, packA);
-    if (M4 < M) k.packA1(M - M4, K, a + M4 * sam, sam, sak, packA + 4 * M4 * K);
-    if (N8 > 0) k.packB8(K, N8, b, ldb, packB);
-    if (N8 < N) k.packB4(K, 4, b + 4 * N8, ldb, packB + 4 * N8 * K);
-  }
-
-  /** The panel kernels over packed A and B: 4×8 on the bulk of C, narrower ones on the edges. */
-  private panels(
-    M: number,
-    N: number,
-    K: number,
-    packA: number,
-    packB: number,
+    bT: boolean,
     c: number,
     ldc: number,
     c0: number,
     ldc0: number,
   ): void {
-    const k = this.kernels;
-    const [M4, N8] = [M - (M % 4), N - (N % 8)];
-    const [bTail, cTail, c0Tail] = [packB + 4 * N8 * K, c + 4 * N8, c0 + 4 * N8];
-    if (M4 > 0 && N8 > 0) k.panel4x8(M4, N8, K, packA, packB, c, ldc, c0, ldc0);
-    if (M4 > 0 && N8 < N) k.panel4x4(M4, 4, K, packA, bTail, cTail, ldc, c0Tail, ldc0);
-    if (M4 < M) {
-      const [aRows, cRows, c0Rows] = [packA + 4 * M4 * K, M4 * ldc, M4 * ldc0];
-      if (N8 > 0) k.panel1x8(M - M4, N8, K, aRows, packB, c + cRows, ldc, c0 + c0Rows, ldc0);
-      if (N8 < N) k.panel1x4(M - M4, 4, K, aRows, bTail, cTail + cRows, ldc, c0Tail + c0Rows, ldc0);
+    const { fns, threads, arena } = this;
+    const packB = arena.scratch(K * pad8(N));
+    const packA = arena.scratch(K_BLOCK * M);
+    const N8 = N - (N % 8);
+    const bTail = packB + 4 * N8 * K; // the last 4 columns' panel, [K][4]
+    // 1. B, whole, into [N/8][K][8] panels and a [K][4] one.
+    const [pack8, pack4] = bT ? [fns.packBT8, fns.packBT4] : [fns.packB8, fns.packB4];
+    const column = (n: number) => (bT ? b + n * ldb : b + 4 * n); // B's column n
+    const bTasks: KernelCall[][] = splitRange(N8, threads.size, 8).map(([n0, n1]) => [
+      { fn: pack8, args: [K, n1 - n0, column(n0), ldb, packB + 4 * n0 * K] },
+    ]);
+    if (N8 < N) {
+      const tail: KernelCall = { fn: pack4, args: [K, 4, column(N8), ldb, bTail] };
+      if (bTasks.length > 0) bTasks[bTasks.length - 1]?.push(tail);
+      else bTasks.push([tail]);
     }
+    threads.run(bTasks);
+    // 2. Rows of C: per K block, that block of their A rows packed, then the panels.
+    const rowTasks = splitRange(M, threads.size, 4).map(([m0, m1]) => {
+      const calls: KernelCall[] = [];
+      const rows = m1 - m0;
+      const rows4 = rows - (rows % 4);
+      const aPack = packA + 4 * m0 * K_BLOCK; // this range's own packing area
+      for (let k0 = 0; k0 < K || k0 === 0; k0 += K_BLOCK) {
+        const kb = Math.min(K_BLOCK, K - k0);
+        const [init, initStride] = k0 === 0 ? [c0, ldc0] : [c, ldc];
+        const aRows = a + m0 * sam + k0 * sak;
+        const aTail = aPack + 4 * rows4 * kb;
+        if (rows4 > 0) calls.push({ fn: fns.packA4, args: [rows4, kb, aRows, sam, sak, aPack] });
+        if (rows4 < rows)
+          calls.push({ fn: fns.packA1, args: [rows - rows4, kb, aRows + rows4 * sam, sam, sak, aTail] });
+        const [b8, b4] = [packB + 32 * k0, bTail + 16 * k0];
+        const [cRow, initRow] = [c + m0 * ldc, init + m0 * initStride];
+        const [cTail, initTail] = [cRow + rows4 * ldc, initRow + rows4 * initStride];
+        const panel = (fn: number, m: number, n: number, pa: number, pb: number, cAt: number, initAt: number) =>
+          calls.push({ fn, args: [m, n, kb, pa, pb, K, cAt, ldc, initAt, initStride] });
+        if (rows4 > 0 && N8 > 0) panel(fns.panel4x8, rows4, N8, aPack, b8, cRow, initRow);
+        if (rows4 > 0 && N8 < N) panel(fns.panel4x4, rows4, 4, aPack, b4, cRow + 4 * N8, initRow + 4 * N8);
+        if (rows4 < rows && N8 > 0) panel(fns.panel1x8, rows - rows4, N8, aTail, b8, cTail, initTail);
+        if (rows4 < rows && N8 < N) panel(fns.panel1x4, rows - rows4, 4, aTail, b4, cTail + 4 * N8, initTail + 4 * N8);
+      }
+      return calls;
+    });
+    threads.run(rowTasks);
   }
 
   /** One k block unpacked: the 4×8 kernel on the bulk of C, narrower ones on a last 4 columns and the last M mod 4 rows. */

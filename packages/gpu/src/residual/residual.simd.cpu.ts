@@ -4,7 +4,7 @@
  * a nano step). Operands outside the arena are copied; values past the last multiple of 4 in JS.
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import { assembleModule, compileOnce, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
+import { compileOnce, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
 
 /** residualForward(out, a, b, n) or residualBackward(da, db, dout, n): n a multiple of 4. */
 function residualKernel(backward: boolean): FunctionBuilder {
@@ -32,7 +32,7 @@ function residualKernel(backward: boolean): FunctionBuilder {
   return f;
 }
 
-const residualModule = compileOnce(() => assembleModule([residualKernel(false), residualKernel(true)]));
+const residualModule = compileOnce(() => [residualKernel(false), residualKernel(true)]);
 
 interface ResidualExports {
   residualForward(out: number, a: number, b: number, n: number): void;
@@ -44,12 +44,12 @@ export class SimdResidual {
   private readonly kernels: ResidualExports;
 
   private constructor(private readonly arena: WasmArena) {
-    this.kernels = arena.exportsOf<ResidualExports>(residualModule() as WebAssembly.Module);
+    this.kernels = arena.exportsOf<ResidualExports>(residualModule);
   }
 
   /** The kernels on `arena`, or null where WebAssembly SIMD is unavailable. */
   static create(arena: WasmArena): SimdResidual | null {
-    return residualModule() ? new SimdResidual(arena) : null;
+    return residualModule(arena.shared) ? new SimdResidual(arena) : null;
   }
 
   /** out = a + b over n floats (overwrites), as residualForward. */

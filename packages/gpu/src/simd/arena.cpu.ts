@@ -12,6 +12,8 @@
  * not (a kernel engine used on ordinary arrays, which copies them in) grows as calls need.
  */
 
+import type { ModuleFamily } from './wasm.cpu.ts';
+
 const PAGE = 65536;
 const HEAP_START = 16;
 const align16 = (bytes: number): number => (bytes + 15) & ~15;
@@ -21,6 +23,11 @@ export interface WasmArenaOptions {
   floats?: number;
   /** Floats of per-call scratch to reserve. */
   scratchFloats?: number;
+  /**
+   * A shared memory, that worker threads can run kernels on (simd/threads.cpu.ts). It cannot
+   * grow: reserve every float it will need. Needs cross-origin isolation in browsers.
+   */
+  shared?: boolean;
 }
 
 export class WasmArena {
@@ -34,6 +41,8 @@ export class WasmArena {
   private constructor(
     readonly memory: WebAssembly.Memory,
     heapFloats: number,
+    /** Whether the memory is shared (see WasmArenaOptions.shared). */
+    readonly shared: boolean,
   ) {
     this.heapEnd = HEAP_START + align16(4 * heapFloats);
     this.scratchTop = this.heapEnd;
@@ -43,18 +52,22 @@ export class WasmArena {
 
   /** A new arena, or null where the memory cannot be had (wasm32 memories stop at 4 GiB, browsers often lower). */
   static create(options: WasmArenaOptions = {}): WasmArena | null {
-    const { floats = 0, scratchFloats = 0 } = options;
+    const { floats = 0, scratchFloats = 0, shared = false } = options;
     const bytes = HEAP_START + align16(4 * floats) + align16(4 * scratchFloats);
+    const pages = Math.max(1, Math.ceil(bytes / PAGE));
     try {
-      const memory = new WebAssembly.Memory({ initial: Math.max(1, Math.ceil(bytes / PAGE)) });
-      return new WasmArena(memory, floats);
+      const memory = new WebAssembly.Memory(shared ? { initial: pages, maximum: pages, shared } : { initial: pages });
+      return new WasmArena(memory, floats, shared);
     } catch {
       return null;
     }
   }
 
-  /** The exports of `module` instantiated on this memory, once per arena. */
-  exportsOf<T>(module: WebAssembly.Module): T {
+  /** The exports of `family`'s module for this memory's kind, instantiated on it once per arena. */
+  exportsOf<T>(family: ModuleFamily): T {
+    const module = family(this.shared);
+    if (!module)
+      throw new Error(`WasmArena: a kernel module does not compile here${this.shared ? ' for a shared memory' : ''}`);
     let exports = this.instances.get(module);
     if (!exports) {
       exports = new WebAssembly.Instance(module, { env: { memory: this.memory } }).exports;
@@ -88,7 +101,7 @@ export class WasmArena {
     const at = this.scratchTop;
     this.scratchTop = at + align16(4 * floats);
     if (this.scratchTop > this.memory.buffer.byteLength) {
-      if (this.heapTop > HEAP_START) {
+      if (this.heapTop > HEAP_START || this.shared) {
         throw new RangeError(
           `WasmArena: a kernel needs ${(this.scratchTop - this.heapEnd) / 4} floats of scratch; reserve them at create ` +
             '(growing the memory would detach the allocated views)',

@@ -7,6 +7,7 @@ import {
   emitExp,
   FunctionBuilder,
   op,
+  relaxedSimd,
   sleb,
   uleb,
 } from './wasm.cpu.ts';
@@ -28,7 +29,7 @@ const expModule = compileOnce(() => {
     emitExp(f, x, e, constants);
     f.emit(op.localGet(dst), op.localGet(i), op.i32Add, op.localGet(e), op.v128Store());
   });
-  return assembleModule([f]);
+  return [f];
 });
 
 describe('the WebAssembly assembler', () => {
@@ -44,9 +45,7 @@ describe('the WebAssembly assembler', () => {
   it('builds a vector exp within 2 ulp of Math.exp, clamped outside [−87, 88]', () => {
     const n = 4096;
     const arena = WasmArena.create({ floats: 2 * n }) as WasmArena;
-    const { exp } = arena.exportsOf<{ exp(src: number, dst: number, n: number): void }>(
-      expModule() as WebAssembly.Module,
-    );
+    const { exp } = arena.exportsOf<{ exp(src: number, dst: number, n: number): void }>(expModule);
     const [x, y] = [arena.allocate(n), arena.allocate(n)];
     for (let i = 0; i < n - 4; i++) x[i] = -87 + (175 * i) / (n - 4);
     x.set([-1000, -88, 89, 1000], n - 4);
@@ -64,5 +63,29 @@ describe('the WebAssembly assembler', () => {
     expect(huge2).toBe(huge);
     expect(Math.abs((tiny as number) / Math.exp(-87) - 1)).toBeLessThan(1e-6);
     expect(Math.abs((huge as number) / Math.exp(88) - 1)).toBeLessThan(1e-6);
+  });
+
+  it('compiles a module for an ordinary and for a shared memory, and refuses what does not build', () => {
+    const shared = WasmArena.create({ floats: 4 * 4096, shared: true }) as WasmArena;
+    expect(shared.shared).toBe(true);
+    expect(shared.memory.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(expModule(true)).not.toBe(expModule(false));
+    const { exp } = shared.exportsOf<{ exp(src: number, dst: number, n: number): void }>(expModule);
+    const [x, y] = [shared.allocate(4), shared.allocate(4)];
+    x.set([0, 1, -1, 2]);
+    exp(x.byteOffset, y.byteOffset, 4);
+    expect(Array.from(y).map((v, i) => Math.abs(v / Math.exp(x[i] as number) - 1) < 1e-6)).toEqual([
+      true,
+      true,
+      true,
+      true,
+    ]);
+    // A shared memory cannot grow: scratch past its end is refused, never a detached view.
+    expect(() => shared.scratch(1 << 20)).toThrow(/reserve them at create/);
+    expect(compileOnce(() => null)()).toBeNull();
+    expect(() => shared.exportsOf(compileOnce(() => null))).toThrow(/does not compile/);
+    // The bytes a shared import takes: flags 3 (shared, with a maximum), min 1, max 65,536 pages.
+    expect(assembleModule([], true).join(',')).toContain([0x02, 0x03, 0x01, 0x80, 0x80, 0x04].join(','));
+    expect(typeof relaxedSimd()).toBe('boolean');
   });
 });

@@ -208,11 +208,16 @@ export class FunctionBuilder<P extends string = string> {
   }
 }
 
-/** A module that imports its memory as `env.memory` and exports each function under its name. */
-export function assembleModule(functions: readonly FunctionBuilder[]): Uint8Array<ArrayBuffer> {
+/**
+ * A module that imports its memory as `env.memory` and exports each function under its name. A
+ * shared memory (`shared`: what worker threads need, simd/threads.cpu.ts) is imported as such,
+ * with the largest maximum a wasm32 memory may have, so any shared memory fits the import.
+ */
+export function assembleModule(functions: readonly FunctionBuilder[], shared = false): Uint8Array<ArrayBuffer> {
   const signatures = [...new Set(functions.map((f) => f.signature.join(',')))];
   const types = signatures.map((key) => key.split(',').map(Number));
-  const memoryImport = [...name('env'), ...name('memory'), 0x02, 0x00, 0x01]; // memory, min 1 page, no max
+  const limits = shared ? [0x03, 0x01, ...uleb(65536)] : [0x00, 0x01]; // min 1 page; shared: max 4 GiB
+  const memoryImport = [...name('env'), ...name('memory'), 0x02, ...limits];
   return new Uint8Array([
     ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00], // "\0asm", version 1
     ...section(1, vector(types)),
@@ -223,26 +228,33 @@ export function assembleModule(functions: readonly FunctionBuilder[]): Uint8Arra
   ]);
 }
 
+/** A kernel module, compiled for an ordinary memory or for a shared one (`true`); null where it cannot be. */
+export type ModuleFamily = (shared?: boolean) => WebAssembly.Module | null;
+
 /**
- * Compiles `build()`'s module once per process (synchronously: the modules are a few kB, which
- * browsers allow on any thread), or returns null where WebAssembly SIMD is missing or compiling
- * is forbidden (a Content-Security-Policy without 'wasm-unsafe-eval').
+ * Compiles `build()`'s functions once per process and memory kind (synchronously: the modules
+ * are a few kB, which browsers allow on any thread), or gives null where WebAssembly SIMD is
+ * missing, compiling is forbidden (a Content-Security-Policy without 'wasm-unsafe-eval'), or
+ * `build` returns null (a feature the module needs is missing).
  */
-export function compileOnce(build: () => Uint8Array<ArrayBuffer>): () => WebAssembly.Module | null {
-  let compiled: WebAssembly.Module | null | undefined;
-  return () => {
-    if (compiled === undefined) {
-      compiled = null;
+export function compileOnce(build: () => readonly FunctionBuilder[] | null): ModuleFamily {
+  const compiled = new Map<boolean, WebAssembly.Module | null>();
+  return (shared = false) => {
+    let module = compiled.get(shared);
+    if (module === undefined) {
+      module = null;
       if (typeof WebAssembly === 'object') {
         try {
-          const bytes = build();
-          if (WebAssembly.validate(bytes)) compiled = new WebAssembly.Module(bytes);
+          const functions = build();
+          const bytes = functions && assembleModule(functions, shared);
+          if (bytes && WebAssembly.validate(bytes)) module = new WebAssembly.Module(bytes);
         } catch {
           // keep null: the caller falls back to the JS kernels
         }
       }
+      compiled.set(shared, module);
     }
-    return compiled;
+    return module;
   };
 }
 

@@ -111,6 +111,11 @@ export class CpuGpt<A extends FloatArray> {
   readonly layout: ParamLayout;
   /** 'wasm-simd' when the float32 kernels run in WebAssembly SIMD (where available), else 'js'. */
   readonly backendName: CpuBackend<A>['name'];
+  /** Threads the kernels run on, and why fewer than asked when so (CpuBackendOptions.threads). */
+  readonly threads: { count: number; note?: string };
+  /** Resolves once the kernel threads have started (steps before then run on one thread, with the same results). */
+  readonly ready: Promise<void>;
+  private readonly destroyBackend: () => void;
   /** The blocks this model runs, and whether it embeds and ends in the head (the whole model: all). */
   readonly stage: StageSpec;
   private readonly kernels: CpuKernels<A>;
@@ -148,9 +153,17 @@ export class CpuGpt<A extends FloatArray> {
     // Two blocks (activations and their gradients), each rounded up to 4 floats by the arena.
     const backend = createCpuBackend(ArrayType, 2 * (floats + 4), { matmuls, T, C, NH, N: BT, V }, options);
     this.backendName = backend.name;
+    this.threads = { count: backend.threads, ...(backend.threadsNote ? { note: backend.threadsNote } : {}) };
+    this.ready = backend.ready;
+    this.destroyBackend = () => backend.destroy();
     this.kernels = options.wrapKernels ? options.wrapKernels(backend.kernels) : backend.kernels;
     this.acts = allocateActivations(config, B, T, backend.allocate, shape);
     this.grads = allocateActivations(config, B, T, backend.allocate, shape);
+  }
+
+  /** Stops the kernel threads; the model still computes, on the calling thread. */
+  destroy(): void {
+    this.destroyBackend();
   }
 
   private views(which: 'paramViews' | 'gradViews', flat: A): ModelTensors<A> {

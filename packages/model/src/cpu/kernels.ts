@@ -17,6 +17,7 @@ import {
   type FloatArray,
   geluBackward,
   geluForward,
+  KernelThreads,
   layernormBackward,
   layernormForward,
   matmulBackward,
@@ -107,13 +108,31 @@ export interface CpuBackend<A extends FloatArray> {
   /** 'wasm-simd' when the matmuls run in WebAssembly SIMD, else 'js'. */
   readonly name: 'js' | 'wasm-simd';
   readonly kernels: CpuKernels<A>;
+  /** Threads the kernels are split over (the caller's included): `threads` as asked, or 1 where they cannot be had. */
+  readonly threads: number;
+  /** Why fewer threads than asked run, when they do. */
+  readonly threadsNote?: string;
+  /** Resolves once every thread has started (kernels run on the calling thread alone until then, with the same results). */
+  readonly ready: Promise<void>;
   /** `n` zeroed floats for activations (views into one block: call once per array you need). */
   allocate(n: number): A;
+  /** Stops the threads. */
+  destroy(): void;
 }
 
 export interface CpuBackendOptions {
   /** Float32Array only: run matmuls in WebAssembly SIMD when available (default true). */
   simd?: boolean;
+  /**
+   * Float32Array with SIMD only: threads to split the kernels over, the caller's included
+   * (default 1). More than one needs a shared WebAssembly memory (SharedArrayBuffer: browsers
+   * allow it on cross-origin isolated pages) and a thread spawner (@shoal/gpu's entries register
+   * one); where either is missing the backend runs on one thread and says why in `threadsNote`.
+   * Results are bitwise the same on any number of threads.
+   */
+  threads?: number;
+  /** Float32Array with SIMD only: let the matmul use relaxed SIMD's fused multiply-adds where it can (default true). */
+  relaxed?: boolean;
 }
 
 /**
@@ -126,10 +145,23 @@ export function createCpuBackend<A extends FloatArray>(
   shapes: CpuModelShapes,
   options: CpuBackendOptions = {},
 ): CpuBackend<A> {
+  const threads = options.threads ?? 1;
+  if (!Number.isInteger(threads) || threads < 1)
+    throw new RangeError(`threads must be a whole number ≥ 1, not ${threads}`);
   const simd =
-    (ArrayType as unknown) === Float32Array && options.simd !== false ? createSimdKernels(floats, shapes) : null;
-  if (!simd) return { name: 'js', kernels: CPU_REFERENCE_KERNELS, allocate: (n) => new ArrayType(n) };
-  return simd as unknown as CpuBackend<A>;
+    (ArrayType as unknown) === Float32Array && options.simd !== false
+      ? createSimdKernels(floats, shapes, options)
+      : null;
+  if (simd) return simd as unknown as CpuBackend<A>;
+  return {
+    name: 'js',
+    kernels: CPU_REFERENCE_KERNELS,
+    threads: 1,
+    ...(threads > 1 ? { threadsNote: 'the JS kernels run on one thread' } : {}),
+    ready: Promise.resolve(),
+    allocate: (n) => new ArrayType(n),
+    destroy() {},
+  };
 }
 
 /** The shapes one CpuGpt's kernels see, to size the SIMD scratch. */
@@ -149,7 +181,11 @@ export interface CpuModelShapes {
  * Each other family falls back to its JS reference on its own when its module does not compile
  * (the GELU module, unrolled, is 4.8 kB; the others 0.3–1.8 kB) or the shapes do not suit it.
  */
-function createSimdKernels(floats: number, shapes: CpuModelShapes): CpuBackend<Float32Array> | null {
+function createSimdKernels(
+  floats: number,
+  shapes: CpuModelShapes,
+  options: CpuBackendOptions,
+): CpuBackend<Float32Array> | null {
   if (!SimdMatmul.available) return null;
   const { matmuls, T, C, NH, N, V } = shapes;
   const scratchFloats = Math.max(
@@ -159,9 +195,11 @@ function createSimdKernels(floats: number, shapes: CpuModelShapes): CpuBackend<F
     SimdLayernorm.scratchFloats(N, C),
     // SimdGelu and SimdResidual copy nothing here (their operands are activations): no scratch.
   );
-  const arena = WasmArena.create({ floats, scratchFloats });
-  const matmul = arena && SimdMatmul.create(arena);
-  if (!arena || !matmul) return null;
+  const pool = createThreads(floats, scratchFloats, options);
+  if (!pool) return null;
+  const { arena, threads, note } = pool;
+  const matmul = SimdMatmul.create(arena, { relaxed: options.relaxed, threads });
+  if (!matmul) return null;
   const attention = SimdAttention.supports(T, C, NH) ? SimdAttention.create(arena, matmul) : null;
   const crossEntropy = SimdCrossEntropy.supports(V) ? SimdCrossEntropy.create(arena) : null;
   const layernorm = SimdLayernorm.supports(C) ? SimdLayernorm.create(arena) : null;
@@ -199,5 +237,43 @@ function createSimdKernels(floats: number, shapes: CpuModelShapes): CpuBackend<F
       ? (dlogits, logits, targets, N, V) => crossEntropy.backward(dlogits, logits, targets, N, V)
       : js.crossEntropyBackward,
   };
-  return { name: 'wasm-simd', kernels, allocate: (n) => arena.allocate(n) };
+  return {
+    name: 'wasm-simd',
+    kernels,
+    threads: threads.size,
+    ...(note ? { threadsNote: note } : {}),
+    ready: threads.ready,
+    allocate: (n) => arena.allocate(n),
+    destroy: () => threads.close(),
+  };
+}
+
+/**
+ * The arena and its KernelThreads: `options.threads` of them on a shared memory where that can
+ * be had, else one on an ordinary memory, with the reason. Null where no memory can be had.
+ */
+function createThreads(
+  floats: number,
+  scratchFloats: number,
+  options: CpuBackendOptions,
+): { arena: WasmArena; threads: KernelThreads; note?: string } | null {
+  const asked = options.threads ?? 1;
+  const single = (note?: string) => {
+    const arena = WasmArena.create({ floats, scratchFloats });
+    const module = arena && SimdMatmul.moduleFor(arena, options);
+    if (!arena || !module) return null;
+    return { arena, threads: new KernelThreads(arena, [module], 1), ...(note ? { note } : {}) };
+  };
+  if (asked === 1) return single();
+  if (typeof SharedArrayBuffer === 'undefined') {
+    return single('no SharedArrayBuffer here (a browser page must be cross-origin isolated): one thread');
+  }
+  const arena = WasmArena.create({ floats, scratchFloats, shared: true });
+  const module = arena && SimdMatmul.moduleFor(arena, options);
+  if (!arena || !module) return single('no shared WebAssembly memory of this size could be had: one thread');
+  try {
+    return { arena, threads: new KernelThreads(arena, [module], asked) };
+  } catch (error) {
+    return single(`${error instanceof Error ? error.message : String(error)}: one thread`);
+  }
 }

@@ -38,6 +38,16 @@ export class CpuTrainer implements Trainer {
     this.pointRuns();
   }
 
+  /** Threads the kernels run on (CpuBackendOptions.threads), and why fewer than asked when so. */
+  get threads(): { count: number; note?: string } {
+    return this.model.threads;
+  }
+
+  /** Resolves once the kernel threads have started (steps run on one thread until then, with the same results). */
+  ready(): Promise<void> {
+    return this.model.ready;
+  }
+
   private pointRuns(): void {
     this.runs.point({ params: this.params, grads: this.grads, m: this.m, v: this.v });
   }
@@ -84,5 +94,7 @@ export class CpuTrainer implements Trainer {
     this.pointRuns();
   }
 
-  destroy(): void {}
+  destroy(): void {
+    this.model.destroy();
+  }
 }

@@ -1,0 +1,280 @@
+/**
+ * Worker threads for the CPU backend's WebAssembly kernels: each thread instantiates the same
+ * kernel modules on one shared memory (a shared WasmArena), so a kernel call is just its export's
+ * index and its i32/f32 arguments (byte addresses into that memory). A job is a list of tasks,
+ * each a sequence of calls run in order by one thread; task i runs on thread i mod size (thread
+ * 0 is the caller's), so which thread computes what is fixed by the job alone, and a kernel split
+ * into tasks that each own their outputs gives bitwise the same result on any number of threads.
+ *
+ * The threads are spawned from a small self-contained script (THREAD_SOURCE: no imports, so it
+ * runs as it is in Node's worker_threads and from a blob: URL in browsers) by the spawner the
+ * package entry registers (spawn.node.ts, spawn.browser.ts). They start asynchronously: until
+ * every thread has instantiated its modules (`ready`), jobs run whole on the calling thread, with
+ * the same results. Between jobs a thread spins briefly, then sleeps in Atomics.wait. The caller
+ * waits for the job in Atomics.wait where it may (Node, workers) and spins where it may not (a
+ * browser's main thread).
+ */
+import type { WasmArena } from './arena.cpu.ts';
+import type { ModuleFamily } from './wasm.cpu.ts';
+
+/** One kernel call: the function (from `KernelThreads.fn`) and its arguments. */
+export interface KernelCall {
+  fn: number;
+  args: readonly number[];
+  /** Bit i set: argument i is an f32 (else an i32). */
+  floats?: number;
+}
+
+/** Starts a thread running THREAD_SOURCE's function on `data`; returns how to stop it. */
+export type ThreadSpawner = (source: string, data: ThreadData) => { terminate(): void };
+
+/** What a thread is given at start. */
+export interface ThreadData {
+  memory: WebAssembly.Memory;
+  modules: WebAssembly.Module[];
+  control: SharedArrayBuffer;
+  calls: SharedArrayBuffer;
+  index: number;
+  count: number;
+}
+
+// Control words (Int32Array over `control`).
+const GENERATION = 0; // bumped to start a job, or to stop
+const PENDING = 1; // threads still running the job
+const READY = 2; // threads that have instantiated their modules
+const STOP = 3;
+const FAILED = 4; // a thread threw: its message is in the calls buffer's error area
+const TASKS = 5; // tasks in the current job
+const CONTROL_WORDS = 8;
+/** Int32 words of call encoding per job: [task starts…, end][calls: fn, argc, floats, args…]. */
+const CALL_WORDS = 1 << 16;
+
+/**
+ * The thread's whole program, as source (so it needs no bundler or loader). `run(data)`:
+ * instantiate, say ready, then loop: wait for a new generation, run the tasks i ≡ index (mod
+ * count), count down PENDING.
+ */
+export const THREAD_SOURCE = `(data) => {
+  const { memory, modules, control, calls, index, count } = data;
+  const ctl = new Int32Array(control);
+  const words = new Int32Array(calls);
+  const floats = new Float32Array(calls);
+  const table = [];
+  for (const module of modules) {
+    const exports = new WebAssembly.Instance(module, { env: { memory } }).exports;
+    for (const d of WebAssembly.Module.exports(module)) if (d.kind === 'function') table.push(exports[d.name]);
+  }
+  let seen = Atomics.load(ctl, ${GENERATION}); // before READY: no job can start before it is read
+  Atomics.add(ctl, ${READY}, 1);
+  Atomics.notify(ctl, ${READY});
+  for (;;) {
+    for (let spin = 0; Atomics.load(ctl, ${GENERATION}) === seen; spin++) {
+      if (spin > 4000) Atomics.wait(ctl, ${GENERATION}, seen);
+    }
+    seen = Atomics.load(ctl, ${GENERATION});
+    if (Atomics.load(ctl, ${STOP}) !== 0) return;
+    try {
+      const tasks = Atomics.load(ctl, ${TASKS});
+      for (let task = index; task < tasks; task += count) {
+        for (let at = words[task], end = words[task + 1]; at < end; ) {
+          const fn = words[at], argc = words[at + 1], mask = words[at + 2];
+          const args = new Array(argc);
+          for (let i = 0; i < argc; i++) args[i] = (mask >> i) & 1 ? floats[at + 3 + i] : words[at + 3 + i];
+          table[fn](...args);
+          at += 3 + argc;
+        }
+      }
+    } catch (error) {
+      Atomics.store(ctl, ${FAILED}, 1 + index);
+    }
+    if (Atomics.sub(ctl, ${PENDING}, 1) === 1) Atomics.notify(ctl, ${PENDING});
+  }
+}`;
+
+/** Atomics.waitAsync (ES2024; Node 16+, Chrome 87+; not in Firefox): a wait that does not block. */
+type WaitAsync = (
+  array: Int32Array,
+  index: number,
+  value: number,
+  timeout: number,
+) => { async: false; value: string } | { async: true; value: Promise<string> };
+
+let spawner: ThreadSpawner | null = null;
+/** Registers how this platform starts threads (the package entries do, at import). */
+export function registerThreadSpawner(spawn: ThreadSpawner): void {
+  spawner = spawn;
+}
+
+/** Whether Atomics.wait may block this thread (not on a browser's main thread). */
+function canBlock(): boolean {
+  const scope = globalThis as { document?: unknown };
+  return typeof scope.document === 'undefined';
+}
+
+/** Kernel threads on one shared WasmArena. */
+export class KernelThreads {
+  private readonly control = new SharedArrayBuffer(4 * CONTROL_WORDS);
+  private readonly ctl = new Int32Array(this.control);
+  private readonly callBuffer = new SharedArrayBuffer(4 * CALL_WORDS);
+  private readonly words = new Int32Array(this.callBuffer);
+  private readonly floats = new Float32Array(this.callBuffer);
+  /** Every exported function of the modules, in THREAD_SOURCE's table order. */
+  private readonly table: ((...args: number[]) => void)[] = [];
+  private readonly index = new Map<ModuleFamily, Map<string, number>>();
+  private readonly threads: { terminate(): void }[] = [];
+  private readonly blocking = canBlock();
+  private closed = false;
+  /** Resolves when every thread has started (at once for one thread). */
+  readonly ready: Promise<void>;
+
+  /**
+   * `count` threads in all (the caller's included) on `arena` (which must be shared when
+   * count > 1), each with `modules` instantiated. Throws where threads cannot be had: no
+   * registered spawner, no SharedArrayBuffer (a browser page that is not cross-origin isolated).
+   */
+  constructor(
+    arena: WasmArena,
+    modules: readonly ModuleFamily[],
+    readonly size: number,
+  ) {
+    if (!Number.isInteger(size) || size < 1) throw new RangeError(`KernelThreads: ${size} threads`);
+    const compiled = modules.map((family, i) => {
+      const module = family(arena.shared);
+      if (!module) throw new Error(`KernelThreads: kernel module ${i} does not compile here`);
+      return module;
+    });
+    for (const [m, module] of compiled.entries()) {
+      const family = modules[m] as ModuleFamily;
+      const exports = arena.exportsOf<Record<string, (...args: number[]) => void>>(family);
+      const names = new Map<string, number>();
+      for (const d of WebAssembly.Module.exports(module)) {
+        if (d.kind !== 'function') continue;
+        names.set(d.name, this.table.length);
+        this.table.push(exports[d.name] as (...args: number[]) => void);
+      }
+      this.index.set(family, names);
+    }
+    if (size === 1) {
+      this.ready = Promise.resolve();
+      return;
+    }
+    if (!arena.shared) throw new Error('KernelThreads: more than one thread needs a shared WasmArena');
+    if (!spawner) throw new Error('KernelThreads: no thread spawner registered on this platform');
+    for (let index = 1; index < size; index++) {
+      const data: ThreadData = {
+        memory: arena.memory,
+        modules: compiled,
+        control: this.control,
+        calls: this.callBuffer,
+        index,
+        count: size,
+      };
+      this.threads.push(spawner(THREAD_SOURCE, data));
+    }
+    this.ready = this.waitReady();
+  }
+
+  private async waitReady(): Promise<void> {
+    const want = this.size - 1;
+    for (;;) {
+      const ready = Atomics.load(this.ctl, READY);
+      if (ready >= want || this.closed) return;
+      const waiter = (Atomics as unknown as { waitAsync?: WaitAsync }).waitAsync;
+      if (waiter) {
+        const result = waiter(this.ctl, READY, ready, 1000);
+        if (result.async) await result.value;
+      } else {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    }
+  }
+
+  /** Whether every thread has started (jobs run on the calling thread alone until then). */
+  get started(): boolean {
+    return this.size === 1 || Atomics.load(this.ctl, READY) >= this.size - 1;
+  }
+
+  /** Whether `family` is one of the modules the threads run. */
+  has(family: ModuleFamily): boolean {
+    return this.index.has(family);
+  }
+
+  /** The index of export `name` of `family`'s module, for KernelCall.fn. */
+  fn(family: ModuleFamily, name: string): number {
+    const index = this.index.get(family)?.get(name);
+    if (index === undefined) throw new Error(`KernelThreads: no kernel module with a function ${name}`);
+    return index;
+  }
+
+  /** Runs the tasks (task i on thread i mod size) and returns when all are done. */
+  run(tasks: readonly (readonly KernelCall[])[]): void {
+    if (tasks.length === 0) return;
+    if (tasks.length === 1 || !this.started || this.closed) {
+      for (const task of tasks) this.runTask(task);
+      return;
+    }
+    const { words, floats, ctl } = this;
+    let at = tasks.length + 1;
+    for (const [t, task] of tasks.entries()) {
+      words[t] = at;
+      for (const call of task) {
+        if (at + 3 + call.args.length > CALL_WORDS) throw new RangeError('KernelThreads: a job with too many calls');
+        words[at] = call.fn;
+        words[at + 1] = call.args.length;
+        words[at + 2] = call.floats ?? 0;
+        for (const [i, value] of call.args.entries()) {
+          if (((call.floats ?? 0) >> i) & 1) floats[at + 3 + i] = value;
+          else words[at + 3 + i] = value;
+        }
+        at += 3 + call.args.length;
+      }
+    }
+    words[tasks.length] = at;
+    Atomics.store(ctl, TASKS, tasks.length);
+    Atomics.store(ctl, PENDING, this.size - 1);
+    Atomics.add(ctl, GENERATION, 1);
+    Atomics.notify(ctl, GENERATION);
+    let failure: unknown = null;
+    try {
+      for (let t = 0; t < tasks.length; t += this.size) this.runTask(tasks[t] as readonly KernelCall[]);
+    } catch (error) {
+      failure = error;
+    }
+    for (let spin = 0, pending = Atomics.load(ctl, PENDING); pending !== 0; pending = Atomics.load(ctl, PENDING)) {
+      if (this.blocking && ++spin > 200) Atomics.wait(ctl, PENDING, pending, 50);
+    }
+    const failed = Atomics.exchange(ctl, FAILED, 0);
+    if (failure) throw failure;
+    if (failed) throw new Error(`KernelThreads: a kernel failed on thread ${failed - 1}`);
+  }
+
+  private runTask(task: readonly KernelCall[]): void {
+    for (const call of task) (this.table[call.fn] as (...args: number[]) => void)(...call.args);
+  }
+
+  /** Stops the threads (jobs then run on the calling thread alone). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    Atomics.store(this.ctl, STOP, 1);
+    Atomics.add(this.ctl, GENERATION, 1);
+    Atomics.notify(this.ctl, GENERATION);
+    for (const thread of this.threads) thread.terminate();
+  }
+}
+
+/**
+ * Splits [0, n) into `parts` contiguous ranges whose starts are multiples of `align` (the last
+ * takes the remainder); fewer ranges when n is small. Empty ranges are left out.
+ */
+export function splitRange(n: number, parts: number, align: number): [number, number][] {
+  const units = Math.ceil(n / align);
+  const count = Math.max(1, Math.min(parts, units));
+  const ranges: [number, number][] = [];
+  for (let p = 0; p < count; p++) {
+    const start = Math.min(n, Math.floor((units * p) / count) * align);
+    const end = p === count - 1 ? n : Math.min(n, Math.floor((units * (p + 1)) / count) * align);
+    if (end > start) ranges.push([start, end]);
+  }
+  return ranges;
+}
