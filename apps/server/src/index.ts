@@ -10,12 +10,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type IceServer, SIGNAL_PATH } from '@shoal/signaling';
 import sirv from 'sirv';
+import { CROSS_ORIGIN_ISOLATION_HEADERS } from './isolation.ts';
 import { FileRoomStore, MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { attachSignaling, type SignalingStats } from './signaling.ts';
 
 // the types of startServer's options and result, and what `shoal server` (apps/cli) reads its flags with
 export type { IceServer } from '@shoal/signaling';
+export { CROSS_ORIGIN_ISOLATION_HEADERS } from './isolation.ts';
 export { FileRoomStore, MemoryRoomStore, type RoomStore } from './room-store.ts';
 export {
   DEFAULT_SIGNALING_LIMITS,
@@ -95,6 +97,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const serveStatic = built ? sirv(staticDir, { single: true, etag: true, gzip: true, brotli: true }) : null;
 
   const handle = (request: IncomingMessage, response: ServerResponse) => {
+    // On every response, not just the HTML: a worker's script without COEP does not start under
+    // an isolated page, and the 404 or 503 page is a document too (isolation.ts).
+    for (const [name, value] of Object.entries(CROSS_ORIGIN_ISOLATION_HEADERS)) response.setHeader(name, value);
     const path = (request.url ?? '/').split('?')[0];
     if (path === '/healthz') {
       response.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
