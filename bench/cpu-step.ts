@@ -2,12 +2,14 @@
  * Milliseconds per training step of the CPU backend (CpuTrainer: forward, backward, clip, AdamW)
  * on Moby Dick batches, and where one step's time goes, kernel by kernel:
  *
- *   node --import tsx --import ./bench/register-raw.mjs bench/cpu-step.ts [--presets nano,tiny] [--steps 30] [--warmup 5] [--js] [--polymorphic]
+ *   node --import tsx --import ./bench/register-raw.mjs bench/cpu-step.ts [--presets nano,tiny] [--steps 30] [--warmup 5]
+ *        [--threads 1] [--no-relaxed] [--js] [--polymorphic]
  *
  * Shapes: nano B 16 × T 64 and tiny B 8 × T 128 (1,024 tokens each). Wall time is the figure
- * that matters; the CPU time beside it (process.cpuUsage; a step is single-threaded) tells how
+ * that matters; the CPU time beside it (process.cpuUsage, all threads) tells, on one thread, how
  * much of a slow step was other processes sharing the cores: on a shared machine, run it twice
- * and take the best. `--js` runs the float32 model on the kernels' JS references instead of
+ * and take the best. `--threads N` splits the kernels over N threads (CpuBackendOptions.threads);
+ * `--no-relaxed` keeps the matmul off relaxed SIMD's fused multiply-adds. `--js` runs the float32 model on the kernels' JS references instead of
  * WebAssembly SIMD (what a JavaScript engine without WebAssembly SIMD gets, and the backend as it
  * was before the SIMD kernels). `--polymorphic` first runs a float64 CpuGpt forward and backward,
  * as the gradient-check tests do in the same process, so the JS kernels have seen both array
@@ -34,9 +36,13 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '5' },
     polymorphic: { type: 'boolean', default: false },
     js: { type: 'boolean', default: false },
+    threads: { type: 'string', default: '1' },
+    'no-relaxed': { type: 'boolean', default: false },
   },
 });
 const steps = Number(args.steps);
+const threads = Number(args.threads);
+const engine = { simd: !args.js, threads, relaxed: !args['no-relaxed'] };
 const warmup = Number(args.warmup);
 /** Batch shape per preset: 1,024 tokens a step, as the convergence test and the simulator use. */
 const SHAPES: Record<string, { B: number; T: number }> = { nano: { B: 16, T: 64 }, tiny: { B: 8, T: 128 } };
@@ -105,7 +111,9 @@ for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
   const batches = Array.from({ length: warmup + steps }, () => sampler.next());
 
   // Whole steps, as `shoal train` and the simulator run them.
-  const trainer = new CpuTrainer(config, settings, initParameters(layout, 1), { simd: !args.js });
+  const trainer = new CpuTrainer(config, settings, initParameters(layout, 1), engine);
+  await trainer.ready();
+  if (trainer.threads.note) console.log(`threads: ${trainer.threads.note}`);
   const stepMs: number[] = [];
   const stepCpuMs: number[] = [];
   for (const [i, batch] of batches.entries()) {
@@ -122,10 +130,12 @@ for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
 
   // One forward + backward with every kernel timed, averaged over `reps` steps after warm-up.
   const times = new Map<string, OpTime>();
+  trainer.destroy();
   const model = new CpuGpt<Float32Array>(config, B, T, Float32Array, {
-    simd: !args.js,
+    ...engine,
     wrapKernels: (kernels) => timedKernels(times, kernels),
   });
+  await model.ready;
   const params = initParameters(layout, 1);
   const grads = new Float32Array(layout.size);
   const m = new Float32Array(layout.size);
@@ -155,12 +165,13 @@ for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
     }))
     .sort((a, b) => b.ms - a.ms);
   const profileMs = profile.reduce((sum, p) => sum + p.ms, 0);
+  model.destroy();
 
   const best = Math.min(...stepMs);
   const med = median(stepMs);
   const cpuMed = median(stepCpuMs);
   console.log(
-    `${preset} [${model.backendName}] (L${config.nLayer} H${config.nHead} C${config.nEmbd} V${config.vocabSize}), B ${B} × T ${T}: ` +
+    `${preset} [${model.backendName}, ${model.threads.count} thread${model.threads.count > 1 ? 's' : ''}] (L${config.nLayer} H${config.nHead} C${config.nEmbd} V${config.vocabSize}), B ${B} × T ${T}: ` +
       `${med.toFixed(1)} ms/step median, ${best.toFixed(1)} best, ${cpuMed.toFixed(1)} CPU ms median, ` +
       `${((B * T) / (best / 1000)).toFixed(0)} tokens/s at best (${steps} steps after ${warmup} warm-up)`,
   );
@@ -177,6 +188,7 @@ for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
   results.push({
     preset,
     backend: model.backendName,
+    threads: model.threads.count,
     B,
     T,
     msPerStep: { median: Number(med.toFixed(2)), best: Number(best.toFixed(2)), cpuMedian: Number(cpuMed.toFixed(2)) },
@@ -194,6 +206,7 @@ console.log(
     node: process.version,
     polymorphic: args.polymorphic,
     js: args.js,
+    relaxed: engine.relaxed,
     steps,
     warmup,
     results,

@@ -1,4 +1,6 @@
+import { availableParallelism } from 'node:os';
 import { HOST_GRACE_MS } from '@shoal/mesh';
+import { defaultCpuThreads, MAX_DEFAULT_CPU_THREADS } from '@shoal/model';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { DEFAULT_STAGE_LINK, METHODS } from '@shoal/swarm/methods';
 import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
@@ -19,6 +21,17 @@ export function parsePositiveInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
   return n;
+}
+
+/** --threads, for the commands that can train on the CPU engine: defined once. */
+function threadsOption(): Option {
+  const cores = availableParallelism();
+  return new Option(
+    '--threads <n>',
+    `threads the CPU engine splits its kernels over (--backend cpu; results are the same on any count)`,
+  )
+    .argParser(parsePositiveInt)
+    .default(defaultCpuThreads(cores), `every core here, at most ${MAX_DEFAULT_CPU_THREADS}`);
 }
 
 function parseBackend(value: string): 'webgpu' | 'cpu' {
@@ -87,6 +100,7 @@ export function createProgram(): Command {
     .addOption(runOption('lr', 'peak learning rate (warmup, then cosine decay to lr/10)'))
     .addOption(runOption('seed'))
     .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+    .addOption(threadsOption())
     .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); the last 10% is validation')
     .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')
     .option('--checkpoint-dir <dir>', 'where checkpoints go', 'checkpoints')
@@ -273,6 +287,7 @@ export function createProgram(): Command {
     .requiredOption('--room <id>', 'room id (from the join link)')
     .requiredOption('--token <token>', 'join token (from the join link)')
     .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
+    .addOption(threadsOption())
     .option(
       '--max-memory <bytes>',
       'the most memory to lend (512MB, 1.5GiB): a pipeline room places this worker only in a stage that fits',

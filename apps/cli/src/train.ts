@@ -35,6 +35,8 @@ export interface TrainOptions {
   lr: number;
   seed: number;
   backend: 'webgpu' | 'cpu';
+  /** CPU engine threads (--backend cpu). */
+  threads?: number;
   data?: string;
   resume?: string;
   checkpointDir: string;
@@ -58,12 +60,18 @@ const LOSS_EVERY = 10;
 const statePath = (weightsPath: string) => `${weightsPath.replace(/\.safetensors$/, '')}.state.safetensors`;
 
 async function createTrainer(
-  backend: TrainOptions['backend'],
+  options: Pick<TrainOptions, 'backend' | 'threads'>,
   config: GptConfig,
   train: TrainConfig,
   params: Float32Array,
 ): Promise<{ trainer: Trainer; adapter: string | null; release(): void }> {
-  if (backend === 'cpu') return { trainer: new CpuTrainer(config, train, params), adapter: null, release() {} };
+  if (options.backend === 'cpu') {
+    const trainer = new CpuTrainer(config, train, params, { threads: options.threads });
+    await trainer.ready();
+    const { count, note } = trainer.threads;
+    const adapter = `CPU (WebAssembly SIMD), ${count} thread${count === 1 ? '' : 's'}${note ? ` (${note})` : ''}`;
+    return { trainer, adapter, release: () => trainer.destroy() };
+  }
   const gpu = await acquireCliGpu();
   try {
     const trainer = await GpuTrainer.create(gpu.device, config, train, params);
@@ -138,7 +146,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   });
 
   // --- optimiser --------------------------------------------------------------------------------
-  const engine = await createTrainer(options.backend, config, train, params);
+  const engine = await createTrainer(options, config, train, params);
   const { trainer } = engine;
   if (engine.adapter && !options.json) console.error(`adapter: ${engine.adapter}`);
   // The GPU queues steps back to back and reads the loss every LOSS_EVERY steps (and at the last).

@@ -35,6 +35,8 @@ export interface WorkerCliOptions {
   room: string;
   token: string;
   backend: 'webgpu' | 'cpu';
+  /** CPU engine threads (--backend cpu). */
+  threads?: number;
   /** The most memory this volunteer lends, bytes: a pipeline room places it in a stage that fits. */
   maxMemory?: number;
   /** The corpus, when the room trains on a file rather than Moby Dick. */
@@ -237,7 +239,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     token: options.token,
     wrtc,
     capabilities,
-    createEngine: (config, params) => trainerFor(device, config, params),
+    createEngine: (config, params) => trainerFor(device, config, params, { threads: options.threads }),
     createStage: (config, spec, params, o) => stageFor(device, config, spec, params, o),
     data: options.data,
     hostGraceMs: options.hostGrace === undefined ? undefined : options.hostGrace * 1000,

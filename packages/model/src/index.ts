@@ -1,6 +1,7 @@
 export * from './checkpoint.ts';
 export * from './config.ts';
 export * from './cpu/gpt.ts';
+export { type CpuBackendOptions, defaultCpuThreads, MAX_DEFAULT_CPU_THREADS } from './cpu/kernels.ts';
 export * from './cpu/trainer.ts';
 export * from './gpu/arena.ts';
 export * from './gpu/gpt.ts';

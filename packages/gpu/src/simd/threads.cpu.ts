@@ -91,14 +91,6 @@ export const THREAD_SOURCE = `(data) => {
   }
 }`;
 
-/** Atomics.waitAsync (ES2024; Node 16+, Chrome 87+; not in Firefox): a wait that does not block. */
-type WaitAsync = (
-  array: Int32Array,
-  index: number,
-  value: number,
-  timeout: number,
-) => { async: false; value: string } | { async: true; value: Promise<string> };
-
 let spawner: ThreadSpawner | null = null;
 /** Registers how this platform starts threads (the package entries do, at import). */
 export function registerThreadSpawner(spawn: ThreadSpawner): void {
@@ -174,18 +166,14 @@ export class KernelThreads {
     this.ready = this.waitReady();
   }
 
+  /**
+   * Polls READY on a timer: a timer keeps Node's event loop alive while the threads start (a
+   * pending Atomics.waitAsync does not, and the threads are unref'd), and a browser's main
+   * thread may not block.
+   */
   private async waitReady(): Promise<void> {
-    const want = this.size - 1;
-    for (;;) {
-      const ready = Atomics.load(this.ctl, READY);
-      if (ready >= want || this.closed) return;
-      const waiter = (Atomics as unknown as { waitAsync?: WaitAsync }).waitAsync;
-      if (waiter) {
-        const result = waiter(this.ctl, READY, ready, 1000);
-        if (result.async) await result.value;
-      } else {
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+    while (Atomics.load(this.ctl, READY) < this.size - 1 && !this.closed) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
     }
   }
 

@@ -120,6 +120,20 @@ export interface CpuBackend<A extends FloatArray> {
   destroy(): void;
 }
 
+/** The most threads the CPU engine uses by default: past this, the model's products split too finely to gain. */
+export const MAX_DEFAULT_CPU_THREADS = 8;
+
+/**
+ * The CPU engine's default thread count on a machine with `cores` logical cores (Node:
+ * os.availableParallelism(); browsers: navigator.hardwareConcurrency, and only where the page
+ * is cross-origin isolated): every core, up to MAX_DEFAULT_CPU_THREADS. A volunteer's duty cycle
+ * then sets how much of the wall time they are busy.
+ */
+export function defaultCpuThreads(cores: number | undefined): number {
+  if (!cores || !Number.isFinite(cores) || cores < 1) return 1;
+  return Math.min(MAX_DEFAULT_CPU_THREADS, Math.floor(cores));
+}
+
 export interface CpuBackendOptions {
   /** Float32Array only: run matmuls in WebAssembly SIMD when available (default true). */
   simd?: boolean;

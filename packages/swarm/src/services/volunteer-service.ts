@@ -10,6 +10,7 @@
  */
 import { BatchSampler, type Corpus, fnv1a32 } from '@shoal/data';
 import {
+  type CpuBackendOptions,
   CpuStageTrainer,
   CpuTrainer,
   createGptKernels,
@@ -37,9 +38,21 @@ export function restAfterStep(measuredStepMs: number, dutyCycle: number): number
   return duty >= 1 ? 0 : measuredStepMs * (1 / duty - 1);
 }
 
-/** The training engine for a run: WebGPU kernels on `device`, or the CPU engine without one. */
-export async function trainerFor(device: GPUDevice | null, config: RunConfig, params: Float32Array): Promise<Trainer> {
-  if (!device) return new CpuTrainer(config.model, config.train, params);
+/**
+ * The training engine for a run: WebGPU kernels on `device`, or the CPU engine without one (on
+ * `cpu.threads` threads, started before it is handed over).
+ */
+export async function trainerFor(
+  device: GPUDevice | null,
+  config: RunConfig,
+  params: Float32Array,
+  cpu: CpuBackendOptions = {},
+): Promise<Trainer> {
+  if (!device) {
+    const trainer = new CpuTrainer(config.model, config.train, params, cpu);
+    await trainer.ready();
+    return trainer;
+  }
   const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead);
   return GpuTrainer.create(device, config.model, config.train, params, kernels);
 }
