@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { constants } from 'node:zlib';
 import { defineConfig, type Plugin } from 'vite';
 import { compression, defineAlgorithm } from 'vite-plugin-compression2';
+import { CROSS_ORIGIN_ISOLATION_HEADERS } from './apps/server/src/isolation.ts';
 import { loadMobyDick } from './packages/data/src/corpus.node.ts';
 import { browserShims } from './vite.shims.ts';
 
@@ -20,6 +21,8 @@ function mobyDickAsset(): Plugin {
     },
     configureServer(server) {
       server.middlewares.use(`/${path}`, (_request, response) => {
+        // this middleware answers before Vite's own, which add server.headers
+        for (const [name, value] of Object.entries(CROSS_ORIGIN_ISOLATION_HEADERS)) response.setHeader(name, value);
         response.setHeader('content-type', 'text/plain; charset=utf-8');
         response.end(loadMobyDick());
       });
@@ -61,5 +64,8 @@ export default defineConfig({
     sourcemap: true,
   },
   oxc: { jsx: { runtime: 'automatic' } },
-  server: { port: 5173 },
+  // Cross-origin isolation (SharedArrayBuffer for the CPU engine's and onnxruntime-web's threads),
+  // the same headers as `shoal server` sends (apps/server/src/isolation.ts).
+  server: { port: 5173, headers: { ...CROSS_ORIGIN_ISOLATION_HEADERS } },
+  preview: { headers: { ...CROSS_ORIGIN_ISOLATION_HEADERS } },
 });
