@@ -82,6 +82,8 @@ const LR = 1e-3;
 const BATCHES = 8;
 /** First-step losses further apart than this mean the two models are not the same model. */
 const FIRST_LOSS_TOLERANCE = 1e-3;
+/** An engine at n threads that keeps fewer than this share of n cores busy is warned about. */
+const BUSY_SHARE = 0.65;
 
 /**
  * Shoal's CPU trainer options with a thread count. `threads` is the option the CPU engine is
@@ -243,9 +245,12 @@ async function compareShape(shape: CpuShape, options: CpuComparisonOptions, chil
     threads: engine.threads,
     ...summariseRuns(runs.get(engine) ?? []),
   }));
-  for (const r of row.filter((r) => r.engine === 'Shoal' && r.threads > 1 && r.coresBusy < 1.3)) {
+  // Fewer busy cores than threads: another process holds a core (the figure is contention, not
+  // the engine), or the engine ignores its thread count (Shoal before CpuTrainer takes `threads`).
+  for (const r of row.filter((r) => r.threads > 1 && r.coresBusy < BUSY_SHARE * r.threads)) {
+    const why = r.engine === 'Shoal' ? 'does CpuTrainer take threads yet, or is' : 'is';
     console.log(
-      `  WARNING: Shoal at ${r.threads} threads kept ${r.coresBusy.toFixed(2)} cores busy: does CpuTrainer take threads yet?`,
+      `  WARNING: ${r.engine} at ${r.threads} threads kept ${r.coresBusy.toFixed(2)} cores busy: ${why} the machine shared?`,
     );
   }
 
