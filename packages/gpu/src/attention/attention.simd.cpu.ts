@@ -10,18 +10,30 @@
  *             dS = P ⊙ (dP − Σ_t2 P·dP) / √hs → dpreatt                 dQ += dS·K   dK += dSᵀ·Q
  *
  * The two products with a transposed operand (Kᵀ, Vᵀ) take it from a [hs, T] scratch copy, so
- * every gemm streams contiguous rows. The products run over the full T × T square, the masked
- * half included (P is 0 there, so the results are exact): at 25+ GFLOP/s that costs less than
- * splitting each product into causal row blocks would. Differences from the reference, all in
- * the scratch it documents as such: preatt holds scores for masked keys too, and dpreatt holds
- * the gradient with respect to q·k (the reference's dpreatt times 1/√hs), 0 on masked keys.
+ * every gemm streams contiguous rows. The products are causal: they run in blocks of ROW_BLOCK
+ * query rows, each over the keys its rows can see (and dV, dK over the queries that see a key
+ * block), so the masked half of the square is skipped in forward and backward alike. Each (b, h)
+ * is one task of kernel calls, and the tasks are spread over the matmul's threads (KernelThreads):
+ * a head's results never depend on which thread ran it. Differences from the reference, all in
+ * the scratch it documents as such: preatt holds scores only on and below the diagonal (what
+ * lies above is unspecified), and dpreatt holds the gradient with respect to q·k (the reference's
+ * dpreatt times 1/√hs), 0 on masked keys.
  *
  * Needs T and hs multiples of 4 (`supports`; the caller runs the JS reference otherwise) and
  * every operand in the arena (CpuGpt's activations are; others are refused, not copied).
  */
 import type { SimdMatmul } from '../matmul/matmul.simd.cpu.ts';
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import { compileOnce, declareExpConstants, emitExp, emitHorizontal, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
+import type { KernelCall, KernelThreads } from '../simd/threads.cpu.ts';
+import {
+  compileOnce,
+  declareExpConstants,
+  emitExp,
+  emitHorizontal,
+  FunctionBuilder,
+  type ModuleFamily,
+  op,
+} from '../simd/wasm.cpu.ts';
 
 /**
  * softmaxCausal(s, p, T): for each row t of the [T, T] block at s, p row = softmax(s[t, 0…t]),
@@ -134,37 +146,70 @@ function softmaxBackwardKernel(): FunctionBuilder {
 }
 
 /**
+ * transposeScaled(src, ld, T, hs, dst, scale): dst [hs, T] = scale · src[t, i] for the [T, hs]
+ * block at src (rows ld bytes apart): a head's keys (scaled by 1/√hs) or values, transposed so
+ * the products stream contiguous rows.
+ */
+function transposeKernel(): FunctionBuilder {
+  const f = new FunctionBuilder('transposeScaled', [
+    ['src', 'i32'],
+    ['ld', 'i32'],
+    ['T', 'i32'],
+    ['hs', 'i32'],
+    ['dst', 'i32'],
+    ['scale', 'f32'],
+  ]);
+  const { localGet: get, localSet: set, i32Add: add, i32Mul: mul, i32Const: int } = op;
+  const { src, ld, T, hs, dst, scale } = f.params;
+  const { t, i, row, column } = f.named('i32', ['t', 'i', 'row', 'column']);
+  f.forLoop(t, int(0), get(T), 1, () => {
+    f.emit(get(src), get(t), get(ld), mul, add, set(row), get(dst), get(t), int(4), mul, add, set(column));
+    f.forLoop(i, int(0), get(hs), 1, () => {
+      f.emit(get(column), get(i), get(T), mul, int(4), mul, add); // the store's address: dst[i, t]
+      f.emit(get(row), get(i), int(4), mul, add, op.f32Load(), get(scale), op.f32Mul, op.f32Store());
+    });
+  });
+  return f;
+}
+
+/**
  * Query rows per product call. The products skip the key blocks a row block cannot see, about
- * half the work: tiny's attention 35 → … ms a step, for T/16 calls per product instead of one.
+ * half the work, for T/16 calls per product instead of one.
  */
 const ROW_BLOCK = 16;
 
-const attentionModule = compileOnce(() => [softmaxCausalKernel(), softmaxBackwardKernel()]);
+const attentionModule = compileOnce(() => [softmaxCausalKernel(), softmaxBackwardKernel(), transposeKernel()]);
 
-interface AttentionExports {
-  softmaxCausal(s: number, p: number, T: number): void;
-  softmaxBackward(p: number, dp: number, ds: number, T: number, scale: number): void;
-}
-
-/** Attention forward and backward on a WasmArena, its products on `matmul` (same arena). */
+/** Attention forward and backward on a WasmArena, its products on `matmul` (same arena, same threads). */
 export class SimdAttention {
-  private readonly kernels: AttentionExports;
+  private readonly threads: KernelThreads;
+  private readonly fns: { softmaxCausal: number; softmaxBackward: number; transposeScaled: number };
 
   private constructor(
     private readonly arena: WasmArena,
     private readonly matmul: SimdMatmul,
   ) {
-    this.kernels = arena.exportsOf<AttentionExports>(attentionModule);
+    this.threads = matmul.threads;
+    this.threads.add(attentionModule);
+    const fn = (name: string) => this.threads.fn(attentionModule, name);
+    this.fns = {
+      softmaxCausal: fn('softmaxCausal'),
+      softmaxBackward: fn('softmaxBackward'),
+      transposeScaled: fn('transposeScaled'),
+    };
   }
+
+  /** The kernel module, for the KernelThreads that run it (a pool of several threads must be given it at start). */
+  static readonly module: ModuleFamily = attentionModule;
 
   /** The kernels on `arena`, or null where WebAssembly SIMD is unavailable. */
   static create(arena: WasmArena, matmul: SimdMatmul): SimdAttention | null {
     return attentionModule(arena.shared) ? new SimdAttention(arena, matmul) : null;
   }
 
-  /** Scratch floats a call needs. */
-  static scratchFloats(T: number, C: number, NH: number): number {
-    return (C / NH) * T + T + C / NH + 8;
+  /** Scratch floats a call needs on `threads` threads (each transposes its heads' keys or values into its own [hs, T]). */
+  static scratchFloats(T: number, C: number, NH: number, threads = 1): number {
+    return threads * ((C / NH) * T + 4) + T + C / NH + 8;
   }
 
   /** Whether this shape suits the kernels (T and the head size multiples of 4; else run the JS reference). */
@@ -181,7 +226,18 @@ export class SimdAttention {
       throw new RangeError('SimdAttention: every operand must live in the arena');
   }
 
-  /** As attentionForward: out [B,T,C], preatt and att [B,NH,T,T] from qkv [B,T,3C]. */
+  /**
+   * Per-thread [hs, T] areas for transposed keys or values: task i runs on thread i mod size
+   * (KernelThreads), so task i may use area i mod size; and a zero row for the products' C0.
+   */
+  private scratchAreas(T: number, hs: number): { area: (task: number) => number; zeros: number } {
+    const { arena, threads } = this;
+    arena.resetScratch();
+    const areas = Array.from({ length: threads.size }, () => arena.scratch(hs * T));
+    return { area: (task) => areas[task % threads.size] as number, zeros: arena.zeros(Math.max(T, hs)) };
+  }
+
+  /** As attentionForward: out [B,T,C], preatt and att [B,NH,T,T] from qkv [B,T,3C]; one task per (b, h). */
   forward(
     out: Float32Array,
     preatt: Float32Array,
@@ -193,39 +249,70 @@ export class SimdAttention {
     NH: number,
   ): void {
     this.check(T, C, NH, [out, preatt, att, qkv]);
-    const { arena, matmul } = this;
+    const { matmul, fns } = this;
     const hs = C / NH;
     const C3 = 3 * C;
-    const scale = 1 / Math.sqrt(hs);
-    arena.resetScratch();
-    const keysT = arena.scratch(hs * T);
-    const zeros = arena.zeros(Math.max(T, hs));
-    const f32 = arena.f32;
+    const { area, zeros } = this.scratchAreas(T, hs);
+    const tasks: KernelCall[][] = [];
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < NH; h++) {
+        const calls: KernelCall[] = [];
+        const keysT = area(tasks.length);
         const q = qkv.byteOffset + 4 * (b * T * C3 + h * hs);
         const block = 4 * (b * NH + h) * T * T;
         const [s, p] = [preatt.byteOffset + block, att.byteOffset + block];
         // (K/√hs)ᵀ [hs, T]
-        for (let t2 = 0, k = (q >> 2) + C; t2 < T; t2++, k += C3) {
-          for (let i = 0; i < hs; i++) f32[(keysT >> 2) + i * T + t2] = (f32[k + i] as number) * scale;
-        }
+        calls.push({
+          fn: fns.transposeScaled,
+          args: [q + 4 * C, 4 * C3, T, hs, keysT, 1 / Math.sqrt(hs)],
+          floats: 1 << 5,
+        });
         // S rows t0…t0+15 need keys 0…t0+15 only; P·V likewise (P is 0 past the diagonal).
         for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
           const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
-          matmul.gemm(rows, keys, hs, q + t0 * 4 * C3, 4 * C3, 4, keysT, 4 * T, s + t0 * 4 * T, 4 * T, zeros, 0);
+          matmul.directCalls(
+            calls,
+            rows,
+            keys,
+            hs,
+            q + t0 * 4 * C3,
+            4 * C3,
+            4,
+            keysT,
+            4 * T,
+            s + t0 * 4 * T,
+            4 * T,
+            zeros,
+            0,
+          );
         }
-        this.kernels.softmaxCausal(s, p, T);
+        calls.push({ fn: fns.softmaxCausal, args: [s, p, T] });
         const y = out.byteOffset + 4 * (b * T * C + h * hs);
         for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
           const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
-          matmul.gemm(rows, hs, keys, p + t0 * 4 * T, 4 * T, 4, q + 8 * C, 4 * C3, y + t0 * 4 * C, 4 * C, zeros, 0);
+          matmul.directCalls(
+            calls,
+            rows,
+            hs,
+            keys,
+            p + t0 * 4 * T,
+            4 * T,
+            4,
+            q + 8 * C,
+            4 * C3,
+            y + t0 * 4 * C,
+            4 * C,
+            zeros,
+            0,
+          );
         }
+        tasks.push(calls);
       }
     }
+    this.threads.run(tasks);
   }
 
-  /** As attentionBackward: dqkv += ∂/∂qkv; dpreatt and datt are scratch (see the header). */
+  /** As attentionBackward: dqkv += ∂/∂qkv; dpreatt and datt are scratch (see the header). One task per (b, h). */
   backward(
     dqkv: Float32Array,
     dpreatt: Float32Array,
@@ -239,15 +326,15 @@ export class SimdAttention {
     NH: number,
   ): void {
     this.check(T, C, NH, [dqkv, dpreatt, datt, dout, qkv, att]);
-    const { arena, matmul } = this;
+    const { matmul, fns } = this;
     const hs = C / NH;
     const C3 = 3 * C;
-    arena.resetScratch();
-    const valuesT = arena.scratch(hs * T);
-    const zeros = arena.zeros(Math.max(T, hs));
-    const f32 = arena.f32;
+    const { area, zeros } = this.scratchAreas(T, hs);
+    const tasks: KernelCall[][] = [];
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < NH; h++) {
+        const calls: KernelCall[] = [];
+        const valuesT = area(tasks.length);
         const offset = 4 * (b * T * C3 + h * hs);
         const [q, k, v] = [qkv.byteOffset + offset, qkv.byteOffset + offset + 4 * C, qkv.byteOffset + offset + 8 * C];
         const [dq, dk, dv] = [
@@ -259,23 +346,36 @@ export class SimdAttention {
         const block = 4 * (b * NH + h) * T * T;
         const [p, dp, ds] = [att.byteOffset + block, datt.byteOffset + block, dpreatt.byteOffset + block];
         // Vᵀ [hs, T]
-        for (let t2 = 0, at = v >> 2; t2 < T; t2++, at += C3) {
-          for (let i = 0; i < hs; i++) f32[(valuesT >> 2) + i * T + t2] = f32[at + i] as number;
-        }
+        calls.push({ fn: fns.transposeScaled, args: [v, 4 * C3, T, hs, valuesT, 1], floats: 1 << 5 });
         for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
           const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
           const [aRow, dRow] = [t0 * 4 * C, t0 * 4 * T]; // byte offsets of row t0 in dY / out and in the square
           // dP = dY·Vᵀ and, after the softmax backward, dQ += dS·K: rows t need keys 0…t.
-          matmul.gemm(rows, keys, hs, dy + aRow, 4 * C, 4, valuesT, 4 * T, dp + dRow, 4 * T, zeros, 0);
+          matmul.directCalls(calls, rows, keys, hs, dy + aRow, 4 * C, 4, valuesT, 4 * T, dp + dRow, 4 * T, zeros, 0);
         }
-        this.kernels.softmaxBackward(p, dp, ds, T, 1 / Math.sqrt(hs));
+        calls.push({ fn: fns.softmaxBackward, args: [p, dp, ds, T, 1 / Math.sqrt(hs)], floats: 1 << 4 });
         for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
           const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
           const [m0, qRow] = [t0 * 4, t0 * 4 * C3]; // byte offsets: key t0 in a square row, row t0 in qkv
-          matmul.gemm(rows, hs, keys, ds + t0 * 4 * T, 4 * T, 4, k, 4 * C3, dq + qRow, 4 * C3, dq + qRow, 4 * C3);
+          matmul.directCalls(
+            calls,
+            rows,
+            hs,
+            keys,
+            ds + t0 * 4 * T,
+            4 * T,
+            4,
+            k,
+            4 * C3,
+            dq + qRow,
+            4 * C3,
+            dq + qRow,
+            4 * C3,
+          );
           // dV += Pᵀ·dY and dK += dSᵀ·Q: key rows t2 take queries t2…T−1.
           const [queries, first] = [T - t0, t0 * 4 * T]; // queries from t0 on; byte offset of square row t0
-          matmul.gemm(
+          matmul.directCalls(
+            calls,
             rows,
             hs,
             queries,
@@ -289,7 +389,8 @@ export class SimdAttention {
             dv + qRow,
             4 * C3,
           );
-          matmul.gemm(
+          matmul.directCalls(
+            calls,
             rows,
             hs,
             queries,
@@ -304,7 +405,9 @@ export class SimdAttention {
             4 * C3,
           );
         }
+        tasks.push(calls);
       }
     }
+    this.threads.run(tasks);
   }
 }

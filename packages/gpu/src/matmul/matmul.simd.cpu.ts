@@ -231,28 +231,6 @@ function packBTKernel(vectors: number): FunctionBuilder {
   return f;
 }
 
-type GemmFn = (
-  M: number,
-  N: number,
-  K: number,
-  a: number,
-  sam: number,
-  sak: number,
-  b: number,
-  ldb: number,
-  c: number,
-  ldc: number,
-  c0: number,
-  ldc0: number,
-) => void;
-
-interface GemmExports {
-  gemm4x8: GemmFn;
-  gemm4x4: GemmFn;
-  gemm1x8: GemmFn;
-  gemm1x4: GemmFn;
-}
-
 const gemmFunctions = (fma: boolean) => [
   ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => gemmKernel(rows, vectors, fma))),
   ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => panelKernel(rows, vectors, fma))),
@@ -268,8 +246,12 @@ const plainModule = compileOnce(() => gemmFunctions(false));
 /** The kernels with relaxed multiply-adds, where `relaxedSimd()`. */
 const relaxedModule = compileOnce(() => (relaxedSimd() ? gemmFunctions(true) : null));
 
-/** The functions the packed path calls through KernelThreads. */
-const PACKED_FNS = [
+/** The functions SimdMatmul calls, through KernelThreads. */
+const FNS = [
+  'gemm4x8',
+  'gemm4x4',
+  'gemm1x8',
+  'gemm1x4',
   'packA4',
   'packA1',
   'packB8',
@@ -302,9 +284,9 @@ export interface SimdMatmulOptions {
 
 /** float32 matmuls on a WasmArena's memory, on one thread or several (KernelThreads). */
 export class SimdMatmul {
-  private readonly kernels: GemmExports;
-  private readonly threads: KernelThreads;
-  private readonly fns: Record<(typeof PACKED_FNS)[number], number>;
+  /** The threads its products are split over (and that SimdAttention runs its heads on). */
+  readonly threads: KernelThreads;
+  private readonly fns: Record<(typeof FNS)[number], number>;
 
   /** Whether the kernels use relaxed SIMD's fused multiply-adds. */
   readonly relaxed: boolean;
@@ -314,10 +296,9 @@ export class SimdMatmul {
     readonly module: ModuleFamily,
     threads: KernelThreads | undefined,
   ) {
-    this.kernels = arena.exportsOf<GemmExports>(module);
     this.relaxed = module === relaxedModule;
     this.threads = threads ?? new KernelThreads(arena, [module], 1);
-    this.fns = Object.fromEntries(PACKED_FNS.map((name) => [name, this.threads.fn(module, name)])) as typeof this.fns;
+    this.fns = Object.fromEntries(FNS.map((name) => [name, this.threads.fn(module, name)])) as typeof this.fns;
   }
 
   /** Whether this JavaScript engine runs WebAssembly SIMD (and may compile it here). */
@@ -443,10 +424,9 @@ export class SimdMatmul {
       this.packed(M, N, K, a, sam, sak, b, ldb, false, c, ldc, c0, ldc0);
       return;
     }
-    for (let k0 = 0; k0 < K || k0 === 0; k0 += K_BLOCK) {
-      const [init, initStride] = k0 === 0 ? [c0, ldc0] : [c, ldc];
-      this.tiles(M, N, Math.min(K_BLOCK, K - k0), a + k0 * sak, sam, sak, b + k0 * ldb, ldb, c, ldc, init, initStride);
-    }
+    const calls: KernelCall[] = [];
+    this.directCalls(calls, M, N, K, a, sam, sak, b, ldb, c, ldc, c0, ldc0);
+    this.threads.run([calls]);
   }
 
   /**
@@ -518,8 +498,14 @@ export class SimdMatmul {
     threads.run(rowTasks);
   }
 
-  /** One k block unpacked: the 4×8 kernel on the bulk of C, narrower ones on a last 4 columns and the last M mod 4 rows. */
-  private tiles(
+  /**
+   * The calls of an unpacked product, C = C0 + A·B read in place (N a multiple of 4), appended to
+   * `calls`: per K block, the 4×8 kernel on the bulk of C and narrower ones on a last 4 columns
+   * and the last M mod 4 rows. For callers that run small products as tasks of their own
+   * (SimdAttention, one task per head).
+   */
+  directCalls(
+    calls: KernelCall[],
     M: number,
     N: number,
     K: number,
@@ -533,17 +519,22 @@ export class SimdMatmul {
     c0: number,
     ldc0: number,
   ): void {
-    const M4 = M - (M % 4);
-    const N8 = N - (N % 8);
-    const k = this.kernels;
-    if (M4 > 0 && N8 > 0) k.gemm4x8(M4, N8, K, a, sam, sak, b, ldb, c, ldc, c0, ldc0);
-    if (M4 > 0 && N8 < N) k.gemm4x4(M4, 4, K, a, sam, sak, b + 4 * N8, ldb, c + 4 * N8, ldc, c0 + 4 * N8, ldc0);
-    if (M4 < M) {
-      const [aTail, cTail, c0Tail] = [a + M4 * sam, c + M4 * ldc, c0 + M4 * ldc0];
-      if (N8 > 0) k.gemm1x8(M - M4, N8, K, aTail, sam, sak, b, ldb, cTail, ldc, c0Tail, ldc0);
-      if (N8 < N) {
-        k.gemm1x4(M - M4, 4, K, aTail, sam, sak, b + 4 * N8, ldb, cTail + 4 * N8, ldc, c0Tail + 4 * N8, ldc0);
-      }
+    const { fns } = this;
+    const [M4, N8] = [M - (M % 4), N - (N % 8)];
+    for (let k0 = 0; k0 < K || k0 === 0; k0 += K_BLOCK) {
+      const [init, ldi] = k0 === 0 ? [c0, ldc0] : [c, ldc];
+      const kb = Math.min(K_BLOCK, K - k0);
+      const [ak, bk] = [a + k0 * sak, b + k0 * ldb];
+      const tile = (fn: number, m: number, n: number, aAt: number, col: number, cAt: number, initAt: number) =>
+        calls.push({
+          fn,
+          args: [m, n, kb, aAt, sam, sak, bk + 4 * col, ldb, cAt + 4 * col, ldc, initAt + 4 * col, ldi],
+        });
+      if (M4 > 0 && N8 > 0) tile(fns.gemm4x8, M4, N8, ak, 0, c, init);
+      if (M4 > 0 && N8 < N) tile(fns.gemm4x4, M4, 4, ak, N8, c, init);
+      const [aTail, cTail, initTail] = [ak + M4 * sam, c + M4 * ldc, init + M4 * ldi];
+      if (M4 < M && N8 > 0) tile(fns.gemm1x8, M - M4, N8, aTail, 0, cTail, initTail);
+      if (M4 < M && N8 < N) tile(fns.gemm1x4, M - M4, 4, aTail, N8, cTail, initTail);
     }
   }
 }

@@ -125,27 +125,12 @@ export class KernelThreads {
    * registered spawner, no SharedArrayBuffer (a browser page that is not cross-origin isolated).
    */
   constructor(
-    arena: WasmArena,
+    private readonly arena: WasmArena,
     modules: readonly ModuleFamily[],
     readonly size: number,
   ) {
     if (!Number.isInteger(size) || size < 1) throw new RangeError(`KernelThreads: ${size} threads`);
-    const compiled = modules.map((family, i) => {
-      const module = family(arena.shared);
-      if (!module) throw new Error(`KernelThreads: kernel module ${i} does not compile here`);
-      return module;
-    });
-    for (const [m, module] of compiled.entries()) {
-      const family = modules[m] as ModuleFamily;
-      const exports = arena.exportsOf<Record<string, (...args: number[]) => void>>(family);
-      const names = new Map<string, number>();
-      for (const d of WebAssembly.Module.exports(module)) {
-        if (d.kind !== 'function') continue;
-        names.set(d.name, this.table.length);
-        this.table.push(exports[d.name] as (...args: number[]) => void);
-      }
-      this.index.set(family, names);
-    }
+    const compiled = modules.map((family) => this.load(family));
     if (size === 1) {
       this.ready = Promise.resolve();
       return;
@@ -180,6 +165,31 @@ export class KernelThreads {
   /** Whether every thread has started (jobs run on the calling thread alone until then). */
   get started(): boolean {
     return this.size === 1 || Atomics.load(this.ctl, READY) >= this.size - 1;
+  }
+
+  /** Instantiates `family`'s module here and enters its functions in the table. */
+  private load(family: ModuleFamily): WebAssembly.Module {
+    const module = family(this.arena.shared);
+    if (!module) throw new Error('KernelThreads: a kernel module does not compile here');
+    const exports = this.arena.exportsOf<Record<string, (...args: number[]) => void>>(family);
+    const names = new Map<string, number>();
+    for (const d of WebAssembly.Module.exports(module)) {
+      if (d.kind !== 'function') continue;
+      names.set(d.name, this.table.length);
+      this.table.push(exports[d.name] as (...args: number[]) => void);
+    }
+    this.index.set(family, names);
+    return module;
+  }
+
+  /**
+   * Adds a module after the start: only on one thread (other threads instantiate their modules
+   * when they start, so a pool of several must be given every module it will run up front).
+   */
+  add(family: ModuleFamily): void {
+    if (this.index.has(family)) return;
+    if (this.size > 1) throw new Error('KernelThreads: a pool of several threads runs only the modules it started with');
+    this.load(family);
   }
 
   /** Whether `family` is one of the modules the threads run. */

@@ -204,7 +204,7 @@ function createSimdKernels(
   const { matmuls, T, C, NH, N, V } = shapes;
   const scratchFloats = Math.max(
     ...matmuls.map(([n, c, oc]) => SimdMatmul.scratchFloats(n, c, oc)),
-    SimdAttention.scratchFloats(T, C, NH),
+    SimdAttention.scratchFloats(T, C, NH, options.threads ?? 1),
     SimdCrossEntropy.scratchFloats(N, V),
     SimdLayernorm.scratchFloats(N, C),
     // SimdGelu and SimdResidual copy nothing here (their operands are activations): no scratch.
@@ -276,7 +276,7 @@ function createThreads(
     const arena = WasmArena.create({ floats, scratchFloats });
     const module = arena && SimdMatmul.moduleFor(arena, options);
     if (!arena || !module) return null;
-    return { arena, threads: new KernelThreads(arena, [module], 1), ...(note ? { note } : {}) };
+    return { arena, threads: new KernelThreads(arena, [module, SimdAttention.module], 1), ...(note ? { note } : {}) };
   };
   if (asked === 1) return single();
   if (typeof SharedArrayBuffer === 'undefined') {
@@ -286,7 +286,7 @@ function createThreads(
   const module = arena && SimdMatmul.moduleFor(arena, options);
   if (!arena || !module) return single('no shared WebAssembly memory of this size could be had: one thread');
   try {
-    return { arena, threads: new KernelThreads(arena, [module], asked) };
+    return { arena, threads: new KernelThreads(arena, [module, SimdAttention.module], asked) };
   } catch (error) {
     return single(`${error instanceof Error ? error.message : String(error)}: one thread`);
   }
