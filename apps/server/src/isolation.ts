@@ -14,7 +14,7 @@ export const CROSS_ORIGIN_ISOLATION_HEADERS: Readonly<Record<string, string>> = 
   'cross-origin-opener-policy': 'same-origin',
   // require-corp, not credentialless: everything the app loads is same-origin (its scripts, module
   // and blob: workers, onnxruntime-web's .wasm, the corpus, the favicon), so require-corp blocks
-  // nothing, and Safari isolates a page with require-corp but not with credentialless. CORS
+  // nothing, and Safari (15.2+) isolates a page with require-corp but has no credentialless. CORS
   // fetches (a corpus from another site) are not subject to it; a cross-origin <img> or <script>
   // without CORS would be. On a worker's script the header is what lets the worker start at all
   // under an isolated page.
