@@ -219,7 +219,12 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
   const server = serverBase(options.server);
   const wrtc = await loadWrtc();
   let release = () => {};
-  let capabilities: Capabilities = { backend: 'cpu', adapter: 'CPU (WebAssembly)', tokensPerSecond: 0 };
+  const threads = options.threads ?? 1;
+  let capabilities: Capabilities = {
+    backend: 'cpu',
+    adapter: `CPU (WebAssembly SIMD, ${threads} thread${threads === 1 ? '' : 's'})`,
+    tokensPerSecond: 0,
+  };
   let device: GPUDevice | null = null;
   if (options.backend === 'webgpu') {
     const gpu = await acquireCliGpu();

@@ -21,6 +21,7 @@ import {
   presetConfig,
   type Trainer,
 } from '@shoal/model';
+import { browserCpuThreads, cpuEngineName } from './cpu-threads.ts';
 import type { ProbeRequest, ProbeWorkerOut } from './engine-probe.ts';
 
 declare const self: DedicatedWorkerGlobalScope;
@@ -36,7 +37,8 @@ async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<vo
     seqLen: Math.min(seq ?? defaults.seqLen, model.blockSize),
   });
   let gpu: GpuContext | null = null;
-  let adapter = 'CPU (WebAssembly)';
+  const threads = browserCpuThreads();
+  let adapter = cpuEngineName(threads);
   let software = false;
   if (engine === 'webgpu') {
     gpu = await acquireGpu();
@@ -53,7 +55,8 @@ async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<vo
         params,
         await createGptKernels(gpu.device, model.nEmbd / model.nHead),
       )
-    : new CpuTrainer(model, train, params);
+    : new CpuTrainer(model, train, params, { threads });
+  if (trainer instanceof CpuTrainer) await trainer.ready();
   const { batchSize, seqLen, maxLr } = train;
   const tokens = batchSize * seqLen;
   // random tokens: the step's cost does not depend on what the text says

@@ -22,6 +22,7 @@ import {
 } from '@shoal/protocol';
 import { fetchCorpusFrom, Member, pipelineGroupsOf, placeOf, runIdFor, wallClock } from '@shoal/swarm';
 import { stageFor, trainerFor, VolunteerService } from '@shoal/swarm/services';
+import { browserCpuThreads, cpuEngineName } from './cpu-threads.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type {
   DatasetInfo,
@@ -60,7 +61,8 @@ export async function startVolunteer(
   post: Post,
 ): Promise<VolunteerRuntime> {
   let gpu: GpuContext | null = null;
-  let adapter = 'CPU (WebAssembly)';
+  const threads = browserCpuThreads();
+  let adapter = cpuEngineName(threads);
   if (init.backend === 'webgpu') {
     gpu = await acquireGpu();
     adapter = formatAdapter(gpu.report);
@@ -121,7 +123,7 @@ export async function startVolunteer(
     },
     onRun: (config) => post({ type: 'message-limit', bytes: maxMessageBytesFor(config) }),
     loadCorpus,
-    createEngine: (config, params) => trainerFor(gpu?.device ?? null, config, params),
+    createEngine: (config, params) => trainerFor(gpu?.device ?? null, config, params, { threads }),
     // on the device the whole-model engine would use: WebGPU, or the CPU without one
     createStage: async (config, spec, params, o) => {
       const stage = await stageFor(gpu?.device ?? null, config, spec, params, o);
