@@ -9,7 +9,6 @@
  * Needs no GPU. PyTorch runs in torch_step.py child processes, one per thread count.
  */
 import { PRESETS, trainingStepFlops } from '../packages/model/src/config.ts';
-import type { CpuBackendOptions } from '../packages/model/src/cpu/kernels.ts';
 import { CpuTrainer } from '../packages/model/src/cpu/trainer.ts';
 import { initParameters } from '../packages/model/src/init.ts';
 import { buildLayout } from '../packages/model/src/layout.ts';
@@ -36,7 +35,7 @@ export interface CpuComparisonOptions {
   shapes: CpuShape[];
   /** PyTorch's thread counts (torch.set_num_threads). */
   threads: number[];
-  /** Shoal's thread counts, passed to the CPU trainer as its `threads` option. */
+  /** Shoal's thread counts (CpuBackendOptions.threads). */
   shoalThreads: number[];
   rounds: number;
   /** Steps per engine per round. */
@@ -84,12 +83,8 @@ const BATCHES = 8;
 const FIRST_LOSS_TOLERANCE = 1e-3;
 /** An engine at n threads that keeps fewer than this share of n cores busy is warned about. */
 const BUSY_SHARE = 0.65;
-
-/**
- * Shoal's CPU trainer options with a thread count. `threads` is the option the CPU engine is
- * being given (issue #19); a trainer without it ignores it, and the cores-busy column shows that.
- */
-type ShoalCpuOptions = CpuBackendOptions & { threads?: number };
+/** Cores this process may keep busy while it waits for PyTorch (the JSON round trips, GC). */
+const IDLE_SHARE = 0.05;
 
 interface Engine {
   engine: 'Shoal' | 'PyTorch';
@@ -185,10 +180,16 @@ async function compareShape(shape: CpuShape, options: CpuComparisonOptions, chil
   const label = `${preset} ${B}×${T}`;
   console.log(`\n${label}: ${layout.size} parameters, ${(flops / 1e9).toFixed(2)} GFLOP per step`);
 
-  const engines: Engine[] = options.shoalThreads.map((threads) => {
-    const trainerOptions: ShoalCpuOptions = { threads };
-    return shoalEngine(new CpuTrainer(config, train, params.slice(), trainerOptions), batches, threads);
-  });
+  const trainers: CpuTrainer[] = [];
+  const engines: Engine[] = [];
+  for (const threads of options.shoalThreads) {
+    const trainer = new CpuTrainer(config, train, params.slice(), { threads });
+    trainers.push(trainer);
+    await trainer.ready();
+    const { count, note } = trainer.threads;
+    if (count !== threads) throw new Error(`Shoal's CPU engine runs ${count} threads, not ${threads}: ${note}`);
+    engines.push(shoalEngine(trainer, batches, threads));
+  }
   for (const [i, child] of children.entries()) {
     await child.setup({ config, layout, B, T, params, batches, train, lr: LR });
     engines.push({ engine: 'PyTorch', threads: options.threads[i] as number, run: (n) => child.run(n) });
@@ -227,14 +228,30 @@ async function compareShape(shape: CpuShape, options: CpuComparisonOptions, chil
   }
 
   const runs = new Map<Engine, StepSamples[]>(engines.map((e) => [e, []]));
+  // This process's CPU time while PyTorch runs: Shoal's idle threads must leave the cores alone.
+  const idle = { cpuMs: 0, wallMs: 0 };
   for (let round = 0; round < options.rounds; round++) {
     const line: string[] = [];
     for (const engine of roundOrder(engines, round)) {
+      const cpu = process.cpuUsage();
+      const start = performance.now();
       const samples = await engine.run(options.steps);
+      if (engine.engine !== 'Shoal') {
+        const used = process.cpuUsage(cpu);
+        idle.cpuMs += (used.user + used.system) / 1000;
+        idle.wallMs += performance.now() - start;
+      }
       runs.get(engine)?.push(samples);
       line.push(`${key(engine)} ${summariseRuns([samples]).msPerStep.toFixed(1)}`);
     }
     console.log(`  round ${round + 1}: ${line.join(', ')} ms`);
+  }
+  for (const trainer of trainers) trainer.destroy();
+  const idleShare = idle.wallMs > 0 ? idle.cpuMs / idle.wallMs : 0;
+  if (idleShare > IDLE_SHARE) {
+    console.log(
+      `  WARNING: this process kept ${idleShare.toFixed(2)} cores busy while PyTorch ran (Shoal's threads spinning?)`,
+    );
   }
   const row: CpuTableRow[] = engines.map((engine) => ({
     preset,
@@ -245,12 +262,10 @@ async function compareShape(shape: CpuShape, options: CpuComparisonOptions, chil
     threads: engine.threads,
     ...summariseRuns(runs.get(engine) ?? []),
   }));
-  // Fewer busy cores than threads: another process holds a core (the figure is contention, not
-  // the engine), or the engine ignores its thread count (Shoal before CpuTrainer takes `threads`).
+  // Fewer busy cores than threads: another process holds a core, so the figure is contention.
   for (const r of row.filter((r) => r.threads > 1 && r.coresBusy < BUSY_SHARE * r.threads)) {
-    const why = r.engine === 'Shoal' ? 'does CpuTrainer take threads yet, or is' : 'is';
     console.log(
-      `  WARNING: ${r.engine} at ${r.threads} threads kept ${r.coresBusy.toFixed(2)} cores busy: ${why} the machine shared?`,
+      `  WARNING: ${r.engine} at ${r.threads} threads kept ${r.coresBusy.toFixed(2)} cores busy: is the machine shared?`,
     );
   }
 

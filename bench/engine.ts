@@ -9,7 +9,7 @@
  *   npm run bench:engine -- [--presets nano,tiny,small,base] [--steps N] [--warmup N]
  *                           [--max-step-seconds 30] [--no-tfjs] [--out FILE.json]
  *                           [--cpu-only] [--cpu-shapes nano:16x64,tiny:8x128,tiny:32x128]
- *                           [--threads 1,2] [--shoal-threads 1] [--rounds 5] [--cpu-steps 5]
+ *                           [--threads 1,2] [--shoal-threads 1,2] [--rounds 5] [--cpu-steps 5]
  *                           [--cpu-warmup 3] [--no-torch] [--python /usr/bin/python3]
  */
 import { writeFileSync } from 'node:fs';
@@ -29,10 +29,10 @@ const { values: args } = parseArgs({
     out: { type: 'string' },
     'cpu-only': { type: 'boolean', default: false },
     'cpu-shapes': { type: 'string', default: DEFAULT_CPU_SHAPES },
-    /** PyTorch's thread counts. */
+    /** Every engine's thread counts (PyTorch's torch.set_num_threads, Shoal's CpuBackendOptions.threads). */
     threads: { type: 'string', default: '1,2' },
-    /** Shoal's: 1 until the CPU trainer takes a `threads` option (issue #19). */
-    'shoal-threads': { type: 'string', default: '1' },
+    /** Shoal's, when they should differ from PyTorch's. */
+    'shoal-threads': { type: 'string' },
     rounds: { type: 'string', default: '5' },
     'cpu-steps': { type: 'string', default: '5' },
     'cpu-warmup': { type: 'string', default: '3' },
@@ -55,7 +55,7 @@ if (!(maxStepSeconds > 0)) throw new Error(`--max-step-seconds must be positive,
 const cpuOptions = {
   shapes: parseCpuShapes(args['cpu-shapes'] ?? DEFAULT_CPU_SHAPES),
   threads: parseThreadList(args.threads ?? '1,2', '--threads'),
-  shoalThreads: parseThreadList(args['shoal-threads'] ?? '1', '--shoal-threads'),
+  shoalThreads: parseThreadList(args['shoal-threads'] ?? args.threads ?? '1,2', '--shoal-threads'),
   rounds: count('rounds', args.rounds, 1) ?? 5,
   steps: count('cpu-steps', args['cpu-steps'], 1) ?? 5,
   warmup: count('cpu-warmup', args['cpu-warmup'], 1) ?? 3,
