@@ -13,7 +13,8 @@
  * Values past the last multiple of 32 take the same formula in JS.
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
-import { compileOnce, declareExpConstants, emitExp, FunctionBuilder, op } from '../simd/wasm.cpu.ts';
+import { KernelThreads, splitRange } from '../simd/threads.cpu.ts';
+import { compileOnce, declareExpConstants, emitExp, FunctionBuilder, type ModuleFamily, op } from '../simd/wasm.cpu.ts';
 
 // GELU_SCALE and GELU_CUBIC of gelu.cpu.ts (which re-exports this file: no import back).
 const SCALE = Math.sqrt(2 / Math.PI);
@@ -79,27 +80,45 @@ function geluKernel(backward: boolean): FunctionBuilder {
 
 const geluModule = compileOnce(() => [geluKernel(false), geluKernel(true)]);
 
-interface GeluExports {
-  geluForward(out: number, inp: number, n: number): void;
-  geluBackward(dinp: number, inp: number, dout: number, n: number): void;
-}
-
 /** e^−2a for one value, in JS (the tail past the last multiple of 4·UNROLL), clamped as the vector exp is. */
 function expMinus2a(x: number): number {
   return Math.exp(Math.min(88, -2 * SCALE * (x + CUBIC * x * x * x)));
 }
 
-/** GELU forward and backward on a WasmArena (operands outside it are copied in and out). */
+/**
+ * GELU forward and backward on a WasmArena (operands outside it are copied in and out), split
+ * into contiguous ranges over KernelThreads: elementwise, so bitwise the same on any count.
+ */
 export class SimdGelu {
-  private readonly kernels: GeluExports;
+  private readonly threads: KernelThreads;
+  private readonly fns: { forward: number; backward: number };
 
-  private constructor(private readonly arena: WasmArena) {
-    this.kernels = arena.exportsOf<GeluExports>(geluModule);
+  private constructor(
+    private readonly arena: WasmArena,
+    threads: KernelThreads | undefined,
+  ) {
+    this.threads = threads ?? new KernelThreads(arena, [geluModule], 1);
+    this.threads.add(geluModule);
+    this.fns = {
+      forward: this.threads.fn(geluModule, 'geluForward'),
+      backward: this.threads.fn(geluModule, 'geluBackward'),
+    };
   }
 
-  /** The kernels on `arena`, or null where WebAssembly SIMD is unavailable. */
-  static create(arena: WasmArena): SimdGelu | null {
-    return geluModule(arena.shared) ? new SimdGelu(arena) : null;
+  /** The kernel module, for the KernelThreads that run it (a pool of several threads must be given it at start). */
+  static readonly module: ModuleFamily = geluModule;
+
+  /** The kernels on `arena` (on `threads`, else this thread), or null where WebAssembly SIMD is unavailable. */
+  static create(arena: WasmArena, threads?: KernelThreads): SimdGelu | null {
+    return geluModule(arena.shared) ? new SimdGelu(arena, threads) : null;
+  }
+
+  /** `fn`(out, …ins, count) over [0, n) (n a multiple of 4·UNROLL), in a range per thread. */
+  private split(fn: number, n: number, addresses: number[]): void {
+    const tasks = splitRange(n, this.threads.size, 4 * UNROLL * 64).map(([start, end]) => [
+      { fn, args: [...addresses.map((at) => at + 4 * start), end - start] },
+    ]);
+    this.threads.run(tasks);
   }
 
   /** out = gelu(inp) over n values (overwrites), as geluForward. */
@@ -109,7 +128,7 @@ export class SimdGelu {
     const inpAt = arena.place(inp, 1, n);
     const outAt = arena.output(out, n);
     const n4 = n - (n % (4 * UNROLL));
-    this.kernels.geluForward(outAt, inpAt, n4);
+    this.split(this.fns.forward, n4, [outAt, inpAt]);
     const f32 = arena.f32;
     for (let i = n4; i < n; i++) {
       const x = f32[(inpAt >> 2) + i] as number;
@@ -124,7 +143,7 @@ export class SimdGelu {
     arena.resetScratch();
     const [inpAt, doutAt, dinpAt] = [arena.place(inp, 1, n), arena.place(dout, 1, n), arena.place(dinp, 1, n)];
     const n4 = n - (n % (4 * UNROLL));
-    this.kernels.geluBackward(dinpAt, inpAt, doutAt, n4);
+    this.split(this.fns.backward, n4, [dinpAt, inpAt, doutAt]);
     const f32 = arena.f32;
     for (let i = n4; i < n; i++) {
       const x = f32[(inpAt >> 2) + i] as number;

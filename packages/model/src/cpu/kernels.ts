@@ -217,7 +217,7 @@ function createSimdKernels(
   const attention = SimdAttention.supports(T, C, NH) ? SimdAttention.create(arena, matmul) : null;
   const crossEntropy = SimdCrossEntropy.supports(V) ? SimdCrossEntropy.create(arena) : null;
   const layernorm = SimdLayernorm.supports(C) ? SimdLayernorm.create(arena) : null;
-  const gelu = SimdGelu.create(arena);
+  const gelu = SimdGelu.create(arena, threads);
   const residual = SimdResidual.create(arena);
   const js = CPU_REFERENCE_KERNELS;
   const kernels: CpuKernels<Float32Array> = {
@@ -262,6 +262,11 @@ function createSimdKernels(
   };
 }
 
+/** The kernel modules the threads run: the matmul's, and those of the families split over threads that compile here. */
+function threadModules(arena: WasmArena, matmul: ModuleFamily): ModuleFamily[] {
+  return [matmul, ...[SimdAttention.module, SimdGelu.module].filter((family) => family(arena.shared) !== null)];
+}
+
 /**
  * The arena and its KernelThreads: `options.threads` of them on a shared memory where that can
  * be had, else one on an ordinary memory, with the reason. Null where no memory can be had.
@@ -276,7 +281,11 @@ function createThreads(
     const arena = WasmArena.create({ floats, scratchFloats });
     const module = arena && SimdMatmul.moduleFor(arena, options);
     if (!arena || !module) return null;
-    return { arena, threads: new KernelThreads(arena, [module, SimdAttention.module], 1), ...(note ? { note } : {}) };
+    return {
+      arena,
+      threads: new KernelThreads(arena, threadModules(arena, module), 1),
+      ...(note ? { note } : {}),
+    };
   };
   if (asked === 1) return single();
   if (typeof SharedArrayBuffer === 'undefined') {
@@ -286,7 +295,7 @@ function createThreads(
   const module = arena && SimdMatmul.moduleFor(arena, options);
   if (!arena || !module) return single('no shared WebAssembly memory of this size could be had: one thread');
   try {
-    return { arena, threads: new KernelThreads(arena, [module, SimdAttention.module], asked) };
+    return { arena, threads: new KernelThreads(arena, threadModules(arena, module), asked) };
   } catch (error) {
     return single(`${error instanceof Error ? error.message : String(error)}: one thread`);
   }
