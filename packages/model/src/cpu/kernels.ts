@@ -20,6 +20,7 @@ import {
   KernelThreads,
   layernormBackward,
   layernormForward,
+  type ModuleFamily,
   matmulBackward,
   matmulForward,
   residualBackward,
