@@ -1,38 +1,42 @@
 /**
  * The CPU backend's float32 matmul in WebAssembly SIMD: the same products as matmul.cpu.ts
- * (llm.c layout, weights [OC, C]; forward overwrites, backward adds), 8–10× faster than the JS
+ * (llm.c layout, weights [OC, C]; forward overwrites, backward adds), 10–12× faster than the JS
  * loops. V8 never vectorises JS and its scalar loops top out near 4 GFLOP/s here (loads, bounds
- * checks and f32↔f64 conversions per multiply-add); this kernel runs at 25–40 GFLOP/s on the
- * model's shapes on the same 2-core machine (bench/cpu-step.ts), on par with TF.js's XNNPACK
- * build (≈26 GFLOP/s on a 512³ matmul). WebAssembly SIMD runs in Node and in browsers
- * (Chrome 91+, Firefox 89+, Safari 16.4+), in a Web Worker as on the main thread; where it is
- * missing, `SimdMatmul.create` returns null and the caller keeps the JS kernels. The other SIMD
- * kernels (attention, GELU, cross-entropy) share its memory, a WasmArena (simd/arena.cpu.ts).
+ * checks and f32↔f64 conversions per multiply-add); this runs at 40–50 GFLOP/s a thread on the
+ * model's shapes on a Zen 4 core (bench/cpu-step.ts; docs/cpu-engine.md says how close that is
+ * to the ceiling). WebAssembly SIMD runs in Node and in browsers (Chrome 91+, Firefox 89+,
+ * Safari 16.4+), in a Web Worker as on the main thread; where it is missing, `SimdMatmul.create`
+ * returns null and the caller keeps the JS kernels. The other SIMD kernels share its memory, a
+ * WasmArena (simd/arena.cpu.ts), and its KernelThreads (simd/threads.cpu.ts).
  *
- * Everything is one kernel, generated for a few register-tile shapes:
+ * One product, generated for a few register-tile shapes:
  *
  *   gemm: C[M,N] = C0[M,N] + Σ_k A[m,k]·B[k,n]      N a multiple of 4; addresses and strides in bytes
  *
- * A is read one element at a time (splat to four lanes) through two strides, so one kernel covers
- * A and Aᵀ; B rows and C rows are contiguous. Each step of k loads 4·vectors floats of one B row
- * and `rows` elements of A and does rows × vectors f32x4 multiply-adds into accumulators that
- * stay in registers for the whole k loop (4 × 8 outputs: 8 accumulators + 2 B vectors + 1 splat
- * fit the 16 SIMD registers; 6 × 8 and 4 × 12 spill and measured 25–30% slower, 8 × 4 half as
- * fast, unrolling k by two 25% slower). C0 separates where the accumulators start from where
- * they go: C0 = C adds into C; C0 = a bias row with stride 0 initialises the forward's output
- * with the bias, in the same pass.
+ * C0 separates where the accumulators start from where they go: C0 = C adds into C; C0 = a bias
+ * row with stride 0 initialises the forward's output with the bias, in the same pass.
  *
- *   forward  out  = bias + inp · Wᵀ:  A = inp [N,C], B = Wᵀ [C,OC] (transposed into scratch once
- *                                     per call: C·OC floats against N·C·OC multiply-adds)
+ * Products of PACK_MIN_ROWS rows or more are packed: B whole into panels of 8 columns
+ * ([N/8][K][8]), A per K block into panels of 4 rows ([M/4][K_BLOCK][4]), and the panel kernel
+ * keeps a 4 × 8 tile of C in 8 SIMD registers while k walks both panels with constant strides:
+ * per k, two B loads, four splats of A and eight multiply-adds, which are relaxed SIMD's fused
+ * f32x4.relaxed_madd where the engine has it (relaxedSimd(): Node 20 with the flag set at import,
+ * Node 22+, Chrome 114+) and a multiply and an add elsewhere. B is packed by the threads, split by
+ * panels; then each thread takes a range of C's rows. Smaller products (attention's 16-row
+ * blocks) read A and B in place through strides (A one element at a time, so one kernel covers A
+ * and Aᵀ), on the calling thread or as part of a caller's task.
+ *
+ *   forward  out  = bias + inp · Wᵀ:  A = inp [N,C], B = Wᵀ (packed straight from W [OC,C])
  *   backward dinp += dout · W:        A = dout [N,OC], B = W [OC,C]
  *            dW   += doutᵀ · inp:     A = doutᵀ (strides swapped), B = inp [N,C]
  *            dbias += 1ᵀ · dout:      A = a constant 1 (both strides 0), B = dout
  *
  * Accumulation is in f32 (as on the GPU), not in f64 as the JS kernels do: within 1e-5 of the
- * naive f64 loops on the test grid. Operands are used in place when they are views into the
- * arena's memory (WasmArena.allocate; CpuGpt keeps its activations there) and their rows are a multiple
- * of 4 floats; others are copied into scratch (rows padded to a multiple of 4), so any array and
- * any shape works, only more slowly. Nothing is allocated per call on the in-place path.
+ * naive f64 loops on the test grid, fused or not. Every output is one thread's sum in a fixed
+ * order, so results are bitwise the same on any number of threads. Operands are used in place
+ * when they are views into the arena's memory (WasmArena.allocate; CpuGpt keeps its activations
+ * there) and their rows are a multiple of 4 floats; others are copied into scratch (rows padded
+ * to a multiple of 4), so any array and any shape works, only more slowly.
  */
 import type { WasmArena } from '../simd/arena.cpu.ts';
 import { type KernelCall, KernelThreads, splitRange } from '../simd/threads.cpu.ts';
