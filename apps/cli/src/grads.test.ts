@@ -171,7 +171,8 @@ describe.each(['cpu', 'webgpu'])('shoal train --backend %s', (backend) => {
     const split = join(dir, backend, 'split');
     const whole = train(['--steps', '6', '--checkpoint-dir', straight]);
     expect(whole).toMatchObject({ steps: 6, tokens: 6 * 32 });
-    for (const key of ['valLoss', 'trainLoss', 'seconds']) expect(Number.isFinite(whole[key])).toBe(true);
+    for (const key of ['valLoss', 'trainLoss', 'seconds', 'tokensPerSecond'])
+      expect(Number.isFinite(whole[key])).toBe(true);
     // --steps sets the schedule's length, so the split run asks for the same 6 and stops after 3.
     train(['--steps', '6', '--stop-after', '3', '--checkpoint-dir', split]);
     const resumed = train([

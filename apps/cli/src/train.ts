@@ -193,7 +193,8 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   const recent: number[] = [];
   let lastLoss = Number.NaN;
   let valLoss: number | null = null;
-  const loopStarted = performance.now();
+  // Training throughput: time in steps only (validation and checkpoints are not training).
+  let stepSeconds = 0;
   const firstStep = step;
   while (step < lastStep) {
     const lr = learningRate(step, {
@@ -203,7 +204,10 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
       totalSteps: train.totalSteps,
     });
     const readLoss = (step + 1) % lossEvery === 0 || step + 1 === lastStep;
-    const loss = await trainer.step(sampler.next(), lr, { readLoss });
+    const batch = sampler.next();
+    const stepStarted = performance.now();
+    const loss = await trainer.step(batch, lr, { readLoss });
+    stepSeconds += (performance.now() - stepStarted) / 1000;
     if (readLoss && !Number.isFinite(loss)) throw new UsageError(`loss became ${loss} at step ${step}: lower --lr`);
     step++;
     tokens += tokensPerStep;
@@ -215,11 +219,10 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
     if ((options.evalEvery > 0 && step % options.evalEvery === 0) || step === lastStep)
       valLoss = await trainer.evaluate(evalSet);
     if (options.checkpointEvery > 0 && step % options.checkpointEvery === 0) await checkpoint();
-    const seconds = (performance.now() - loopStarted) / 1000;
     bar.update(step, {
       loss: Number.isNaN(lastLoss) ? '—' : lastLoss.toFixed(3),
       val: valLoss === null ? '—' : valLoss.toFixed(3),
-      tps: Math.round(((step - firstStep) * tokensPerStep) / seconds).toLocaleString(),
+      tps: Math.round(((step - firstStep) * tokensPerStep) / stepSeconds).toLocaleString(),
     });
   }
   bar.stop();
@@ -229,6 +232,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
 
   const trainLoss = recent.reduce((a, b) => a + b, 0) / Math.max(1, recent.length);
   const seconds = (performance.now() - started) / 1000;
+  const tokensPerSecond = Math.round(((step - firstStep) * tokensPerStep) / stepSeconds);
   if (options.json) {
     console.log(
       JSON.stringify({
@@ -237,6 +241,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
         steps: step,
         tokens,
         seconds,
+        tokensPerSecond,
         backend: options.backend,
         adapter: engine.adapter,
         checkpoint: weightsPath,
@@ -244,7 +249,8 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
     );
   } else {
     console.log(
-      `trained ${step} steps (${tokens.toLocaleString()} tokens) in ${seconds.toFixed(1)} s on ${options.backend}: ` +
+      `trained ${step} steps (${tokens.toLocaleString()} tokens) in ${seconds.toFixed(1)} s on ${options.backend} ` +
+        `(${tokensPerSecond.toLocaleString()} tokens/s in training steps): ` +
         `train loss ${trainLoss.toFixed(4)}, validation loss ${valLoss?.toFixed(4)}; checkpoint ${weightsPath}`,
     );
   }
