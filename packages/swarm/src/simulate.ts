@@ -49,6 +49,7 @@ import { Host } from './host.ts';
 import { Member } from './member.ts';
 import { METHODS, type MethodName } from './methods.ts';
 import { type PipelineTiming, pipelineTiming, SimNetwork, type SimPipeline, VirtualClock } from './sim/index.ts';
+import { NullTrainer, SharedParams } from './sim/null-trainer.ts';
 import { Worker } from './worker.ts';
 
 export { METHODS, type MethodName };
@@ -87,6 +88,13 @@ export interface SimulateOptions {
   latencyMs: number;
   /** Model time and bytes without training (no evaluation). */
   dryRun: boolean;
+  /**
+   * Copy every message at send, as a wire would (SimNetworkOptions.copyOnSend). Default false:
+   * nothing modifies a sent message (it is encoded once and decoded into new arrays), and the
+   * copies are a fragment's worth per replica per round of an fp32 method. Tests turn it on to
+   * check that the results do not depend on it.
+   */
+  copyMessages?: boolean;
   /**
    * Each worker a replica of S ≥ 2 stage volunteers (`planPipeline` picks S for a memory cap);
    * absent: one volunteer holds the whole model. Its stages train on the CPU, whatever createTrainer is.
@@ -181,36 +189,6 @@ function trainConfig(options: SimulateOptions, model: GptConfig, batchSize: numb
     totalSteps: steps,
     seed: options.seed,
   });
-}
-
-/** An engine that trains nothing, for --dry-run: parameters stay the init, steps take no real time. */
-class NullTrainer implements Trainer {
-  readonly backend = 'cpu' as const;
-  readonly layout;
-  constructor(
-    model: GptConfig,
-    readonly train: TrainConfig,
-    private params: Float32Array,
-  ) {
-    this.layout = buildLayout(model);
-  }
-  async step(): Promise<number> {
-    return Number.NaN;
-  }
-  async evaluate(): Promise<number> {
-    return Number.NaN;
-  }
-  async getParams(): Promise<Float32Array> {
-    return this.params.slice();
-  }
-  async setParams(params: Float32Array): Promise<void> {
-    this.params = params.slice();
-  }
-  async getOptimizerState() {
-    return { m: new Float32Array(0), v: new Float32Array(0), step: 0 };
-  }
-  async setOptimizerState(): Promise<void> {}
-  destroy(): void {}
 }
 
 export async function simulateMethod(name: MethodName, options: SimulateOptions): Promise<MethodResult> {
@@ -369,7 +347,10 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
     latencyMs: options.latencyMs,
     upMbps: options.linkMbps,
     downMbps: options.linkMbps,
+    copyOnSend: options.copyMessages ?? false,
   });
+  // A dry run's workers share one θ_local while theirs are equal (sim/null-trainer.ts).
+  const dryParams = new SharedParams();
   const codec = await createWireCodec();
   let committed = 0;
   let aborted = 0;
@@ -420,7 +401,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
       capabilities: { backend: options.dryRun ? 'none' : 'cpu', adapter: 'simulated', tokensPerSecond: 0 },
       createTrainer: (run, params) =>
         options.dryRun
-          ? Promise.resolve(new NullTrainer(run.model, run.train, params))
+          ? Promise.resolve(new NullTrainer(run.model, run.train, params, dryParams))
           : createEngine(options, run.model, run.train, params),
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => stepComputeMs,
