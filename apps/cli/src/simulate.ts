@@ -13,14 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCorpus, validationBatches } from '@shoal/data';
 import { DEFAULT_LOW_RANK } from '@shoal/diloco';
-import {
-  CpuTrainer,
-  createGptKernels,
-  formatMemory,
-  type GptKernels,
-  GpuTrainer,
-  type PipelineSchedule,
-} from '@shoal/model';
+import { createGptKernels, formatMemory, type GptKernels, GpuTrainer, type PipelineSchedule } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
 import {
   METHODS,
@@ -31,6 +24,7 @@ import {
   planPipeline,
   type SimPipeline,
   type SimulateOptions,
+  sharedCpuTrainers,
   simulateMethod,
 } from '@shoal/swarm';
 import { RUN_OPTION_DEFAULTS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
@@ -156,14 +150,16 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   const corpus = loadCorpus({ seqLen });
   const evalBatches = validationBatches(corpus.validation, { batchSize: options.batch, seqLen, count: 32 });
 
-  // The engine: one GPU device and one set of compiled kernels shared by every simulated worker.
+  // The engine: on the CPU, one compute (activations, gradients) per method and batch shape shared
+  // by every simulated worker (sim/shared-cpu.ts); on WebGPU one device and one set of compiled
+  // kernels shared by every simulated worker.
   let release = () => {};
-  let createTrainer: SimulateOptions['createTrainer'] = async (m, train, params) => new CpuTrainer(m, train, params);
+  let gpuTrainer: SimulateOptions['createTrainer'] | null = null;
   if (options.backend === 'webgpu' && !options.dryRun) {
     const gpu = await acquireCliGpu();
     release = () => gpu.destroy();
     let kernels: GptKernels | undefined;
-    createTrainer = async (m, train, params) => {
+    gpuTrainer = async (m, train, params) => {
       kernels ??= await createGptKernels(gpu.device, m.nEmbd / m.nHead);
       return GpuTrainer.create(gpu.device, m, train, params, kernels);
     };
@@ -183,6 +179,8 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   try {
     for (const name of methods) {
       bar.start(options.tokens, 0, { method: name.padEnd(13) });
+      // a method's own computes: dp's holds M workers' batches, not kept for the methods after it
+      const cpu = sharedCpuTrainers();
       const result = await simulateMethod(name, {
         preset: options.preset,
         workers: options.workers,
@@ -207,11 +205,11 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         latencyMs: options.latencyMs,
         dryRun: Boolean(options.dryRun),
         ...(pipeline ? { pipeline } : {}),
-        createTrainer,
+        createTrainer: gpuTrainer ?? cpu.createTrainer,
         trainTokens: corpus.train,
         evalBatches,
         onProgress: (tokens) => bar.update(tokens),
-      });
+      }).finally(() => cpu.destroy());
       bar.update(options.tokens);
       bar.stop();
       results.push(result);

@@ -161,6 +161,11 @@ export class CpuGpt<A extends FloatArray> {
     this.grads = allocateActivations(config, B, T, backend.allocate, shape);
   }
 
+  /** Bytes of its activations and their gradients (the kernels' scratch not included). */
+  get activationBytes(): number {
+    return (this.acts.size + this.grads.size) * this.acts.encoded.BYTES_PER_ELEMENT;
+  }
+
   /** Stops the kernel threads; the model still computes, on the calling thread. */
   destroy(): void {
     this.destroyBackend();

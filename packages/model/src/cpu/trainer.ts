@@ -11,9 +11,50 @@ import { AdamWRuns } from './adamw-runs.ts';
 import { CpuGpt } from './gpt.ts';
 import type { CpuBackendOptions } from './kernels.ts';
 
+/**
+ * What a CPU trainer computes with but does not train: the model with its activations and their
+ * gradients (in the kernels' memory) and the parameter gradient, for one model and (B, T).
+ * Trainers that never step at the same time (the simulator's workers take turns on one thread)
+ * can share one (`CpuTrainerOptions.compute`): each then holds only its parameters, AdamW moments
+ * and step count, 12 bytes a parameter. Whoever made it destroys it, after its trainers.
+ */
+export class CpuCompute {
+  readonly model: CpuGpt<Float32Array>;
+  readonly grads: Float32Array;
+
+  constructor(
+    readonly config: GptConfig,
+    readonly batchSize: number,
+    readonly seqLen: number,
+    options: CpuBackendOptions = {},
+  ) {
+    this.model = new CpuGpt<Float32Array>(config, batchSize, seqLen, Float32Array, options);
+    this.grads = new Float32Array(this.model.layout.size);
+  }
+
+  /** Bytes it holds: activations, their gradients and the parameter gradient (kernel scratch not included). */
+  get bytes(): number {
+    return this.model.activationBytes + this.grads.byteLength;
+  }
+
+  destroy(): void {
+    this.model.destroy();
+  }
+}
+
+export interface CpuTrainerOptions extends CpuBackendOptions {
+  /**
+   * A compute of this model and (batch, seq) shared with other trainers (the backend options are
+   * then the compute's); without it the trainer makes its own, and destroys it with itself.
+   */
+  compute?: CpuCompute;
+}
+
 export class CpuTrainer implements Trainer {
   readonly backend = 'cpu' as const;
   readonly layout: ParamLayout;
+  readonly compute: CpuCompute;
+  private readonly ownsCompute: boolean;
   private readonly model: CpuGpt<Float32Array>;
   private readonly grads: Float32Array;
   private m: Float32Array;
@@ -25,17 +66,31 @@ export class CpuTrainer implements Trainer {
     config: GptConfig,
     readonly train: TrainConfig,
     private params: Float32Array,
-    options: CpuBackendOptions = {},
+    options: CpuTrainerOptions = {},
   ) {
-    this.model = new CpuGpt<Float32Array>(config, train.batchSize, train.seqLen, Float32Array, options);
+    const shared = options.compute;
+    if (shared && !sameShape(shared, config, train)) {
+      throw new RangeError(
+        `a shared compute of another model or batch shape: it is for batch ${shared.batchSize}×${shared.seqLen}, this trainer's is ${train.batchSize}×${train.seqLen}`,
+      );
+    }
+    this.compute = shared ?? new CpuCompute(config, train.batchSize, train.seqLen, options);
+    this.ownsCompute = !shared;
+    this.model = this.compute.model;
     this.layout = this.model.layout;
     if (params.length !== this.layout.size)
       throw new RangeError(`params have ${params.length} values, the model needs ${this.layout.size}`);
-    this.grads = new Float32Array(this.layout.size);
+    this.grads = this.compute.grads;
     this.m = new Float32Array(this.layout.size);
     this.v = new Float32Array(this.layout.size);
     this.runs = new AdamWRuns(this.layout);
     this.pointRuns();
+  }
+
+  /** Bytes this trainer holds of its own: parameters and AdamW moments, and its compute unless shared. */
+  get ownBytes(): number {
+    const state = this.params.byteLength + this.m.byteLength + this.v.byteLength;
+    return state + (this.ownsCompute ? this.compute.bytes : 0);
   }
 
   /** Threads the kernels run on (CpuBackendOptions.threads), and why fewer than asked when so. */
@@ -95,6 +150,20 @@ export class CpuTrainer implements Trainer {
   }
 
   destroy(): void {
-    this.model.destroy();
+    if (this.ownsCompute) this.compute.destroy();
   }
+}
+
+/** Whether a compute fits a trainer of this model and batch shape. */
+function sameShape(compute: CpuCompute, config: GptConfig, train: TrainConfig): boolean {
+  const a = compute.config;
+  return (
+    compute.batchSize === train.batchSize &&
+    compute.seqLen === train.seqLen &&
+    a.nLayer === config.nLayer &&
+    a.nHead === config.nHead &&
+    a.nEmbd === config.nEmbd &&
+    a.blockSize === config.blockSize &&
+    a.vocabSize === config.vocabSize
+  );
 }

@@ -3,4 +3,5 @@ export * from './clock.ts';
 export * from './links.ts';
 export * from './network.ts';
 export * from './pipeline.ts';
+export * from './shared-cpu.ts';
 export * from './sim-transport.ts';
