@@ -3,11 +3,12 @@
  * page, a host's dashboard and a volunteer's join page, `crossOriginIsolated` is true, a shared
  * WebAssembly.Memory can be made and handed to a blob: worker (as the CPU engine's kernel threads
  * get theirs) that writes into it where the page sees it, the app's module workers run (the
- * engine probe measures the CPU), every response of ours carries the headers, and
- * onnxruntime-web samples on two threads of its own (workers started by onnxruntime itself).
+ * engine probe measures the CPU), a volunteer trains on the CPU engine's kernel threads, every
+ * response of ours carries the headers, and onnxruntime-web samples on two threads of its own
+ * (workers started by onnxruntime itself).
  */
 import { type Browser, type BrowserContext, expect, type Page, type Response, test } from '@playwright/test';
-import { recordErrors } from './fixtures.ts';
+import { readState, recordErrors } from './fixtures.ts';
 
 test.describe.configure({ mode: 'serial' });
 
@@ -112,10 +113,10 @@ test('the landing page is isolated: shared memory reaches a blob: worker, the en
   expect(errors).toEqual([]);
 });
 
-test('the host dashboard and a volunteer join page are isolated, and the join page measures the engines', async ({
+test('the host dashboard and a volunteer join page are isolated; the volunteer trains on CPU kernel threads', async ({
   browser,
 }) => {
-  test.setTimeout(180_000);
+  test.setTimeout(240_000);
   const missing: string[] = [];
   host = await open(browser, 'host', missing);
   // four cores, so that the sampler asks onnxruntime-web for two threads (defaultThreads: half the
@@ -133,7 +134,20 @@ test('the host dashboard and a volunteer join page are isolated, and the join pa
   await expect(volunteer.getByTestId('engine-verdict')).toContainText(/CPU: about [\d,]+ tokens\/s/, {
     timeout: 120_000,
   });
-  await volunteer.context().close(); // its probe would measure on beside the sampler
+  // the CPU engine on every core (at most 8): kernel threads from blob: URLs on one shared memory
+  const cores = await volunteer.evaluate(() => navigator.hardwareConcurrency);
+  const threads = Math.min(8, cores);
+  await volunteer.getByRole('radio', { name: /^CPU/ }).check();
+  await volunteer.getByRole('button', { name: 'Join', exact: true }).click();
+  await expect(volunteer.getByTestId('volunteer-phase')).toHaveText(/waiting|training/, { timeout: 90_000 });
+  await expect(volunteer.getByTestId('volunteer-adapter')).toContainText(
+    `CPU (WebAssembly SIMD, ${threads} thread${threads === 1 ? '' : 's'})`,
+  );
+  await expect.poll(async () => (await readState(host)).peers.length, { timeout: 60_000 }).toBe(1);
+  await host.getByRole('button', { name: 'Start' }).click();
+  await expect
+    .poll(async () => (await readState(volunteer)).metrics.step ?? 0, { timeout: 120_000 })
+    .toBeGreaterThan(2);
   expect(missing).toEqual([]);
   expect(errors).toEqual([]);
 });
