@@ -118,6 +118,24 @@ describe('KernelThreads', () => {
     threads.run([[{ fn, args: [1, 8, 0, 32, 64] }], [{ fn, args: [1, 8, 0, 32, 96] }]]);
   });
 
+  it('runs a list of tasks too long for one job as several, with the same results', async () => {
+    const { threads, matmul, arena } = await engineOn(2, 1 << 16, SimdMatmul.scratchFloats(64, 8, 8));
+    const fn = threads.fn(matmul.module, 'packB8');
+    const src = arena.allocate(8);
+    src.set([1, 2, 3, 4, 5, 6, 7, 8]);
+    const dst = arena.allocate(8 * 6);
+    // 6 tasks of 12,000 one-row copies (8 words each): 576,000 words, past one job's 262,144.
+    const tasks = Array.from({ length: 6 }, (_, t) =>
+      Array.from({ length: 12_000 }, () => ({ fn, args: [1, 8, src.byteOffset, 32, dst.byteOffset + 32 * t] })),
+    );
+    threads.run(tasks);
+    expect(Array.from(dst)).toEqual(Array.from({ length: 48 }, (_, i) => (i % 8) + 1));
+    // One round too long for the buffer runs on the calling thread.
+    dst.fill(0);
+    threads.run([tasks[0]?.concat(tasks[0], tasks[0]) ?? [], tasks[1] ?? []]);
+    expect(Array.from(dst.subarray(0, 16))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
   it('refuses what cannot work: threads on an unshared memory, a function it does not run', () => {
     const arena = WasmArena.create({ floats: 16 }) as WasmArena;
     const module = SimdMatmul.moduleFor(arena) as NonNullable<ReturnType<typeof SimdMatmul.moduleFor>>;

@@ -46,8 +46,11 @@ const STOP = 3;
 const FAILED = 4; // a thread threw: its message is in the calls buffer's error area
 const TASKS = 5; // tasks in the current job
 const CONTROL_WORDS = 8;
-/** Int32 words of call encoding per job: [task starts…, end][calls: fn, argc, floats, args…]. */
-const CALL_WORDS = 1 << 16;
+/**
+ * Int32 words of call encoding per job: [task starts…, end][calls: fn, argc, floats, args…].
+ * A longer list of tasks runs as several jobs (`run` splits it).
+ */
+const CALL_WORDS = 1 << 18;
 
 /**
  * The thread's whole program, as source (so it needs no bundler or loader). `run(data)`:
@@ -188,7 +191,8 @@ export class KernelThreads {
    */
   add(family: ModuleFamily): void {
     if (this.index.has(family)) return;
-    if (this.size > 1) throw new Error('KernelThreads: a pool of several threads runs only the modules it started with');
+    if (this.size > 1)
+      throw new Error('KernelThreads: a pool of several threads runs only the modules it started with');
     this.load(family);
   }
 
@@ -204,19 +208,47 @@ export class KernelThreads {
     return index;
   }
 
-  /** Runs the tasks (task i on thread i mod size) and returns when all are done. */
+  /**
+   * Runs the tasks (task i on thread i mod size) and returns when all are done. A list too long
+   * for one job's call buffer runs as several, each starting at a multiple of the thread count,
+   * so task i still runs on thread i mod size.
+   */
   run(tasks: readonly (readonly KernelCall[])[]): void {
     if (tasks.length === 0) return;
     if (tasks.length === 1 || !this.started || this.closed) {
       for (const task of tasks) this.runTask(task);
       return;
     }
+    let start = 0;
+    while (start < tasks.length) {
+      let end = start;
+      let words = 1;
+      // Whole rounds of `size` tasks while they fit (at least one round).
+      while (end < tasks.length) {
+        const round = tasks.slice(end, end + this.size);
+        const roundWords = round.reduce(
+          (sum, task) => sum + 1 + task.reduce((n, call) => n + 3 + call.args.length, 0),
+          0,
+        );
+        if (end > start && words + roundWords > CALL_WORDS) break;
+        words += roundWords;
+        end += round.length;
+      }
+      const chunk = tasks.slice(start, end);
+      // A round too long for the buffer runs here, on this thread: slower, the same results.
+      if (words > CALL_WORDS) for (const task of chunk) this.runTask(task);
+      else this.job(chunk);
+      start = end;
+    }
+  }
+
+  /** One job: the tasks encoded into the call buffer, the threads woken, this thread's share run, then a wait for theirs. */
+  private job(tasks: readonly (readonly KernelCall[])[]): void {
     const { words, floats, ctl } = this;
     let at = tasks.length + 1;
     for (const [t, task] of tasks.entries()) {
       words[t] = at;
       for (const call of task) {
-        if (at + 3 + call.args.length > CALL_WORDS) throw new RangeError('KernelThreads: a job with too many calls');
         words[at] = call.fn;
         words[at + 1] = call.args.length;
         words[at + 2] = call.floats ?? 0;
