@@ -1,6 +1,7 @@
 /**
- * Kernel threads in browsers: Web Workers from a blob: URL holding THREAD_SOURCE (the app's CSP
- * allows `worker-src blob:`), handed their memory and modules in the first message. A shared
+ * Kernel threads in browsers: Web Workers from a blob: URL holding THREAD_SOURCE (a
+ * Content-Security-Policy in front of the app must allow `worker-src blob:`), handed their memory
+ * and modules in the first message. A shared
  * memory crosses to them only where the page is cross-origin isolated (COOP and COEP headers:
  * docs/deployment.md); elsewhere the CPU backend runs on one thread.
  */
