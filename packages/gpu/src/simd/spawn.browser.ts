@@ -1,9 +1,9 @@
 /**
  * Kernel threads in browsers: Web Workers from a blob: URL holding THREAD_SOURCE (a
  * Content-Security-Policy in front of the app must allow `worker-src blob:`), handed their memory
- * and modules in the first message. A shared
- * memory crosses to them only where the page is cross-origin isolated (COOP and COEP headers:
- * docs/deployment.md); elsewhere the CPU backend runs on one thread.
+ * and modules in the first message. A shared memory crosses to them only where the page is
+ * cross-origin isolated (COOP and COEP headers: docs/deployment.md); elsewhere the CPU backend
+ * runs on one thread.
  */
 import { registerThreadSpawner } from './threads.cpu.ts';
 
