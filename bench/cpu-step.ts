@@ -28,6 +28,7 @@ import { CpuTrainer } from '../packages/model/src/cpu/trainer.ts';
 import { initParameters } from '../packages/model/src/init.ts';
 import { buildLayout } from '../packages/model/src/layout.ts';
 import { defaultTrainConfig } from '../packages/model/src/train-config.ts';
+import { measureSimdCeiling } from './simd-ceiling.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -99,6 +100,12 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)] as number;
 }
 
+const ceiling = measureSimdCeiling();
+console.log(
+  ceiling === null
+    ? 'SIMD ceiling: no relaxed SIMD here (the matmul multiplies and adds separately)'
+    : `SIMD ceiling: ${ceiling.toFixed(1)} GFLOP/s a thread (f32x4 fused multiply-adds, no memory traffic)`,
+);
 const results: Record<string, unknown>[] = [];
 for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
   const config = PRESETS[preset];
@@ -176,12 +183,15 @@ for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
       `${((B * T) / (best / 1000)).toFixed(0)} tokens/s at best (${steps} steps after ${warmup} warm-up)`,
   );
   console.log(
-    `  ${'kernel'.padEnd(34)} ${'calls'.padStart(5)} ${'ms/step'.padStart(8)} ${'share'.padStart(6)} GFLOP/s`,
+    `  ${'kernel'.padEnd(34)} ${'calls'.padStart(5)} ${'ms/step'.padStart(8)} ${'share'.padStart(6)} GFLOP/s  of ceiling`,
   );
   for (const p of profile) {
     console.log(
       `  ${p.op.padEnd(34)} ${String(p.calls).padStart(5)} ${p.ms.toFixed(2).padStart(8)} ` +
-        `${((100 * p.ms) / profileMs).toFixed(1).padStart(5)}% ${p.gflops ? p.gflops.toFixed(2).padStart(7) : ''}`,
+        `${((100 * p.ms) / profileMs).toFixed(1).padStart(5)}% ${p.gflops ? p.gflops.toFixed(2).padStart(7) : ''}` +
+        (p.gflops && ceiling
+          ? `  ${((100 * p.gflops) / (ceiling * model.threads.count)).toFixed(0).padStart(3)}%`
+          : ''),
     );
   }
   console.log(`  ${'total (timed kernels)'.padEnd(34)} ${''.padStart(5)} ${profileMs.toFixed(2).padStart(8)}`);
@@ -207,6 +217,7 @@ console.log(
     polymorphic: args.polymorphic,
     js: args.js,
     relaxed: engine.relaxed,
+    simdCeilingGflops: ceiling === null ? null : Number(ceiling.toFixed(1)),
     steps,
     warmup,
     results,
