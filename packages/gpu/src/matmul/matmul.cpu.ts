@@ -16,6 +16,7 @@
  */
 import type { FloatArray } from '../kernel.ts';
 
+export { SimdOptimizer } from '../adamw/adamw.simd.cpu.ts';
 // The float32 WebAssembly SIMD engine the CPU training backend runs these products on, and the
 // memory it shares with the other SIMD kernels.
 export { WasmArena, type WasmArenaOptions } from '../simd/arena.cpu.ts';

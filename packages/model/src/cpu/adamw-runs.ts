@@ -3,7 +3,7 @@
  * tensors with the same decay flag. The runs' views are made when the arrays change, not per step.
  * Shared by the CPU trainer and the CPU pipeline stage.
  */
-import { adamwUpdate } from '@shoal/gpu';
+import { adamwUpdate, type SimdOptimizer } from '@shoal/gpu';
 import type { ParamLayout } from '../layout.ts';
 import type { TrainConfig } from '../train-config.ts';
 
@@ -18,7 +18,11 @@ export class AdamWRuns {
   private readonly runs: { offset: number; size: number; decay: boolean }[] = [];
   private views: (AdamWArrays & { decay: boolean })[] = [];
 
-  constructor(layout: ParamLayout) {
+  /** `optimizer`: run the update in SIMD (the arrays must then live in its arena). */
+  constructor(
+    layout: ParamLayout,
+    private readonly optimizer: SimdOptimizer | null = null,
+  ) {
     for (const t of layout.tensors) {
       const last = this.runs.at(-1);
       if (last && last.decay === t.decay && last.offset + last.size === t.offset) last.size += t.size;
@@ -45,7 +49,10 @@ export class AdamWRuns {
     const { beta1, beta2, eps, weightDecay } = train;
     for (const run of this.views) {
       const decay = run.decay ? weightDecay : 0;
-      adamwUpdate(run.params, run.grads, run.m, run.v, run.params.length, lr, beta1, beta2, eps, decay, t, gradScale);
+      if (this.optimizer)
+        this.optimizer.update(run.params, run.grads, run.m, run.v, lr, beta1, beta2, eps, decay, t, gradScale);
+      else
+        adamwUpdate(run.params, run.grads, run.m, run.v, run.params.length, lr, beta1, beta2, eps, decay, t, gradScale);
     }
   }
 }

@@ -94,6 +94,8 @@ export interface CpuGptOptions<A extends FloatArray> extends CpuBackendOptions {
    * input, and one without the head returns its output for the next.
    */
   stage?: StageSpec;
+  /** Floats to reserve in the kernels' memory beyond the activations, for `allocate` (CpuTrainer keeps its vectors there). */
+  extraFloats?: number;
 }
 
 export interface BackwardOptions<A extends FloatArray> {
@@ -116,6 +118,10 @@ export class CpuGpt<A extends FloatArray> {
   /** Resolves once the kernel threads have started (steps before then run on one thread, with the same results). */
   readonly ready: Promise<void>;
   private readonly destroyBackend: () => void;
+  /** `n` zeroed floats in the kernels' memory (from CpuGptOptions.extraFloats), which kernels use in place. */
+  readonly allocate: (n: number) => A;
+  /** The SIMD gradient norm and AdamW on that memory (null on the JS kernels). */
+  readonly optimizer: CpuBackend<A>['optimizer'];
   /** The blocks this model runs, and whether it embeds and ends in the head (the whole model: all). */
   readonly stage: StageSpec;
   private readonly kernels: CpuKernels<A>;
@@ -151,11 +157,19 @@ export class CpuGpt<A extends FloatArray> {
       [BT, C, V],
     ];
     // Two blocks (activations and their gradients), each rounded up to 4 floats by the arena.
-    const backend = createCpuBackend(ArrayType, 2 * (floats + 4), { matmuls, T, C, NH, N: BT, V }, options);
+    const extra = options.extraFloats ?? 0;
+    const backend = createCpuBackend(
+      ArrayType,
+      2 * (floats + 4) + extra,
+      { matmuls, T, C, NH, N: BT, V, optimizer: extra },
+      options,
+    );
     this.backendName = backend.name;
     this.threads = { count: backend.threads, ...(backend.threadsNote ? { note: backend.threadsNote } : {}) };
     this.ready = backend.ready;
     this.destroyBackend = () => backend.destroy();
+    this.allocate = backend.allocate;
+    this.optimizer = backend.optimizer;
     this.kernels = options.wrapKernels ? options.wrapKernels(backend.kernels) : backend.kernels;
     this.acts = allocateActivations(config, B, T, backend.allocate, shape);
     this.grads = allocateActivations(config, B, T, backend.allocate, shape);

@@ -30,6 +30,7 @@ import {
   SimdGelu,
   SimdLayernorm,
   SimdMatmul,
+  SimdOptimizer,
   SimdResidual,
   WasmArena,
 } from '@shoal/gpu';
@@ -117,6 +118,8 @@ export interface CpuBackend<A extends FloatArray> {
   readonly ready: Promise<void>;
   /** `n` zeroed floats for activations (views into one block: call once per array you need). */
   allocate(n: number): A;
+  /** Gradient norm and AdamW for vectors from `allocate`, in SIMD on the same threads (null on the JS kernels). */
+  readonly optimizer: SimdOptimizer | null;
   /** Stops the threads. */
   destroy(): void;
 }
@@ -175,6 +178,7 @@ export function createCpuBackend<A extends FloatArray>(
     ...(threads > 1 ? { threadsNote: 'the JS kernels run on one thread' } : {}),
     ready: Promise.resolve(),
     allocate: (n) => new ArrayType(n),
+    optimizer: null,
     destroy() {},
   };
 }
@@ -189,6 +193,8 @@ export interface CpuModelShapes {
   /** Rows and vocabulary of the cross-entropy. */
   N: number;
   V: number;
+  /** The longest vector the optimizer runs on (0: none). */
+  optimizer?: number;
 }
 
 /**
@@ -208,6 +214,7 @@ function createSimdKernels(
     SimdAttention.scratchFloats(T, C, NH, options.threads ?? 1),
     SimdCrossEntropy.scratchFloats(N, V),
     SimdLayernorm.scratchFloats(N, C),
+    SimdOptimizer.scratchFloats(shapes.optimizer ?? 0),
     // SimdGelu and SimdResidual copy nothing here (their operands are activations): no scratch.
   );
   const pool = createThreads(floats, scratchFloats, options);
@@ -259,13 +266,17 @@ function createSimdKernels(
     ...(note ? { threadsNote: note } : {}),
     ready: threads.ready,
     allocate: (n) => arena.allocate(n),
+    optimizer: SimdOptimizer.create(arena, threads),
     destroy: () => threads.close(),
   };
 }
 
 /** The kernel modules the threads run: the matmul's, and those of the families split over threads that compile here. */
 function threadModules(arena: WasmArena, matmul: ModuleFamily): ModuleFamily[] {
-  return [matmul, ...[SimdAttention.module, SimdGelu.module].filter((family) => family(arena.shared) !== null)];
+  return [
+    matmul,
+    ...[SimdAttention.module, SimdGelu.module, SimdOptimizer.module].filter((family) => family(arena.shared) !== null),
+  ];
 }
 
 /**

@@ -1,10 +1,13 @@
 /**
  * The CPU training backend: the f32 CPU model, global-norm clipping and AdamW with nanoGPT's
- * decay rule (2-D tensors only). For tests, the simulator, and machines without WebGPU.
+ * decay rule (2-D tensors only). For tests, the simulator, and machines without WebGPU. On the
+ * SIMD kernels the parameters, their gradient and the AdamW moments a step works on live in the
+ * kernels' memory: the matmuls use weights and gradients in place, and the norm and the update
+ * run in SIMD on the kernel threads (float32, as on the GPU). On the JS kernels, in float64 in JS.
  */
 import { clipScale, gradNorm } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
-import type { ParamLayout } from '../layout.ts';
+import { buildLayout, type ParamLayout } from '../layout.ts';
 import type { Batch, OptimizerState, Trainer } from '../train/trainer.ts';
 import type { TrainConfig } from '../train-config.ts';
 import { AdamWRuns } from './adamw-runs.ts';
@@ -13,14 +16,22 @@ import type { CpuBackendOptions } from './kernels.ts';
 
 /**
  * What a CPU trainer computes with but does not train: the model with its activations and their
- * gradients (in the kernels' memory) and the parameter gradient, for one model and (B, T).
- * Trainers that never step at the same time (the simulator's workers take turns on one thread)
- * can share one (`CpuTrainerOptions.compute`): each then holds only its parameters, AdamW moments
- * and step count, 12 bytes a parameter. Whoever made it destroys it, after its trainers.
+ * gradients, the parameter gradient, and the parameters and AdamW moments a step works on (all
+ * in the kernels' memory on the SIMD kernels), for one model and (B, T). Trainers that never step
+ * at the same time (the simulator's workers take turns on one thread) can share one
+ * (`CpuTrainerOptions.compute`): each then holds its own parameters, AdamW moments and step
+ * count, 12 bytes a parameter, and copies them in for a step and out after it. Whoever made it
+ * destroys it, after its trainers.
  */
 export class CpuCompute {
   readonly model: CpuGpt<Float32Array>;
   readonly grads: Float32Array;
+  /** The parameters and moments a step works on: a trainer's own when it made this compute. */
+  readonly params: Float32Array;
+  readonly m: Float32Array;
+  readonly v: Float32Array;
+  /** Updates params, m and v by a layout's AdamW runs (in SIMD where the model has it). */
+  readonly runs: AdamWRuns;
 
   constructor(
     readonly config: GptConfig,
@@ -28,13 +39,24 @@ export class CpuCompute {
     readonly seqLen: number,
     options: CpuBackendOptions = {},
   ) {
-    this.model = new CpuGpt<Float32Array>(config, batchSize, seqLen, Float32Array, options);
-    this.grads = new Float32Array(this.model.layout.size);
+    const size = buildLayout(config).size;
+    // Four vectors in the kernels' memory, each rounded up to 4 floats there.
+    const extraFloats = 4 * (size + 4);
+    this.model = new CpuGpt<Float32Array>(config, batchSize, seqLen, Float32Array, { ...options, extraFloats });
+    const allocate = (n: number) => (this.model.optimizer ? this.model.allocate(n) : new Float32Array(n));
+    [this.params, this.grads, this.m, this.v] = [allocate(size), allocate(size), allocate(size), allocate(size)];
+    this.runs = new AdamWRuns(this.model.layout, this.model.optimizer);
+    this.runs.point({ params: this.params, grads: this.grads, m: this.m, v: this.v });
   }
 
-  /** Bytes it holds: activations, their gradients and the parameter gradient (kernel scratch not included). */
+  /** The global gradient norm of `grads` (in SIMD where the model has it). */
+  gradNorm(): number {
+    return this.model.optimizer ? this.model.optimizer.gradNorm(this.grads) : gradNorm(this.grads);
+  }
+
+  /** Bytes it holds: activations, their gradients, the parameter gradient and the step's parameters and moments. */
   get bytes(): number {
-    return this.model.activationBytes + this.grads.byteLength;
+    return this.model.activationBytes + 4 * this.grads.byteLength;
   }
 
   destroy(): void {
@@ -56,16 +78,16 @@ export class CpuTrainer implements Trainer {
   readonly compute: CpuCompute;
   private readonly ownsCompute: boolean;
   private readonly model: CpuGpt<Float32Array>;
-  private readonly grads: Float32Array;
-  private m: Float32Array;
-  private v: Float32Array;
+  /** Its parameters and moments: the compute's own when it made the compute, else its own arrays (copied in for a step). */
+  private readonly params: Float32Array;
+  private readonly m: Float32Array;
+  private readonly v: Float32Array;
   private adamStep = 0;
-  private readonly runs: AdamWRuns;
 
   constructor(
     config: GptConfig,
     readonly train: TrainConfig,
-    private params: Float32Array,
+    params: Float32Array,
     options: CpuTrainerOptions = {},
   ) {
     const shared = options.compute;
@@ -80,17 +102,15 @@ export class CpuTrainer implements Trainer {
     this.layout = this.model.layout;
     if (params.length !== this.layout.size)
       throw new RangeError(`params have ${params.length} values, the model needs ${this.layout.size}`);
-    this.grads = this.compute.grads;
-    this.m = new Float32Array(this.layout.size);
-    this.v = new Float32Array(this.layout.size);
-    this.runs = new AdamWRuns(this.layout);
-    this.pointRuns();
+    const own = (x: Float32Array) => (shared ? new Float32Array(this.layout.size) : x);
+    [this.params, this.m, this.v] = [own(this.compute.params), own(this.compute.m), own(this.compute.v)];
+    this.params.set(params);
   }
 
   /** Bytes this trainer holds of its own: parameters and AdamW moments, and its compute unless shared. */
   get ownBytes(): number {
-    const state = this.params.byteLength + this.m.byteLength + this.v.byteLength;
-    return state + (this.ownsCompute ? this.compute.bytes : 0);
+    if (this.ownsCompute) return this.compute.bytes;
+    return this.params.byteLength + this.m.byteLength + this.v.byteLength;
   }
 
   /** Threads the kernels run on (CpuBackendOptions.threads), and why fewer than asked when so. */
@@ -103,16 +123,15 @@ export class CpuTrainer implements Trainer {
     return this.model.ready;
   }
 
-  private pointRuns(): void {
-    this.runs.point({ params: this.params, grads: this.grads, m: this.m, v: this.v });
-  }
-
   async step(batch: Batch, lr: number): Promise<number> {
-    const loss = this.model.forward(this.params, batch.inputs, batch.targets);
-    this.model.backward(this.params, this.grads);
-    const scale = clipScale(gradNorm(this.grads), this.train.gradClip);
+    const { compute } = this;
+    if (!this.ownsCompute) for (const name of ['params', 'm', 'v'] as const) compute[name].set(this[name]);
+    const loss = this.model.forward(compute.params, batch.inputs, batch.targets);
+    this.model.backward(compute.params, compute.grads);
+    const scale = clipScale(compute.gradNorm(), this.train.gradClip);
     this.adamStep++;
-    this.runs.update(this.train, lr, this.adamStep, scale);
+    compute.runs.update(this.train, lr, this.adamStep, scale);
+    if (!this.ownsCompute) for (const name of ['params', 'm', 'v'] as const) this[name].set(compute[name]);
     return loss;
   }
 
@@ -129,8 +148,7 @@ export class CpuTrainer implements Trainer {
   async setParams(params: Float32Array): Promise<void> {
     if (params.length !== this.layout.size)
       throw new RangeError(`params have ${params.length} values, the model needs ${this.layout.size}`);
-    this.params = params.slice();
-    this.pointRuns();
+    this.params.set(params);
   }
 
   async getOptimizerState(): Promise<OptimizerState> {
@@ -143,10 +161,9 @@ export class CpuTrainer implements Trainer {
         `optimizer state has ${state.m.length}/${state.v.length} values, the model needs ${this.layout.size}`,
       );
     }
-    this.m = state.m.slice();
-    this.v = state.v.slice();
+    this.m.set(state.m);
+    this.v.set(state.v);
     this.adamStep = state.step;
-    this.pointRuns();
   }
 
   destroy(): void {

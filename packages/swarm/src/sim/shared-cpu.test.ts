@@ -89,14 +89,15 @@ describe('simulated workers on one shared CPU compute', () => {
       expect(shared.computes).toHaveLength(1);
       const compute = shared.computes[0];
       // the planner's bytes for a volunteer (θ, gradient, m, v, θ_global and outer m: 24 bytes a
-      // parameter; activations and their gradients) less what is not the compute's: 20 bytes a parameter
-      expect(compute?.bytes).toBe(modelMemoryBytes(model, 4, 32) - 20 * layout.size);
+      // parameter; activations and their gradients) less what is not the compute's (θ_global and
+      // outer m): 8 bytes a parameter. The compute holds the θ, m and v a step works on.
+      expect(compute?.bytes).toBe(modelMemoryBytes(model, 4, 32) - 8 * layout.size);
       for (const trainer of trainers) {
         expect(trainer.compute).toBe(compute);
         expect(trainer.ownBytes).toBe(12 * layout.size); // θ_local, m, v
       }
       const alone = new CpuTrainer(model, train, params);
-      expect(alone.ownBytes).toBe(12 * layout.size + (compute?.bytes ?? 0));
+      expect(alone.ownBytes).toBe(compute?.bytes); // its θ, m and v are its compute's
       alone.destroy();
       // another batch shape gets its own compute
       await shared.createTrainer(model, { ...train, batchSize: 8 }, params);
