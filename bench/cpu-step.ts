@@ -20,8 +20,9 @@
  */
 import { parseArgs } from 'node:util';
 import { BatchSampler, loadMobyDick, splitCorpus } from '@shoal/data';
-import { adamwUpdate, clipScale, gradNorm } from '@shoal/gpu';
+import { clipScale, gradNorm } from '@shoal/gpu';
 import { PRESETS, type PresetName } from '../packages/model/src/config.ts';
+import { AdamWRuns } from '../packages/model/src/cpu/adamw-runs.ts';
 import { CpuGpt } from '../packages/model/src/cpu/gpt.ts';
 import type { CpuKernels } from '../packages/model/src/cpu/kernels.ts';
 import { CpuTrainer } from '../packages/model/src/cpu/trainer.ts';
@@ -140,13 +141,16 @@ for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
   trainer.destroy();
   const model = new CpuGpt<Float32Array>(config, B, T, Float32Array, {
     ...engine,
+    extraFloats: 4 * (layout.size + 4),
     wrapKernels: (kernels) => timedKernels(times, kernels),
   });
   await model.ready;
-  const params = initParameters(layout, 1);
-  const grads = new Float32Array(layout.size);
-  const m = new Float32Array(layout.size);
-  const v = new Float32Array(layout.size);
+  // As CpuCompute keeps them: in the kernels' memory, with the SIMD optimizer, where it has one.
+  const vector = () => (model.optimizer ? model.allocate(layout.size) : new Float32Array(layout.size));
+  const [params, grads, m, v] = [vector(), vector(), vector(), vector()];
+  params.set(initParameters(layout, 1));
+  const runs = new AdamWRuns(layout, model.optimizer);
+  runs.point({ params, grads, m, v });
   const reps = Math.max(3, Math.min(steps, 10));
   const optimizer = { calls: 0, ms: 0, flops: 0 };
   for (let i = 0; i < warmup + reps; i++) {
@@ -158,11 +162,11 @@ for (const preset of (args.presets ?? '').split(',') as PresetName[]) {
     model.forward(params, batch.inputs, batch.targets);
     model.backward(params, grads);
     const start = performance.now();
-    const scale = clipScale(gradNorm(grads), 1);
-    adamwUpdate(params, grads, m, v, layout.size, 1e-3, 0.9, 0.95, 1e-8, 0.1, i + 1, scale);
+    const scale = clipScale(model.optimizer ? model.optimizer.gradNorm(grads) : gradNorm(grads), 1);
+    runs.update(settings, 1e-3, i + 1, scale);
     optimizer.ms += performance.now() - start;
   }
-  times.set('gradNorm + adamwUpdate', { ...optimizer, calls: reps });
+  times.set('gradNorm + AdamW', { ...optimizer, calls: reps });
   const profile = [...times.entries()]
     .map(([op, t]) => ({
       op,

@@ -18,6 +18,15 @@ import { type KernelCall, KernelThreads } from '../simd/threads.cpu.ts';
 import { compileOnce, emitHorizontal, FunctionBuilder, type ModuleFamily, op } from '../simd/wasm.cpu.ts';
 import { adamwBiasCorrections } from './adamw.cpu.ts';
 
+/** One run of AdamW: vectors of the same length in the arena, and their weight decay. */
+export interface AdamWRun {
+  params: Float32Array;
+  grads: Float32Array;
+  m: Float32Array;
+  v: Float32Array;
+  decay: number;
+}
+
 /** Floats per piece of the norm's sum (and per AdamW task). */
 const CHUNK = 1 << 15;
 
@@ -200,39 +209,54 @@ export class SimdOptimizer {
     t: number,
     gradScale = 1,
   ): void {
-    this.check([params, grads, m, v]);
-    const n = params.length;
-    if (grads.length !== n || m.length !== n || v.length !== n)
-      throw new RangeError('SimdOptimizer: params, grads, m and v must have the same length');
+    this.updateRuns([{ params, grads, m, v, decay: weightDecay }], lr, beta1, beta2, eps, t, gradScale);
+  }
+
+  /** One AdamW step over several runs of vectors, each with its weight decay, as one job on the threads. */
+  updateRuns(
+    runs: readonly AdamWRun[],
+    lr: number,
+    beta1: number,
+    beta2: number,
+    eps: number,
+    t: number,
+    gradScale = 1,
+  ): void {
     const [bc1, bc2] = adamwBiasCorrections(beta1, beta2, t);
-    const k = { lr, beta1, beta2, eps, decay: weightDecay, bc1: 1 / bc1, bc2: 1 / bc2, scale: gradScale };
-    const n4 = n - (n % 4);
     const tasks: KernelCall[][] = [];
-    for (let start = 0; start < n4; start += CHUNK) {
-      const at = (x: Float32Array) => x.byteOffset + 4 * start;
-      tasks.push([
-        {
-          fn: this.fns.adamw,
-          args: [
-            at(params),
-            at(grads),
-            at(m),
-            at(v),
-            Math.min(CHUNK, n4 - start),
-            k.lr,
-            k.beta1,
-            k.beta2,
-            k.eps,
-            k.decay,
-            k.bc1,
-            k.bc2,
-            k.scale,
-          ],
-          floats: ADAMW_FLOATS,
-        },
-      ]);
+    const tails: (() => void)[] = [];
+    for (const { params, grads, m, v, decay } of runs) {
+      this.check([params, grads, m, v]);
+      const n = params.length;
+      if (grads.length !== n || m.length !== n || v.length !== n)
+        throw new RangeError('SimdOptimizer: params, grads, m and v must have the same length');
+      const k = { lr, beta1, beta2, eps, decay, bc1: 1 / bc1, bc2: 1 / bc2, scale: gradScale };
+      const n4 = n - (n % 4);
+      for (let start = 0; start < n4; start += CHUNK) {
+        const at = (x: Float32Array) => x.byteOffset + 4 * start;
+        const count = Math.min(CHUNK, n4 - start);
+        const args = [
+          at(params),
+          at(grads),
+          at(m),
+          at(v),
+          count,
+          k.lr,
+          k.beta1,
+          k.beta2,
+          k.eps,
+          k.decay,
+          k.bc1,
+          k.bc2,
+          k.scale,
+        ];
+        tasks.push([{ fn: this.fns.adamw, args, floats: ADAMW_FLOATS }]);
+      }
+      tails.push(() => {
+        for (let i = n4; i < n; i++) adamwTail(params, grads, m, v, i, k);
+      });
     }
     this.threads.run(tasks);
-    for (let i = n4; i < n; i++) adamwTail(params, grads, m, v, i, k);
+    for (const tail of tails) tail();
   }
 }

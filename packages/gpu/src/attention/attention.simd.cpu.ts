@@ -178,12 +178,16 @@ function transposeKernel(): FunctionBuilder {
  */
 const ROW_BLOCK = 16;
 
+/** Task lists kept (two a layer: forward and backward; the oldest goes first). */
+const MAX_CACHED_JOBS = 256;
+
 const attentionModule = compileOnce(() => [softmaxCausalKernel(), softmaxBackwardKernel(), transposeKernel()]);
 
 /** Attention forward and backward on a WasmArena, its products on `matmul` (same arena, same threads). */
 export class SimdAttention {
   private readonly threads: KernelThreads;
   private readonly fns: { softmaxCausal: number; softmaxBackward: number; transposeScaled: number };
+  private readonly jobs = new Map<string, KernelCall[][]>();
 
   private constructor(
     private readonly arena: WasmArena,
@@ -227,6 +231,23 @@ export class SimdAttention {
   }
 
   /**
+   * The task lists of a call, kept by its operands' addresses and shape: CpuGpt calls with the
+   * same activations every step, so each layer's lists are built once (building them, thousands
+   * of small objects, took a tenth of the attention's time).
+   */
+  private cached(key: string): { tasks: KernelCall[][] | undefined; set(tasks: KernelCall[][]): void } {
+    const { jobs } = this;
+    const tasks = jobs.get(key);
+    return {
+      tasks,
+      set: (built) => {
+        if (jobs.size >= MAX_CACHED_JOBS) jobs.delete(jobs.keys().next().value as string);
+        jobs.set(key, built);
+      },
+    };
+  }
+
+  /**
    * Per-thread [hs, T] areas for transposed keys or values: task i runs on thread i mod size
    * (KernelThreads), so task i may use area i mod size; and a zero row for the products' C0.
    */
@@ -253,7 +274,14 @@ export class SimdAttention {
     const hs = C / NH;
     const C3 = 3 * C;
     const { area, zeros } = this.scratchAreas(T, hs);
+    const key = ['forward', out, preatt, att, qkv].map((x) => (typeof x === 'string' ? x : x.byteOffset)).join();
+    const cached = this.cached(`${key},${B},${T},${C},${NH},${area(0)},${zeros}`);
+    if (cached.tasks) {
+      this.threads.run(cached.tasks);
+      return;
+    }
     const tasks: KernelCall[][] = [];
+    cached.set(tasks);
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < NH; h++) {
         const calls: KernelCall[] = [];
@@ -330,7 +358,16 @@ export class SimdAttention {
     const hs = C / NH;
     const C3 = 3 * C;
     const { area, zeros } = this.scratchAreas(T, hs);
+    const key = ['backward', dqkv, dpreatt, datt, dout, qkv, att]
+      .map((x) => (typeof x === 'string' ? x : x.byteOffset))
+      .join();
+    const cached = this.cached(`${key},${B},${T},${C},${NH},${area(0)},${zeros}`);
+    if (cached.tasks) {
+      this.threads.run(cached.tasks);
+      return;
+    }
     const tasks: KernelCall[][] = [];
+    cached.set(tasks);
     for (let b = 0; b < B; b++) {
       for (let h = 0; h < NH; h++) {
         const calls: KernelCall[] = [];

@@ -47,12 +47,14 @@ export class AdamWRuns {
   /** AdamW step `t` (from 1) at learning rate `lr`; the gradient is multiplied by `gradScale` first. */
   update(train: TrainConfig, lr: number, t: number, gradScale: number): void {
     const { beta1, beta2, eps, weightDecay } = train;
+    if (this.optimizer) {
+      const runs = this.views.map((run) => ({ ...run, decay: run.decay ? weightDecay : 0 }));
+      this.optimizer.updateRuns(runs, lr, beta1, beta2, eps, t, gradScale);
+      return;
+    }
     for (const run of this.views) {
       const decay = run.decay ? weightDecay : 0;
-      if (this.optimizer)
-        this.optimizer.update(run.params, run.grads, run.m, run.v, lr, beta1, beta2, eps, decay, t, gradScale);
-      else
-        adamwUpdate(run.params, run.grads, run.m, run.v, run.params.length, lr, beta1, beta2, eps, decay, t, gradScale);
+      adamwUpdate(run.params, run.grads, run.m, run.v, run.params.length, lr, beta1, beta2, eps, decay, t, gradScale);
     }
   }
 }
