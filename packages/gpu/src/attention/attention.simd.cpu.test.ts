@@ -22,7 +22,7 @@ describe('SimdAttention (WebAssembly SIMD)', () => {
       const sizes = { qkv: B * T * 3 * C, out: B * T * C, square: B * NH * T * T };
       const arena = WasmArena.create({
         floats: 2 * sizes.qkv + 2 * sizes.out + 4 * sizes.square + 64,
-        scratchFloats: SimdAttention.scratchFloats(T, C, NH),
+        scratchFloats: SimdAttention.scratchFloats(B, T, C, NH),
       }) as WasmArena;
       const attention = SimdAttention.create(arena, SimdMatmul.create(arena) as SimdMatmul) as SimdAttention;
       const take = (values: Float32Array) => {
@@ -71,7 +71,10 @@ describe('SimdAttention (WebAssembly SIMD)', () => {
     expect(SimdAttention.supports(5, 16, 2)).toBe(false); // T
     expect(SimdAttention.supports(8, 12, 2)).toBe(false); // head size 6
     const [B, T, C, NH] = [1, 4, 8, 2];
-    const arena = WasmArena.create({ floats: 256, scratchFloats: SimdAttention.scratchFloats(T, C, NH) }) as WasmArena;
+    const arena = WasmArena.create({
+      floats: 256,
+      scratchFloats: SimdAttention.scratchFloats(B, T, C, NH),
+    }) as WasmArena;
     const attention = SimdAttention.create(arena, SimdMatmul.create(arena) as SimdMatmul) as SimdAttention;
     const [out, square] = [arena.allocate(B * T * C), arena.allocate(B * NH * T * T)];
     expect(() => attention.forward(out, square, square, new Float32Array(B * T * 3 * C), B, T, C, NH)).toThrow(

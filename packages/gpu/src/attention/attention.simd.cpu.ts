@@ -13,8 +13,8 @@
  * every gemm streams contiguous rows. The products are causal: they run in blocks of ROW_BLOCK
  * query rows, each over the keys its rows can see (and dV, dK over the queries that see a key
  * block), so the masked half of the square is skipped in forward and backward alike. Each (b, h)
- * is one task of kernel calls, and the tasks are spread over the matmul's threads (KernelThreads):
- * a head's results never depend on which thread ran it. Differences from the reference, all in
+ * is one task of kernel calls with its own scratch, and the tasks are spread over the matmul's
+ * threads (KernelThreads): a head's results never depend on which thread ran it. Differences from the reference, all in
  * the scratch it documents as such: preatt holds scores only on and below the diagonal (what
  * lies above is unspecified), and dpreatt holds the gradient with respect to q·k (the reference's
  * dpreatt times 1/√hs), 0 on masked keys.
@@ -211,9 +211,9 @@ export class SimdAttention {
     return attentionModule(arena.shared) ? new SimdAttention(arena, matmul) : null;
   }
 
-  /** Scratch floats a call needs on `threads` threads (each transposes its heads' keys or values into its own [hs, T]). */
-  static scratchFloats(T: number, C: number, NH: number, threads = 1): number {
-    return threads * ((C / NH) * T + 4) + T + C / NH + 8;
+  /** Scratch floats a call on B sequences needs (each (b, h) transposes its keys or values into its own [hs, T]). */
+  static scratchFloats(B: number, T: number, C: number, NH: number): number {
+    return B * NH * (C / NH) * T + T + C / NH + 8;
   }
 
   /** Whether this shape suits the kernels (T and the head size multiples of 4; else run the JS reference). */
@@ -248,14 +248,14 @@ export class SimdAttention {
   }
 
   /**
-   * Per-thread [hs, T] areas for transposed keys or values: task i runs on thread i mod size
-   * (KernelThreads), so task i may use area i mod size; and a zero row for the products' C0.
+   * An [hs, T] area per (b, h) task for its transposed keys or values (tasks run on whichever
+   * thread takes them, so each owns its scratch), and a zero row for the products' C0.
    */
-  private scratchAreas(T: number, hs: number): { area: (task: number) => number; zeros: number } {
-    const { arena, threads } = this;
+  private scratchAreas(T: number, hs: number, heads: number): { area: (task: number) => number; zeros: number } {
+    const { arena } = this;
     arena.resetScratch();
-    const areas = Array.from({ length: threads.size }, () => arena.scratch(hs * T));
-    return { area: (task) => areas[task % threads.size] as number, zeros: arena.zeros(Math.max(T, hs)) };
+    const first = arena.scratch(heads * hs * T);
+    return { area: (task) => first + 4 * task * hs * T, zeros: arena.zeros(Math.max(T, hs)) };
   }
 
   /** As attentionForward: out [B,T,C], preatt and att [B,NH,T,T] from qkv [B,T,3C]; one task per (b, h). */
@@ -273,7 +273,7 @@ export class SimdAttention {
     const { matmul, fns } = this;
     const hs = C / NH;
     const C3 = 3 * C;
-    const { area, zeros } = this.scratchAreas(T, hs);
+    const { area, zeros } = this.scratchAreas(T, hs, B * NH);
     const key = ['forward', out, preatt, att, qkv].map((x) => (typeof x === 'string' ? x : x.byteOffset)).join();
     const cached = this.cached(`${key},${B},${T},${C},${NH},${area(0)},${zeros}`);
     if (cached.tasks) {
@@ -357,7 +357,7 @@ export class SimdAttention {
     const { matmul, fns } = this;
     const hs = C / NH;
     const C3 = 3 * C;
-    const { area, zeros } = this.scratchAreas(T, hs);
+    const { area, zeros } = this.scratchAreas(T, hs, B * NH);
     const key = ['backward', dqkv, dpreatt, datt, dout, qkv, att]
       .map((x) => (typeof x === 'string' ? x : x.byteOffset))
       .join();

@@ -115,7 +115,7 @@ export class SimdGelu {
 
   /** `fn`(out, …ins, count) over [0, n) (n a multiple of 4·UNROLL), in a range per thread. */
   private split(fn: number, n: number, addresses: number[]): void {
-    const tasks = splitRange(n, this.threads.size, 4 * UNROLL * 64).map(([start, end]) => [
+    const tasks = splitRange(n, this.threads.tasks, 4 * UNROLL * 64).map(([start, end]) => [
       { fn, args: [...addresses.map((at) => at + 4 * start), end - start] },
     ]);
     this.threads.run(tasks);

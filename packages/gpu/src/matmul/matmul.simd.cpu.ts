@@ -464,7 +464,7 @@ export class SimdMatmul {
     // 1. B, whole, into [N/8][K][8] panels and a [K][4] one.
     const [pack8, pack4] = bT ? [fns.packBT8, fns.packBT4] : [fns.packB8, fns.packB4];
     const column = (n: number) => (bT ? b + n * ldb : b + 4 * n); // B's column n
-    const bTasks: KernelCall[][] = splitRange(N8, threads.size, 8).map(([n0, n1]) => [
+    const bTasks: KernelCall[][] = splitRange(N8, threads.tasks, 8).map(([n0, n1]) => [
       { fn: pack8, args: [K, n1 - n0, column(n0), ldb, packB + 4 * n0 * K] },
     ]);
     if (N8 < N) {
@@ -474,7 +474,7 @@ export class SimdMatmul {
     }
     threads.run(bTasks);
     // 2. Rows of C: per K block, that block of their A rows packed, then the panels.
-    const rowTasks = splitRange(M, threads.size, 4).map(([m0, m1]) => {
+    const rowTasks = splitRange(M, threads.tasks, 4).map(([m0, m1]) => {
       const calls: KernelCall[] = [];
       const rows = m1 - m0;
       const rows4 = rows - (rows % 4);

@@ -2,9 +2,11 @@
  * Worker threads for the CPU backend's WebAssembly kernels: each thread instantiates the same
  * kernel modules on one shared memory (a shared WasmArena), so a kernel call is just its export's
  * index and its i32/f32 arguments (byte addresses into that memory). A job is a list of tasks,
- * each a sequence of calls run in order by one thread; task i runs on thread i mod size (thread
- * 0 is the caller's), so which thread computes what is fixed by the job alone, and a kernel split
- * into tasks that each own their outputs gives bitwise the same result on any number of threads.
+ * each a sequence of calls run in order by one thread; the threads (the caller's among them) take
+ * the next task from a shared counter until none is left, so a thread that the OS holds back
+ * (another process on its core) delays the job by one task at most, not by its share. A kernel
+ * split into tasks that each own their outputs (and their scratch) gives bitwise the same result
+ * whichever thread runs which task, on any number of threads.
  *
  * The threads are spawned from a small self-contained script (THREAD_SOURCE: no imports, so it
  * runs as it is in Node's worker_threads and from a blob: URL in browsers) by the spawner the
@@ -40,11 +42,14 @@ export interface ThreadData {
 
 // Control words (Int32Array over `control`).
 const GENERATION = 0; // bumped to start a job, or to stop
-const PENDING = 1; // threads still running the job
+const DONE = 1; // tasks of the current job finished
 const READY = 2; // threads that have instantiated their modules
 const STOP = 3;
 const FAILED = 4; // a thread threw: its message is in the calls buffer's error area
 const TASKS = 5; // tasks in the current job
+const NEXT = 6; // (generation mod 2¹⁶) << 16 | the next task to take: a claim is only ever on its own job
+/** The most tasks one job may have (the low 16 bits of NEXT). */
+const MAX_JOB_TASKS = 0xffff;
 const CONTROL_WORDS = 8;
 /**
  * How long a thread spins for the next job before it sleeps in Atomics.wait, ms. Waking a
@@ -54,6 +59,8 @@ const CONTROL_WORDS = 8;
  * cycle) sleeps.
  */
 const SPIN_MS = 2;
+/** Tasks a thread's share of a kernel is split into (see `tasks`). */
+const TASKS_PER_THREAD = 4;
 /**
  * Int32 words of call encoding per job: [task starts…, end][calls: fn, argc, floats, args…].
  * A longer list of tasks runs as several jobs (`run` splits it).
@@ -62,11 +69,14 @@ const CALL_WORDS = 1 << 18;
 
 /**
  * The thread's whole program, as source (so it needs no bundler or loader). `run(data)`:
- * instantiate, say ready, then loop: wait for a new generation, run the tasks i ≡ index (mod
- * count), count down PENDING.
+ * instantiate, say ready, then loop: wait for a new generation, take tasks of that job until
+ * none is left, counting each one DONE. A claim is a compare-and-swap on NEXT that checks the
+ * job's generation too, so a thread the OS held back past the end of a job can never take a task
+ * of the next job by the last one's count. The caller waits for DONE, not for the threads: one
+ * that never woke for a job costs that job nothing.
  */
 export const THREAD_SOURCE = `(data) => {
-  const { memory, modules, control, calls, index, count } = data;
+  const { memory, modules, control, calls, index } = data;
   const ctl = new Int32Array(control);
   const words = new Int32Array(calls);
   const floats = new Float32Array(calls);
@@ -85,9 +95,14 @@ export const THREAD_SOURCE = `(data) => {
     }
     seen = Atomics.load(ctl, ${GENERATION});
     if (Atomics.load(ctl, ${STOP}) !== 0) return;
-    try {
-      const tasks = Atomics.load(ctl, ${TASKS});
-      for (let task = index; task < tasks; task += count) {
+    const tasks = Atomics.load(ctl, ${TASKS});
+    const tag = (seen & 0xffff) << 16;
+    for (;;) {
+      const claim = Atomics.load(ctl, ${NEXT});
+      if ((claim & 0xffff0000) !== tag || (claim & 0xffff) >= tasks) break;
+      if (Atomics.compareExchange(ctl, ${NEXT}, claim, claim + 1) !== claim) continue;
+      const task = claim & 0xffff;
+      try {
         for (let at = words[task], end = words[task + 1]; at < end; ) {
           const fn = words[at], argc = words[at + 1], mask = words[at + 2];
           const args = new Array(argc);
@@ -95,11 +110,11 @@ export const THREAD_SOURCE = `(data) => {
           table[fn](...args);
           at += 3 + argc;
         }
+      } catch (error) {
+        Atomics.store(ctl, ${FAILED}, 1 + index);
       }
-    } catch (error) {
-      Atomics.store(ctl, ${FAILED}, 1 + index);
+      if (Atomics.add(ctl, ${DONE}, 1) + 1 === tasks) Atomics.notify(ctl, ${DONE});
     }
-    if (Atomics.sub(ctl, ${PENDING}, 1) === 1) Atomics.notify(ctl, ${PENDING});
   }
 }`;
 
@@ -174,6 +189,14 @@ export class KernelThreads {
     }
   }
 
+  /**
+   * Tasks to split a kernel into: one on one thread, else TASKS_PER_THREAD a thread, so that a
+   * thread the OS holds back leaves little for the others to wait on.
+   */
+  get tasks(): number {
+    return this.size === 1 ? 1 : TASKS_PER_THREAD * this.size;
+  }
+
   /** Whether every thread has started (jobs run on the calling thread alone until then). */
   get started(): boolean {
     return this.size === 1 || Atomics.load(this.ctl, READY) >= this.size - 1;
@@ -218,9 +241,8 @@ export class KernelThreads {
   }
 
   /**
-   * Runs the tasks (task i on thread i mod size) and returns when all are done. A list too long
-   * for one job's call buffer runs as several, each starting at a multiple of the thread count,
-   * so task i still runs on thread i mod size.
+   * Runs the tasks, each on whichever thread takes it first, and returns when all are done. A
+   * list too long for one job's call buffer runs as several jobs.
    */
   run(tasks: readonly (readonly KernelCall[])[]): void {
     if (tasks.length === 0) return;
@@ -232,14 +254,14 @@ export class KernelThreads {
     while (start < tasks.length) {
       let end = start;
       let words = 1;
-      // Whole rounds of `size` tasks while they fit (at least one round).
+      // Tasks in rounds of `size` while they fit (at least one round).
       while (end < tasks.length) {
         const round = tasks.slice(end, end + this.size);
         const roundWords = round.reduce(
           (sum, task) => sum + 1 + task.reduce((n, call) => n + 3 + call.args.length, 0),
           0,
         );
-        if (end > start && words + roundWords > CALL_WORDS) break;
+        if (end > start && (words + roundWords > CALL_WORDS || end + round.length - start > MAX_JOB_TASKS)) break;
         words += roundWords;
         end += round.length;
       }
@@ -269,19 +291,29 @@ export class KernelThreads {
       }
     }
     words[tasks.length] = at;
+    const generation = (Atomics.load(ctl, GENERATION) + 1) | 0;
+    const tag = (generation & 0xffff) << 16;
     Atomics.store(ctl, TASKS, tasks.length);
-    Atomics.store(ctl, PENDING, this.size - 1);
-    Atomics.add(ctl, GENERATION, 1);
+    Atomics.store(ctl, DONE, 0);
+    Atomics.store(ctl, NEXT, tag);
+    Atomics.store(ctl, GENERATION, generation);
     Atomics.notify(ctl, GENERATION);
     let failure: unknown = null;
-    try {
-      for (let t = 0; t < tasks.length; t += this.size) this.runTask(tasks[t] as readonly KernelCall[]);
-    } catch (error) {
-      failure = error;
+    for (;;) {
+      const claim = Atomics.load(ctl, NEXT);
+      if ((claim & 0xffff) >= tasks.length) break;
+      if (Atomics.compareExchange(ctl, NEXT, claim, claim + 1) !== claim) continue;
+      try {
+        this.runTask(tasks[claim & 0xffff] as readonly KernelCall[]);
+      } catch (error) {
+        failure ??= error;
+      }
+      Atomics.add(ctl, DONE, 1);
     }
+    // The tasks other threads took: wait for them (spinning first, as they do).
     const until = performance.now() + SPIN_MS;
-    for (let spin = 0, pending = Atomics.load(ctl, PENDING); pending !== 0; pending = Atomics.load(ctl, PENDING)) {
-      if (this.blocking && (++spin & 63) === 0 && performance.now() > until) Atomics.wait(ctl, PENDING, pending, 50);
+    for (let spin = 0, done = Atomics.load(ctl, DONE); done < tasks.length; done = Atomics.load(ctl, DONE)) {
+      if (this.blocking && (++spin & 63) === 0 && performance.now() > until) Atomics.wait(ctl, DONE, done, 50);
     }
     const failed = Atomics.exchange(ctl, FAILED, 0);
     if (failure) throw failure;

@@ -211,7 +211,7 @@ function createSimdKernels(
   const { matmuls, T, C, NH, N, V } = shapes;
   const scratchFloats = Math.max(
     ...matmuls.map(([n, c, oc]) => SimdMatmul.scratchFloats(n, c, oc)),
-    SimdAttention.scratchFloats(T, C, NH, options.threads ?? 1),
+    SimdAttention.scratchFloats(N / T, T, C, NH),
     SimdCrossEntropy.scratchFloats(N, V),
     SimdLayernorm.scratchFloats(N, C),
     SimdOptimizer.scratchFloats(shapes.optimizer ?? 0),
