@@ -6,6 +6,7 @@
 //   npm run demo -- [--workers 2] [--backend cpu|webgpu] [--port 8090] [--duration SECONDS]
 //                   [--inner-steps 10]
 import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -26,7 +27,10 @@ const children = [];
 const tty = process.stdout.isTTY;
 
 function run(name, argv, onLine) {
-  const child = spawn(process.execPath, [shoal, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // The workers share this machine's cores.
+  const threads = String(Math.max(1, Math.floor(availableParallelism() / Number(args.workers))));
+  const env = { ...process.env, SHOAL_CPU_THREADS: process.env.SHOAL_CPU_THREADS ?? threads };
+  const child = spawn(process.execPath, [shoal, ...argv], { stdio: ['ignore', 'pipe', 'pipe'], env });
   children.push(child);
   let buffered = '';
   child.stdout.setEncoding('utf8').on('data', (chunk) => {

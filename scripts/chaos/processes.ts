@@ -36,7 +36,9 @@ export interface Proc {
 
 /** Starts `node ARGS…` in the repository root; `now()` stamps each line. */
 function startNode(name: string, args: string[], now: () => number): Proc {
-  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Every process of the run shares this machine: one CPU engine thread each.
+  const env = { ...process.env, SHOAL_CPU_THREADS: '1' };
+  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env });
   const listeners: ((line: Line) => void)[] = [];
   const proc: Proc = {
     name,

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
 import type { Command } from 'commander';
@@ -111,5 +112,32 @@ describe("the CLI's run options agree with the table", () => {
     expect(methods).toHaveLength(1);
     expect(methods[0]).toMatchObject({ name: 'streaming-fp4', evalLoss: null });
     expect(methods[0].bytesPerWorker).toBeGreaterThan(0);
+  });
+});
+
+describe('--threads', () => {
+  const threadsDefault = () =>
+    createProgram()
+      .commands.find((c) => c.name() === 'train')
+      ?.options.find((o) => o.long === '--threads')?.defaultValue;
+
+  it('defaults to every core (at most 8), or to SHOAL_CPU_THREADS where set, on train and worker', () => {
+    const saved = process.env.SHOAL_CPU_THREADS;
+    const error = vi.spyOn(console, 'error').mockImplementation(() => {});
+    try {
+      delete process.env.SHOAL_CPU_THREADS;
+      expect(threadsDefault()).toBe(Math.min(8, availableParallelism()));
+      process.env.SHOAL_CPU_THREADS = '3';
+      expect(threadsDefault()).toBe(3);
+      const worker = createProgram().commands.find((c) => c.name() === 'worker');
+      expect(worker?.options.find((o) => o.long === '--threads')?.defaultValue).toBe(3);
+      process.env.SHOAL_CPU_THREADS = 'many';
+      expect(threadsDefault()).toBe(Math.min(8, availableParallelism()));
+      expect(error).toHaveBeenCalledWith(expect.stringMatching(/SHOAL_CPU_THREADS must be a positive integer/));
+    } finally {
+      if (saved === undefined) delete process.env.SHOAL_CPU_THREADS;
+      else process.env.SHOAL_CPU_THREADS = saved;
+      error.mockRestore();
+    }
   });
 });

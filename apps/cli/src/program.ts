@@ -23,15 +23,29 @@ export function parsePositiveInt(value: string): number {
   return n;
 }
 
+/**
+ * --threads' default: SHOAL_CPU_THREADS where set (scripts that run several workers on one
+ * machine set it to 1), else every core here, at most MAX_DEFAULT_CPU_THREADS.
+ */
+function defaultThreads(): { n: number; description: string } {
+  const cores = defaultCpuThreads(availableParallelism());
+  const fromEnv = process.env.SHOAL_CPU_THREADS;
+  if (fromEnv !== undefined) {
+    const n = Number(fromEnv);
+    if (Number.isInteger(n) && n >= 1) return { n, description: 'SHOAL_CPU_THREADS' };
+    console.error(`shoal: SHOAL_CPU_THREADS must be a positive integer, not "${fromEnv}": using ${cores}`);
+  }
+  return { n: cores, description: `every core here, at most ${MAX_DEFAULT_CPU_THREADS}` };
+}
+
 /** --threads, for the commands that can train on the CPU engine: defined once. */
-function threadsOption(): Option {
-  const cores = availableParallelism();
+function threadsOption(fallback: { n: number; description: string }): Option {
   return new Option(
     '--threads <n>',
-    `threads the CPU engine splits its kernels over (--backend cpu; results are the same on any count)`,
+    'threads the CPU engine splits its kernels over (--backend cpu; results are the same on any count)',
   )
     .argParser(parsePositiveInt)
-    .default(defaultCpuThreads(cores), `every core here, at most ${MAX_DEFAULT_CPU_THREADS}`);
+    .default(fallback.n, fallback.description);
 }
 
 function parseBackend(value: string): 'webgpu' | 'cpu' {
@@ -62,6 +76,7 @@ const HOST = HOST_DEFAULTS.cli;
 
 /** The `shoal` command and its subcommands, unparsed (main.ts parses process.argv). */
 export function createProgram(): Command {
+  const threads = defaultThreads();
   const program = new Command('shoal')
     .description("Train a GPT-style language model on volunteers' GPUs, in their browsers.")
     .showHelpAfterError('(--help lists the options)');
@@ -100,7 +115,7 @@ export function createProgram(): Command {
     .addOption(runOption('lr', 'peak learning rate (warmup, then cosine decay to lr/10)'))
     .addOption(runOption('seed'))
     .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
-    .addOption(threadsOption())
+    .addOption(threadsOption(threads))
     .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); the last 10% is validation')
     .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')
     .option('--checkpoint-dir <dir>', 'where checkpoints go', 'checkpoints')
@@ -287,7 +302,7 @@ export function createProgram(): Command {
     .requiredOption('--room <id>', 'room id (from the join link)')
     .requiredOption('--token <token>', 'join token (from the join link)')
     .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
-    .addOption(threadsOption())
+    .addOption(threadsOption(threads))
     .option(
       '--max-memory <bytes>',
       'the most memory to lend (512MB, 1.5GiB): a pipeline room places this worker only in a stage that fits',

@@ -42,7 +42,9 @@ export function shoalProcesses() {
   const procs: Proc[] = [];
 
   function start(name: string, args: string[]): Proc {
-    const child = spawn(process.execPath, [shoal, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Several CLI processes share this machine: one CPU engine thread each.
+    const env = { ...process.env, SHOAL_CPU_THREADS: '1' };
+    const child = spawn(process.execPath, [shoal, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
     const proc: Proc = {
       name,
       child,
