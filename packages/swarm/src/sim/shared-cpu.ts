@@ -1,8 +1,9 @@
 /**
  * CPU engines for the simulator's workers that share what they can. The workers of one process
  * take turns on one thread (a CPU step runs to its end before the clock moves on), so one
- * `CpuCompute` per model and batch shape serves all of them: its activations, their gradients and
- * the parameter gradient (for `small` at 16×64, about 420 MB) exist once instead of once a worker.
+ * `CpuCompute` per model and batch shape serves all of them: its activations, their gradients, the
+ * parameter gradient and the step's working copies of θ, m and v (for `small` at 16×64, 560 MB)
+ * exist once instead of once a worker.
  * Each worker's trainer keeps what is truly its own: θ_local and the AdamW moments m and v
  * (12 bytes a parameter) and its step count. The arithmetic is the same code on the same buffers,
  * so the losses are the bits a worker with an engine of its own gets (shared-cpu.test.ts).
