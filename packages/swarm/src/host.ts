@@ -10,7 +10,7 @@ import type { RoomRunState, RunConfig } from '@shoal/protocol';
 import { contributionBound } from './config.ts';
 import { Coordinator, type CoordinatorEvent } from './coordinator.ts';
 import type { Member } from './member.ts';
-import { ReplicaState } from './replica.ts';
+import { ReplicaState, type VectorInterner } from './replica.ts';
 import { ReplicaNode } from './replica-node.ts';
 import { ShardDuties } from './shard-duty.ts';
 
@@ -30,6 +30,8 @@ export interface HostOptions {
   /** Appended to an unreachable member's reason in the roster. */
   unreachableHint?: string;
   onEvent?: (event: CoordinatorEvent) => void;
+  /** Shares its replica's vectors with the other replicas of this process (the simulator). */
+  vectors?: VectorInterner;
 }
 
 export class Host {
@@ -53,6 +55,7 @@ export class Host {
       { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
       options.momentum,
       contributionBound(config),
+      options.vectors ?? null,
     );
     // The host referees shards whose owner and checker disagree or fail (docs/hostile-volunteers.md).
     const duties = new ShardDuties({

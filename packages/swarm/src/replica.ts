@@ -79,6 +79,15 @@ export type ShardResultOutcome =
   | { status: 'refused'; reason: 'non-finite' | 'magnitude'; message: string }
   | { status: 'ignored'; reason: string };
 
+/**
+ * Where replicas of one process keep the vectors they hold by value and never write to (θ_global,
+ * m, decoded shard results, tentative states): one copy of each content (the simulator's
+ * sim/shared-vectors.ts). `intern` returns a vector with the same bits, this one or one held already.
+ */
+export interface VectorInterner {
+  intern(values: Float32Array): Float32Array;
+}
+
 /** 'waiting': the round's results are still arriving; the caller applies the commit once they are in. */
 export type CommitOutcome = 'adopted' | 'diverged' | 'not-ready' | 'waiting';
 
@@ -113,12 +122,19 @@ export class ReplicaState {
     momentum?: Float32Array,
     /** The largest |Δ̄| coordinate an outer step accepts (contributionBound); Infinity: none. */
     private readonly maxMagnitude = Number.POSITIVE_INFINITY,
+    /** Shares the vectors it holds with other replicas of this process (the simulator); none by default. */
+    private readonly vectors: VectorInterner | null = null,
   ) {
     this.fragments = fragments.map((fragment) => {
-      const theta = gatherFragment(params, fragment);
-      const m = momentum ? gatherFragment(momentum, fragment) : new Float32Array(fragment.size);
+      const theta = this.keep(gatherFragment(params, fragment));
+      const m = this.keep(momentum ? gatherFragment(momentum, fragment) : new Float32Array(fragment.size));
       return { fragment, theta, momentum: m, round: 0, hash: hasher.hash(theta, m) };
     });
+  }
+
+  /** A vector it holds from now on and never writes to: the interner's copy of it, if any. */
+  private keep(values: Float32Array): Float32Array {
+    return this.vectors ? this.vectors.intern(values) : values;
   }
 
   /** Whether it follows fragment p (holds its state and applies its rounds). */
@@ -237,7 +253,7 @@ export class ReplicaState {
     } else {
       if (source === 'owner' && slot.owner) return { status: 'ignored', reason: 'duplicate' };
       if (source === 'referee' && slot.referee) return { status: 'ignored', reason: 'duplicate' };
-      const decoded = pending.codec.decode(payload, range.end - range.start);
+      const decoded = this.keep(pending.codec.decode(payload, range.end - range.start));
       for (let i = 0; i < decoded.length; i++) {
         if (!Number.isFinite(decoded[i] as number)) return { status: 'ignored', reason: 'non-finite' };
       }
@@ -269,7 +285,7 @@ export class ReplicaState {
       }
     }
     const hash = this.hasher.hash(next.theta, next.momentum);
-    pending.tentative = { ...next, hash };
+    pending.tentative = { theta: this.keep(next.theta), momentum: this.keep(next.momentum), hash };
     return { status: 'complete', hash, shards };
   }
 
@@ -366,8 +382,8 @@ export class ReplicaState {
     if (this.hasher.hash(theta, momentum) !== hash) return false;
     // a fragment it does not follow (a fetch that outlived a change of stage) keeps no state
     const kept = this.follows(p);
-    state.theta = kept ? theta : new Float32Array(0);
-    state.momentum = kept ? momentum : new Float32Array(0);
+    state.theta = kept ? this.keep(theta) : new Float32Array(0);
+    state.momentum = kept ? this.keep(momentum) : new Float32Array(0);
     state.round = round;
     state.hash = hash;
     for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.pending.delete(k);

@@ -50,6 +50,7 @@ import { Member } from './member.ts';
 import { METHODS, type MethodName } from './methods.ts';
 import { type PipelineTiming, pipelineTiming, SimNetwork, type SimPipeline, VirtualClock } from './sim/index.ts';
 import { NullTrainer, SharedParams } from './sim/null-trainer.ts';
+import { SharedVectors } from './sim/shared-vectors.ts';
 import { Worker } from './worker.ts';
 
 export { METHODS, type MethodName };
@@ -95,6 +96,12 @@ export interface SimulateOptions {
    * check that the results do not depend on it.
    */
   copyMessages?: boolean;
+  /**
+   * Where the replicas keep one copy of each vector they agree on (θ_global, m, shard results,
+   * tentative states: sim/shared-vectors.ts). Default: a store of the run's own; null: none, each
+   * replica its own copies (tests check that the results are the same).
+   */
+  vectors?: SharedVectors | null;
   /**
    * Each worker a replica of S ≥ 2 stage volunteers (`planPipeline` picks S for a memory cap);
    * absent: one volunteer holds the whole model. Its stages train on the CPU, whatever createTrainer is.
@@ -351,6 +358,8 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   });
   // A dry run's workers share one θ_local while theirs are equal (sim/null-trainer.ts).
   const dryParams = new SharedParams();
+  // The replicas (host and workers) hold one copy of each θ_global, m and round result they agree on.
+  const vectors = options.vectors === undefined ? new SharedVectors() : (options.vectors ?? undefined);
   const codec = await createWireCodec();
   let committed = 0;
   let aborted = 0;
@@ -358,6 +367,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   const host = await Host.create({
     member: new Member(network.join('host'), codec, clock, RUN_ID),
     config,
+    vectors,
     // Generous: a dry run of `base` over 1 Mbit/s moves ~100 MB per round.
     deadlineMs: 3_600_000 / 2,
     onEvent: (event) => {
@@ -405,6 +415,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
           : createEngine(options, run.model, run.train, params),
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => stepComputeMs,
+      vectors,
     });
   });
   try {

@@ -34,7 +34,7 @@ import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
 import { fragmentStages } from './pipeline/groups.ts';
 import { MeshStageTrainer, PipelineInterrupted } from './pipeline/mesh-stage.ts';
-import { ReplicaState } from './replica.ts';
+import { ReplicaState, type VectorInterner } from './replica.ts';
 import { type ReplicaEvents, ReplicaNode } from './replica-node.ts';
 import { median } from './roster.ts';
 import { roundCodec } from './round-codec.ts';
@@ -70,6 +70,8 @@ export interface WorkerOptions {
    * its duty cycle, 0 (or omitted) for a worker that trains flat out.
    */
   sleepAfterStepMs?: (measuredStepMs: number) => number;
+  /** Shares its replica's vectors with the other replicas of this process (the simulator). */
+  vectors?: VectorInterner;
 }
 
 export interface WorkerMetrics extends RoundCounters {
@@ -494,6 +496,7 @@ export class Worker {
       { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
       undefined,
       contributionBound(config),
+      this.options.vectors ?? null,
     );
     this.duties = new ShardDuties({
       member,
