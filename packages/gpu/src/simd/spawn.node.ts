@@ -3,9 +3,9 @@
  * no file or loader. Unref'd: idle kernel threads never keep a process alive.
  */
 import { Worker } from 'node:worker_threads';
-import { registerThreadSpawner } from './threads.cpu.ts';
+import { registerThreadSpawner, type ThreadSpawner } from './threads.cpu.ts';
 
-registerThreadSpawner((source, data) => {
+export const nodeThreadSpawner: ThreadSpawner = (source, data) => {
   const worker = new Worker(`const { workerData } = require('node:worker_threads');\n(${source})(workerData);`, {
     eval: true,
     workerData: data,
@@ -16,4 +16,6 @@ registerThreadSpawner((source, data) => {
       void worker.terminate();
     },
   };
-});
+};
+
+registerThreadSpawner(nodeThreadSpawner);

@@ -2,8 +2,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { SimdMatmul } from '../matmul/matmul.simd.cpu.ts';
 import { randomFloats } from '../random.ts';
 import { WasmArena } from './arena.cpu.ts';
-import './spawn.node.ts';
-import { KernelThreads, splitRange } from './threads.cpu.ts';
+import { nodeThreadSpawner } from './spawn.node.ts';
+import { KernelThreads, registerThreadSpawner, splitRange } from './threads.cpu.ts';
 
 const pools: KernelThreads[] = [];
 afterAll(() => {
@@ -136,6 +136,33 @@ describe('KernelThreads', () => {
     dst.fill(0);
     threads.run([tasks[0]?.concat(tasks[0], tasks[0]) ?? [], tasks[1] ?? []]);
     expect(Array.from(dst.subarray(0, 16))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('gives up waiting for threads that never start, and runs every job on the calling thread', async () => {
+    registerThreadSpawner(() => ({ terminate() {} })); // a thread that never runs (a CSP without blob: workers)
+    try {
+      const [N, C, OC] = [64, 16, 32];
+      const arena = WasmArena.create({
+        floats: 4 * (N * C + N * OC + OC * C) + 64,
+        scratchFloats: SimdMatmul.scratchFloats(N, C, OC),
+        shared: true,
+      }) as WasmArena;
+      const module = SimdMatmul.moduleFor(arena) as NonNullable<ReturnType<typeof SimdMatmul.moduleFor>>;
+      const threads = new KernelThreads(arena, [module], 2, 50);
+      pools.push(threads);
+      await threads.ready; // resolves after 50 ms, not never
+      expect(threads.started).toBe(false);
+      const results = forwardBackward(SimdMatmul.create(arena, { threads }) as SimdMatmul, arena, N, C, OC, 5);
+      const { arena: other, matmul } = await engineOn(
+        1,
+        4 * (N * C + N * OC + OC * C) + 64,
+        SimdMatmul.scratchFloats(N, C, OC),
+      );
+      const alone = forwardBackward(matmul, other, N, C, OC, 5);
+      for (const [i, array] of results.entries()) expect(bits(array)).toEqual(bits(alone[i] as Float32Array));
+    } finally {
+      registerThreadSpawner(nodeThreadSpawner);
+    }
   });
 
   it('refuses what cannot work: threads on an unshared memory, a function it does not run', () => {

@@ -59,6 +59,8 @@ const CONTROL_WORDS = 8;
  * cycle) sleeps.
  */
 const SPIN_MS = 2;
+/** How long `ready` waits for the threads to start before giving up on them, ms. */
+const READY_TIMEOUT_MS = 15_000;
 /** Tasks a thread's share of a kernel is split into (see `tasks`). */
 const TASKS_PER_THREAD = 4;
 /**
@@ -155,6 +157,7 @@ export class KernelThreads {
     private readonly arena: WasmArena,
     modules: readonly ModuleFamily[],
     readonly size: number,
+    private readonly readyTimeoutMs = READY_TIMEOUT_MS,
   ) {
     if (!Number.isInteger(size) || size < 1) throw new RangeError(`KernelThreads: ${size} threads`);
     const compiled = modules.map((family) => this.load(family));
@@ -181,10 +184,13 @@ export class KernelThreads {
   /**
    * Polls READY on a timer: a timer keeps Node's event loop alive while the threads start (a
    * pending Atomics.waitAsync does not, and the threads are unref'd), and a browser's main
-   * thread may not block.
+   * thread may not block. Gives up after `readyTimeoutMs` (READY_TIMEOUT_MS; a thread that could not start: a
+   * Content-Security-Policy without blob: workers, no memory): jobs then go on running on the
+   * calling thread, and whatever waits on `ready` is not left waiting for ever.
    */
   private async waitReady(): Promise<void> {
-    while (Atomics.load(this.ctl, READY) < this.size - 1 && !this.closed) {
+    const until = Date.now() + this.readyTimeoutMs;
+    while (Atomics.load(this.ctl, READY) < this.size - 1 && !this.closed && Date.now() < until) {
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
   }
