@@ -231,20 +231,19 @@ export class SimdAttention {
   }
 
   /**
-   * The task lists of a call, kept by its operands' addresses and shape: CpuGpt calls with the
-   * same activations every step, so each layer's lists are built once (building them, thousands
-   * of small objects, took a tenth of the attention's time).
+   * Runs a call's tasks, built by `build` the first time a key (its operands' addresses and
+   * shape) is seen: CpuGpt calls with the same activations every step, so each layer's lists are
+   * built once (building them, thousands of small objects, took a tenth of the attention's time).
    */
-  private cached(key: string): { tasks: KernelCall[][] | undefined; set(tasks: KernelCall[][]): void } {
+  private runCached(key: string, build: () => KernelCall[][]): void {
     const { jobs } = this;
-    const tasks = jobs.get(key);
-    return {
-      tasks,
-      set: (built) => {
-        if (jobs.size >= MAX_CACHED_JOBS) jobs.delete(jobs.keys().next().value as string);
-        jobs.set(key, built);
-      },
-    };
+    let tasks = jobs.get(key);
+    if (!tasks) {
+      tasks = build();
+      if (jobs.size >= MAX_CACHED_JOBS) jobs.delete(jobs.keys().next().value as string);
+      jobs.set(key, tasks);
+    }
+    this.threads.run(tasks);
   }
 
   /**
@@ -274,70 +273,66 @@ export class SimdAttention {
     const hs = C / NH;
     const C3 = 3 * C;
     const { area, zeros } = this.scratchAreas(T, hs, B * NH);
-    const key = ['forward', out, preatt, att, qkv].map((x) => (typeof x === 'string' ? x : x.byteOffset)).join();
-    const cached = this.cached(`${key},${B},${T},${C},${NH},${area(0)},${zeros}`);
-    if (cached.tasks) {
-      this.threads.run(cached.tasks);
-      return;
-    }
-    const tasks: KernelCall[][] = [];
-    cached.set(tasks);
-    for (let b = 0; b < B; b++) {
-      for (let h = 0; h < NH; h++) {
-        const calls: KernelCall[] = [];
-        const keysT = area(tasks.length);
-        const q = qkv.byteOffset + 4 * (b * T * C3 + h * hs);
-        const block = 4 * (b * NH + h) * T * T;
-        const [s, p] = [preatt.byteOffset + block, att.byteOffset + block];
-        // (K/√hs)ᵀ [hs, T]
-        calls.push({
-          fn: fns.transposeScaled,
-          args: [q + 4 * C, 4 * C3, T, hs, keysT, 1 / Math.sqrt(hs)],
-          floats: 1 << 5,
-        });
-        // S rows t0…t0+15 need keys 0…t0+15 only; P·V likewise (P is 0 past the diagonal).
-        for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
-          const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
-          matmul.directCalls(
-            calls,
-            rows,
-            keys,
-            hs,
-            q + t0 * 4 * C3,
-            4 * C3,
-            4,
-            keysT,
-            4 * T,
-            s + t0 * 4 * T,
-            4 * T,
-            zeros,
-            0,
-          );
+    const key = [out, preatt, att, qkv].map((x) => x.byteOffset);
+    this.runCached(['forward', ...key, B, T, C, NH, area(0), zeros].join(), () => {
+      const tasks: KernelCall[][] = [];
+      for (let b = 0; b < B; b++) {
+        for (let h = 0; h < NH; h++) {
+          const calls: KernelCall[] = [];
+          const keysT = area(tasks.length);
+          const q = qkv.byteOffset + 4 * (b * T * C3 + h * hs);
+          const block = 4 * (b * NH + h) * T * T;
+          const [s, p] = [preatt.byteOffset + block, att.byteOffset + block];
+          // (K/√hs)ᵀ [hs, T]
+          calls.push({
+            fn: fns.transposeScaled,
+            args: [q + 4 * C, 4 * C3, T, hs, keysT, 1 / Math.sqrt(hs)],
+            floats: 1 << 5,
+          });
+          // S rows t0…t0+15 need keys 0…t0+15 only; P·V likewise (P is 0 past the diagonal).
+          for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
+            const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
+            matmul.directCalls(
+              calls,
+              rows,
+              keys,
+              hs,
+              q + t0 * 4 * C3,
+              4 * C3,
+              4,
+              keysT,
+              4 * T,
+              s + t0 * 4 * T,
+              4 * T,
+              zeros,
+              0,
+            );
+          }
+          calls.push({ fn: fns.softmaxCausal, args: [s, p, T] });
+          const y = out.byteOffset + 4 * (b * T * C + h * hs);
+          for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
+            const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
+            matmul.directCalls(
+              calls,
+              rows,
+              hs,
+              keys,
+              p + t0 * 4 * T,
+              4 * T,
+              4,
+              q + 8 * C,
+              4 * C3,
+              y + t0 * 4 * C,
+              4 * C,
+              zeros,
+              0,
+            );
+          }
+          tasks.push(calls);
         }
-        calls.push({ fn: fns.softmaxCausal, args: [s, p, T] });
-        const y = out.byteOffset + 4 * (b * T * C + h * hs);
-        for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
-          const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
-          matmul.directCalls(
-            calls,
-            rows,
-            hs,
-            keys,
-            p + t0 * 4 * T,
-            4 * T,
-            4,
-            q + 8 * C,
-            4 * C3,
-            y + t0 * 4 * C,
-            4 * C,
-            zeros,
-            0,
-          );
-        }
-        tasks.push(calls);
       }
-    }
-    this.threads.run(tasks);
+      return tasks;
+    });
   }
 
   /** As attentionBackward: dqkv += ∂/∂qkv; dpreatt and datt are scratch (see the header). One task per (b, h). */
@@ -358,93 +353,87 @@ export class SimdAttention {
     const hs = C / NH;
     const C3 = 3 * C;
     const { area, zeros } = this.scratchAreas(T, hs, B * NH);
-    const key = ['backward', dqkv, dpreatt, datt, dout, qkv, att]
-      .map((x) => (typeof x === 'string' ? x : x.byteOffset))
-      .join();
-    const cached = this.cached(`${key},${B},${T},${C},${NH},${area(0)},${zeros}`);
-    if (cached.tasks) {
-      this.threads.run(cached.tasks);
-      return;
-    }
-    const tasks: KernelCall[][] = [];
-    cached.set(tasks);
-    for (let b = 0; b < B; b++) {
-      for (let h = 0; h < NH; h++) {
-        const calls: KernelCall[] = [];
-        const valuesT = area(tasks.length);
-        const offset = 4 * (b * T * C3 + h * hs);
-        const [q, k, v] = [qkv.byteOffset + offset, qkv.byteOffset + offset + 4 * C, qkv.byteOffset + offset + 8 * C];
-        const [dq, dk, dv] = [
-          dqkv.byteOffset + offset,
-          dqkv.byteOffset + offset + 4 * C,
-          dqkv.byteOffset + offset + 8 * C,
-        ];
-        const dy = dout.byteOffset + 4 * (b * T * C + h * hs);
-        const block = 4 * (b * NH + h) * T * T;
-        const [p, dp, ds] = [att.byteOffset + block, datt.byteOffset + block, dpreatt.byteOffset + block];
-        // Vᵀ [hs, T]
-        calls.push({ fn: fns.transposeScaled, args: [v, 4 * C3, T, hs, valuesT, 1], floats: 1 << 5 });
-        for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
-          const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
-          const [aRow, dRow] = [t0 * 4 * C, t0 * 4 * T]; // byte offsets of row t0 in dY / out and in the square
-          // dP = dY·Vᵀ and, after the softmax backward, dQ += dS·K: rows t need keys 0…t.
-          matmul.directCalls(calls, rows, keys, hs, dy + aRow, 4 * C, 4, valuesT, 4 * T, dp + dRow, 4 * T, zeros, 0);
+    const key = [dqkv, dpreatt, datt, dout, qkv, att].map((x) => x.byteOffset);
+    this.runCached(['backward', ...key, B, T, C, NH, area(0), zeros].join(), () => {
+      const tasks: KernelCall[][] = [];
+      for (let b = 0; b < B; b++) {
+        for (let h = 0; h < NH; h++) {
+          const calls: KernelCall[] = [];
+          const valuesT = area(tasks.length);
+          const offset = 4 * (b * T * C3 + h * hs);
+          const [q, k, v] = [qkv.byteOffset + offset, qkv.byteOffset + offset + 4 * C, qkv.byteOffset + offset + 8 * C];
+          const [dq, dk, dv] = [
+            dqkv.byteOffset + offset,
+            dqkv.byteOffset + offset + 4 * C,
+            dqkv.byteOffset + offset + 8 * C,
+          ];
+          const dy = dout.byteOffset + 4 * (b * T * C + h * hs);
+          const block = 4 * (b * NH + h) * T * T;
+          const [p, dp, ds] = [att.byteOffset + block, datt.byteOffset + block, dpreatt.byteOffset + block];
+          // Vᵀ [hs, T]
+          calls.push({ fn: fns.transposeScaled, args: [v, 4 * C3, T, hs, valuesT, 1], floats: 1 << 5 });
+          for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
+            const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
+            const [aRow, dRow] = [t0 * 4 * C, t0 * 4 * T]; // byte offsets of row t0 in dY / out and in the square
+            // dP = dY·Vᵀ and, after the softmax backward, dQ += dS·K: rows t need keys 0…t.
+            matmul.directCalls(calls, rows, keys, hs, dy + aRow, 4 * C, 4, valuesT, 4 * T, dp + dRow, 4 * T, zeros, 0);
+          }
+          calls.push({ fn: fns.softmaxBackward, args: [p, dp, ds, T, 1 / Math.sqrt(hs)], floats: 1 << 4 });
+          for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
+            const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
+            const [m0, qRow] = [t0 * 4, t0 * 4 * C3]; // byte offsets: key t0 in a square row, row t0 in qkv
+            matmul.directCalls(
+              calls,
+              rows,
+              hs,
+              keys,
+              ds + t0 * 4 * T,
+              4 * T,
+              4,
+              k,
+              4 * C3,
+              dq + qRow,
+              4 * C3,
+              dq + qRow,
+              4 * C3,
+            );
+            // dV += Pᵀ·dY and dK += dSᵀ·Q: key rows t2 take queries t2…T−1.
+            const [queries, first] = [T - t0, t0 * 4 * T]; // queries from t0 on; byte offset of square row t0
+            matmul.directCalls(
+              calls,
+              rows,
+              hs,
+              queries,
+              p + first + m0,
+              4,
+              4 * T,
+              dy + t0 * 4 * C,
+              4 * C,
+              dv + qRow,
+              4 * C3,
+              dv + qRow,
+              4 * C3,
+            );
+            matmul.directCalls(
+              calls,
+              rows,
+              hs,
+              queries,
+              ds + first + m0,
+              4,
+              4 * T,
+              q + qRow,
+              4 * C3,
+              dk + qRow,
+              4 * C3,
+              dk + qRow,
+              4 * C3,
+            );
+          }
+          tasks.push(calls);
         }
-        calls.push({ fn: fns.softmaxBackward, args: [p, dp, ds, T, 1 / Math.sqrt(hs)], floats: 1 << 4 });
-        for (let t0 = 0; t0 < T; t0 += ROW_BLOCK) {
-          const [rows, keys] = [Math.min(ROW_BLOCK, T - t0), Math.min(T, t0 + ROW_BLOCK)];
-          const [m0, qRow] = [t0 * 4, t0 * 4 * C3]; // byte offsets: key t0 in a square row, row t0 in qkv
-          matmul.directCalls(
-            calls,
-            rows,
-            hs,
-            keys,
-            ds + t0 * 4 * T,
-            4 * T,
-            4,
-            k,
-            4 * C3,
-            dq + qRow,
-            4 * C3,
-            dq + qRow,
-            4 * C3,
-          );
-          // dV += Pᵀ·dY and dK += dSᵀ·Q: key rows t2 take queries t2…T−1.
-          const [queries, first] = [T - t0, t0 * 4 * T]; // queries from t0 on; byte offset of square row t0
-          matmul.directCalls(
-            calls,
-            rows,
-            hs,
-            queries,
-            p + first + m0,
-            4,
-            4 * T,
-            dy + t0 * 4 * C,
-            4 * C,
-            dv + qRow,
-            4 * C3,
-            dv + qRow,
-            4 * C3,
-          );
-          matmul.directCalls(
-            calls,
-            rows,
-            hs,
-            queries,
-            ds + first + m0,
-            4,
-            4 * T,
-            q + qRow,
-            4 * C3,
-            dk + qRow,
-            4 * C3,
-            dk + qRow,
-            4 * C3,
-          );
-        }
-        tasks.push(calls);
       }
-    }
-    this.threads.run(tasks);
+      return tasks;
+    });
   }
 }

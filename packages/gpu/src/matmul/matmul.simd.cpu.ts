@@ -210,40 +210,14 @@ function packBKernel(vectors: number): FunctionBuilder {
   return f;
 }
 
-/**
- * packBT{4·vectors}(K, N, w, ldw, dst): B = Wᵀ for W [N, K] (rows ldw bytes apart) into panels
- * [N/(4·vectors)][K][4·vectors]: the forward's weights, packed without a transposed copy.
- */
-function packBTKernel(vectors: number): FunctionBuilder {
-  const f = new FunctionBuilder(
-    `packBT${4 * vectors}`,
-    (['K', 'N', 'w', 'ldw', 'dst'] as const).map((p) => [p, 'i32'] as const),
-  );
-  const { K, N, w, ldw, dst } = f.params;
-  const { localGet: get, localSet: set, i32Const: int, i32Add: add, i32Mul: mul } = op;
-  const { n, k, src, out } = f.named('i32', ['n', 'k', 'src', 'out']);
-  f.emit(get(dst), set(out));
-  f.forLoop(n, int(0), get(N), 4 * vectors, () => {
-    f.emit(get(w), get(n), get(ldw), mul, add, set(src));
-    f.forLoop(k, int(0), get(K), 1, () => {
-      for (const j of range(4 * vectors)) {
-        f.emit(get(out), get(src), ...(j > 0 ? [get(ldw), int(j), mul, add] : []), op.f32Load(), op.f32Store(4 * j));
-      }
-      f.emit(get(out), int(16 * vectors), add, set(out), get(src), int(4), add, set(src));
-    });
-  });
-  return f;
-}
-
 const gemmFunctions = (fma: boolean) => [
   ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => gemmKernel(rows, vectors, fma))),
   ...[4, 1].flatMap((rows) => [2, 1].map((vectors) => panelKernel(rows, vectors, fma))),
+  packAKernel(8), // also packs the forward's B = Wᵀ straight from W (its columns are W's rows)
   packAKernel(4),
   packAKernel(1),
   packBKernel(2),
   packBKernel(1),
-  packBTKernel(2),
-  packBTKernel(1),
 ];
 /** The kernels with multiply, then add: every engine with WebAssembly SIMD. */
 const plainModule = compileOnce(() => gemmFunctions(false));
@@ -260,8 +234,7 @@ const FNS = [
   'packA1',
   'packB8',
   'packB4',
-  'packBT8',
-  'packBT4',
+  'packA8',
   'panel4x8',
   'panel4x4',
   'panel1x8',
@@ -462,13 +435,16 @@ export class SimdMatmul {
     const N8 = N - (N % 8);
     const bTail = packB + 4 * N8 * K; // the last 4 columns' panel, [K][4]
     // 1. B, whole, into [N/8][K][8] panels and a [K][4] one.
-    const [pack8, pack4] = bT ? [fns.packBT8, fns.packBT4] : [fns.packB8, fns.packB4];
-    const column = (n: number) => (bT ? b + n * ldb : b + 4 * n); // B's column n
+    // Bᵀ given as [N, K] is A-shaped: its columns pack as packA's rows do (strides ldb and 4).
+    const packColumns = (n: number, count: number, eight: boolean, dst: number): KernelCall =>
+      bT
+        ? { fn: eight ? fns.packA8 : fns.packA4, args: [count, K, b + n * ldb, ldb, 4, dst] }
+        : { fn: eight ? fns.packB8 : fns.packB4, args: [K, count, b + 4 * n, ldb, dst] };
     const bTasks: KernelCall[][] = splitRange(N8, threads.tasks, 8).map(([n0, n1]) => [
-      { fn: pack8, args: [K, n1 - n0, column(n0), ldb, packB + 4 * n0 * K] },
+      packColumns(n0, n1 - n0, true, packB + 4 * n0 * K),
     ]);
     if (N8 < N) {
-      const tail: KernelCall = { fn: pack4, args: [K, 4, column(N8), ldb, bTail] };
+      const tail = packColumns(N8, 4, false, bTail);
       if (bTasks.length > 0) bTasks[bTasks.length - 1]?.push(tail);
       else bTasks.push([tail]);
     }

@@ -256,23 +256,18 @@ export class KernelThreads {
       for (const task of tasks) this.runTask(task);
       return;
     }
-    let start = 0;
-    while (start < tasks.length) {
+    const wordsOf = (task: readonly KernelCall[]) => task.reduce((n, call) => n + 3 + call.args.length, 1);
+    for (let start = 0; start < tasks.length; ) {
+      // As many tasks as fit one job's buffer (at least one).
       let end = start;
       let words = 1;
-      // Tasks in rounds of `size` while they fit (at least one round).
-      while (end < tasks.length) {
-        const round = tasks.slice(end, end + this.size);
-        const roundWords = round.reduce(
-          (sum, task) => sum + 1 + task.reduce((n, call) => n + 3 + call.args.length, 0),
-          0,
-        );
-        if (end > start && (words + roundWords > CALL_WORDS || end + round.length - start > MAX_JOB_TASKS)) break;
-        words += roundWords;
-        end += round.length;
+      for (; end < tasks.length && end - start < MAX_JOB_TASKS; end++) {
+        const next = wordsOf(tasks[end] as readonly KernelCall[]);
+        if (end > start && words + next > CALL_WORDS) break;
+        words += next;
       }
       const chunk = tasks.slice(start, end);
-      // A round too long for the buffer runs here, on this thread: slower, the same results.
+      // A task too long for the buffer runs here, on this thread: slower, the same results.
       if (words > CALL_WORDS) for (const task of chunk) this.runTask(task);
       else this.job(chunk);
       start = end;
