@@ -13,36 +13,21 @@
  *     --server URL --room ID --token T [--delay-ms 40] [--jitter-ms 40] [--hostile] [--seed 1] [--rotate-ms 20000]
  *     [--behaviours contribution-100x,forged-commit,…]
  */
-import { parseArgs } from 'node:util';
 import { CpuTrainer } from '@shoal/model';
 import type { PeerId } from '@shoal/protocol';
 import { loadWrtc } from '../../apps/cli/src/room.ts';
 import { joinRoomAsWorker, untilStopped } from '../../apps/cli/src/worker.ts';
 import { installHostility } from './hostile.ts';
 import { seededRandom } from './random.ts';
+import { parseChaosWorkerArgs } from './worker-args.ts';
 
-const { values: args } = parseArgs({
-  options: {
-    server: { type: 'string' },
-    room: { type: 'string' },
-    token: { type: 'string' },
-    'delay-ms': { type: 'string', default: '0' },
-    'jitter-ms': { type: 'string', default: '0' },
-    hostile: { type: 'boolean', default: false },
-    seed: { type: 'string', default: '1' },
-    'rotate-ms': { type: 'string', default: '20000' },
-    /** Comma-separated hostile behaviours (hostile.ts); all when omitted. */
-    behaviours: { type: 'string' },
-  },
-});
-if (!args.server || !args.room || !args.token) throw new Error('--server, --room and --token are required');
+const args = parseChaosWorkerArgs(process.argv.slice(2));
 
 /** One JSON line, stamped with the wall clock (ms) so that the processes' logs can be read side by side. */
 const print = (event: Record<string, unknown>) =>
   process.stdout.write(`${JSON.stringify({ ...event, t: Date.now() })}\n`);
-const random = seededRandom(Number(args.seed));
-const delayMs = Number(args['delay-ms']);
-const jitterMs = Number(args['jitter-ms']);
+const random = seededRandom(args.seed);
+const { delayMs, jitterMs } = args;
 
 let nonFiniteLosses = 0;
 const room = await joinRoomAsWorker({
@@ -85,8 +70,8 @@ const hostility = args.hostile
       member,
       coordinator: joined.hostId,
       random,
-      rotateMs: Number(args['rotate-ms']),
-      ...(args.behaviours && { only: args.behaviours.split(',') }),
+      rotateMs: args.rotateMs,
+      ...(args.behaviours && { only: args.behaviours }),
       log: print,
     })
   : null;
