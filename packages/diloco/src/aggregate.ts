@@ -13,6 +13,15 @@
  *   this the plain mean) and at most ⌊(K − 1)/2⌋ so a value is left; K = 3 is the coordinate-wise
  *   median. For K ≤ 2 nothing can be trimmed: t = 0, the weighted mean, and the result says so.
  *   Ties are broken by contribution index (a lower index counts as the smaller).
+ * - `centered-clip`: CenteredClip (Karimireddy, He & Jaggi 2021, "Learning from History for
+ *   Byzantine Robust Optimization"; BTARD, Gorbunov et al. 2021): first each Δ_k scaled to at most
+ *   `clipFactor` × the median L2 norm, as `clipped-mean`; then, from the coordinate-wise median v
+ *   (the mean of the two middle values for an even K), `iterations` times
+ *   v ← v + Σ_k (w_k/W)·clip_τ(Δ_k − v), clip_τ(x) = x·min(1, τ/‖x‖), with the radius
+ *   τ = `radiusFactor` × the median (lower middle) of ‖Δ_k − v‖ at the start. A contribution
+ *   that is large in any direction moves v by at most its weight share of τ per iteration, and τ
+ *   is set by the honest majority's own spread around the centre; honest contributions within τ
+ *   are averaged as by the mean. K = 1 gives Δ_1; K = 2 the clipped mean (both are τ away).
  *
  * Every rule first sets aside contributions with a wrong length, a non-finite value or a weight
  * that is not a finite number > 0, and says which and why in the result (never a throw); the rest
@@ -72,10 +81,11 @@ export interface AggregateOptions {
 export type AggregationRule =
   | { kind: 'mean' }
   | { kind: 'clipped-mean'; clipFactor?: number }
-  | { kind: 'trimmed-mean'; trimFraction?: number };
+  | { kind: 'trimmed-mean'; trimFraction?: number }
+  | { kind: 'centered-clip'; clipFactor?: number; radiusFactor?: number; iterations?: number };
 
 /** The rules by name, the robust default first (`--aggregation`, the host form). */
-export const AGGREGATION_KINDS = ['clipped-mean', 'trimmed-mean', 'mean'] as const;
+export const AGGREGATION_KINDS = ['centered-clip', 'clipped-mean', 'trimmed-mean', 'mean'] as const;
 export type AggregationKind = (typeof AGGREGATION_KINDS)[number];
 
 /** The rule of that name with its default parameters; a RangeError names the choices. */
@@ -88,6 +98,12 @@ export function aggregationRuleOf(kind: string): AggregationRule {
 
 export const DEFAULT_CLIP_FACTOR = 2;
 export const DEFAULT_TRIM_FRACTION = 0.1;
+/** τ as a multiple of the median distance from the centre (docs/robust-aggregation.md). */
+export const DEFAULT_RADIUS_FACTOR = 1;
+/** CenteredClip's iterations: a fixed count, so every owner stops at the same bits. */
+export const DEFAULT_CLIP_ITERATIONS = 3;
+/** The most iterations a rule may ask for (each is two passes over K shards). */
+export const MAX_CLIP_ITERATIONS = 16;
 
 interface Screened {
   accepted: number[];
@@ -159,6 +175,27 @@ export function l2Norm(values: Float32Array): number {
   return Math.sqrt(sum);
 }
 
+/** The lower middle of `values` (which it sorts). */
+function lowerMiddle(values: number[]): number {
+  values.sort((a, b) => a - b);
+  return values[Math.floor((values.length - 1) / 2)] as number;
+}
+
+/** The factor (≤ 1) that scales each accepted Δ_k to at most clipFactor × the median L2 norm. */
+function normClip(contributions: readonly Contribution[], accepted: number[], clipFactor: number) {
+  const norms = accepted.map((k) => l2Norm((contributions[k] as Contribution).values));
+  const medianNorm = lowerMiddle([...norms]);
+  const threshold = clipFactor * medianNorm;
+  const clipped: ClippedMeanSuccess['clipped'] = [];
+  const factors = norms.map((norm, j) => {
+    if (norm <= threshold) return 1;
+    const factor = threshold / norm;
+    clipped.push({ index: accepted[j] as number, norm, factor });
+    return factor;
+  });
+  return { medianNorm, threshold, clipped, factors };
+}
+
 export function clippedMean(
   contributions: readonly Contribution[],
   options: AggregateOptions & { clipFactor?: number } = {},
@@ -169,17 +206,7 @@ export function clippedMean(
   }
   const { accepted, rejected, length } = screenContributions(contributions, options);
   if (accepted.length === 0) return noneLeft(contributions, rejected);
-  const norms = accepted.map((k) => l2Norm((contributions[k] as Contribution).values));
-  const sorted = [...norms].sort((a, b) => a - b);
-  const medianNorm = sorted[Math.floor((sorted.length - 1) / 2)] as number; // lower middle
-  const threshold = clipFactor * medianNorm;
-  const clipped: ClippedMeanSuccess['clipped'] = [];
-  const factors = norms.map((norm, j) => {
-    if (norm <= threshold) return 1;
-    const factor = threshold / norm;
-    clipped.push({ index: accepted[j] as number, norm, factor });
-    return factor;
-  });
+  const { medianNorm, threshold, clipped, factors } = normClip(contributions, accepted, clipFactor);
   const weights = weightsOf(contributions, accepted);
   const total = weights.reduce((a, b) => a + b, 0);
   const coefficients = weights.map((w, j) => (w / total) * (factors[j] as number));
@@ -246,6 +273,92 @@ export function trimmedMean(
   return { ok: true, values, accepted, rejected, trimPerSide: t };
 }
 
+export interface CenteredClipSuccess extends ClippedMeanSuccess {
+  /** τ, the radius around the centre beyond which a contribution's pull is clipped. */
+  radius: number;
+  /** Per iteration, the contributions whose pull was clipped (indices into the contributions). */
+  pulledIn: number[][];
+}
+
+/** The coordinate-wise median of rows (scaled by factors), float64: the middle, or the mean of the two middles. */
+function coordinateMedian(rows: Float32Array[], factors: number[], length: number): Float64Array {
+  const K = rows.length;
+  const column = new Float64Array(K);
+  const median = new Float64Array(length);
+  for (let i = 0; i < length; i++) {
+    for (let j = 0; j < K; j++) column[j] = (factors[j] as number) * ((rows[j] as Float32Array)[i] as number);
+    // insertion sort: K is small, and the order of equal values does not change the middle
+    for (let j = 1; j < K; j++) {
+      const x = column[j] as number;
+      let at = j - 1;
+      while (at >= 0 && (column[at] as number) > x) {
+        column[at + 1] = column[at] as number;
+        at--;
+      }
+      column[at + 1] = x;
+    }
+    const mid = K >> 1;
+    median[i] = K % 2 === 1 ? (column[mid] as number) : ((column[mid - 1] as number) + (column[mid] as number)) / 2;
+  }
+  return median;
+}
+
+/** ‖factor·row − centre‖₂, float64 in index order. */
+function distanceTo(row: Float32Array, factor: number, centre: Float64Array): number {
+  let sum = 0;
+  for (let i = 0; i < centre.length; i++) {
+    const d = factor * (row[i] as number) - (centre[i] as number);
+    sum += d * d;
+  }
+  return Math.sqrt(sum);
+}
+
+export function centeredClip(
+  contributions: readonly Contribution[],
+  options: AggregateOptions & { clipFactor?: number; radiusFactor?: number; iterations?: number } = {},
+): CenteredClipSuccess | AggregateFailure {
+  const clipFactor = options.clipFactor ?? DEFAULT_CLIP_FACTOR;
+  const radiusFactor = options.radiusFactor ?? DEFAULT_RADIUS_FACTOR;
+  const iterations = options.iterations ?? DEFAULT_CLIP_ITERATIONS;
+  if (!(Number.isFinite(clipFactor) && clipFactor > 0)) {
+    throw new RangeError(`clipFactor must be a finite number > 0, got ${clipFactor}`);
+  }
+  if (!(Number.isFinite(radiusFactor) && radiusFactor > 0)) {
+    throw new RangeError(`radiusFactor must be a finite number > 0, got ${radiusFactor}`);
+  }
+  if (!(Number.isInteger(iterations) && iterations >= 1 && iterations <= MAX_CLIP_ITERATIONS)) {
+    throw new RangeError(`iterations must be an integer in 1 … ${MAX_CLIP_ITERATIONS}, got ${iterations}`);
+  }
+  const { accepted, rejected, length } = screenContributions(contributions, options);
+  if (accepted.length === 0) return noneLeft(contributions, rejected);
+  const { medianNorm, threshold, clipped, factors } = normClip(contributions, accepted, clipFactor);
+  const rows = accepted.map((k) => (contributions[k] as Contribution).values);
+  const weights = weightsOf(contributions, accepted);
+  const total = weights.reduce((a, b) => a + b, 0);
+  const centre = coordinateMedian(rows, factors, length);
+  const radius = radiusFactor * lowerMiddle(rows.map((row, j) => distanceTo(row, factors[j] as number, centre)));
+  const pulledIn: number[][] = [];
+  const step = new Float64Array(length);
+  for (let iteration = 0; iteration < iterations; iteration++) {
+    // each contribution's pull on the centre: its weight share, scaled into the radius
+    const distances = rows.map((row, j) => distanceTo(row, factors[j] as number, centre));
+    const pulls = distances.map((distance, j) => {
+      const share = (weights[j] as number) / total;
+      return distance <= radius ? share : share * (radius / distance);
+    });
+    pulledIn.push(accepted.filter((_, j) => (distances[j] as number) > radius));
+    step.fill(0);
+    rows.forEach((row, j) => {
+      const c = pulls[j] as number;
+      const f = factors[j] as number;
+      for (let i = 0; i < length; i++) step[i] = (step[i] as number) + c * (f * (row[i] as number) - (centre[i] as number));
+    });
+    for (let i = 0; i < length; i++) centre[i] = (centre[i] as number) + (step[i] as number);
+  }
+  const values = new Float32Array(centre); // one rounding per coordinate
+  return { ok: true, values, accepted, rejected, medianNorm, threshold, clipped, radius, pulledIn };
+}
+
 /** Dispatches on a rule, for configuration (`--aggregate trimmed-mean`). */
 export function aggregate(
   contributions: readonly Contribution[],
@@ -259,5 +372,12 @@ export function aggregate(
       return clippedMean(contributions, { ...options, clipFactor: rule.clipFactor });
     case 'trimmed-mean':
       return trimmedMean(contributions, { ...options, trimFraction: rule.trimFraction });
+    case 'centered-clip':
+      return centeredClip(contributions, {
+        ...options,
+        clipFactor: rule.clipFactor,
+        radiusFactor: rule.radiusFactor,
+        iterations: rule.iterations,
+      });
   }
 }

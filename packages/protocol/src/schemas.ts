@@ -132,6 +132,13 @@ const aggregationSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('mean') }),
   z.object({ kind: z.literal('clipped-mean'), clipFactor: z.number().positive().optional() }),
   z.object({ kind: z.literal('trimmed-mean'), trimFraction: z.number().min(0).lt(0.5).optional() }),
+  z.object({
+    kind: z.literal('centered-clip'),
+    clipFactor: z.number().positive().optional(),
+    radiusFactor: z.number().positive().optional(),
+    // each iteration is two passes over the shard: a room cannot ask owners for more than 16
+    iterations: z.int().min(1).max(16).optional(),
+  }),
 ]);
 
 /** Streaming DiLoCo's settings; names as in `shoal simulate`'s options. */

@@ -2,7 +2,14 @@
  * A participant whose contributions are poison (issue 13, "Contributions are bounded"): a
  * scaled Δ, a finite but enormous one, a reversed one every round, and an inflated token weight.
  * Each rewrites the hostile worker's real contribution on its way to the shard owners.
+ *
+ * And one that scales its own Δ (issue 27, item 6; docs/robust-aggregation.md): ×100 inside the
+ * worker, before encoding, clipped per value to what owners accept, so every copy of it (its own
+ * shard included), its hash and its signature are those of an honest-looking worker whose Δ
+ * happens to be large. No check can refuse it; only the aggregation rule can limit it.
  */
+import type { Codec } from '@shoal/diloco';
+import { contributionBound } from '../config.ts';
 import { transformPayload } from './forge.ts';
 import type { Attack, AttackContext, HostilePeer } from './types.ts';
 
@@ -31,12 +38,46 @@ function huge(values: Float32Array): Float32Array {
   return values.map((v) => (max > 0 ? v * scale : HUGE_VALUE));
 }
 
+/** What the worker's rounds encode a dense Δ with (WorkerRounds.encodeDense, private there). */
+interface DenseEncoder {
+  encodeDense(p: number, codec: Codec, delta: Float32Array): Uint8Array;
+}
+
+/**
+ * Multiplies the hostile worker's own Δ by `factor` just before it is encoded (after its own
+ * clamp into half the bound), each value clipped to just under contributionBound so that no owner
+ * refuses it as 'magnitude' (fp4 decodes a block's largest value exactly). From the attack's start.
+ */
+function scaleOwnDelta(context: AttackContext, hostile: HostilePeer, factor: number): void {
+  const bound = contributionBound(context.config) * (1 - 1e-6);
+  const patched = new WeakSet<object>();
+  // the worker builds its rounds when it is welcomed (again after a rejoin): patch each once
+  context.every(10, () => {
+    const rounds = (hostile.worker as unknown as { rounds: DenseEncoder | null }).rounds;
+    if (!rounds || patched.has(rounds)) return;
+    patched.add(rounds);
+    const encode = rounds.encodeDense.bind(rounds);
+    rounds.encodeDense = (p, codec, delta) => {
+      for (let i = 0; i < delta.length; i++) {
+        delta[i] = Math.max(-bound, Math.min(bound, factor * (delta[i] as number)));
+      }
+      return encode(p, codec, delta);
+    };
+  });
+}
+
 export const CONTRIBUTION_ATTACKS: Attack[] = [
   {
     name: 'contribution-100x',
     family: 'contribution',
     summary: 'a participant contributes 100·Δ every round',
     install: (context, hostile) => poisonContributions(context, hostile, (values) => values.map((v) => 100 * v)),
+  },
+  {
+    name: 'contribution-100x-own-state',
+    family: 'contribution',
+    summary: 'a participant scales its own Δ ×100 before encoding (within the bound; signed, consistent)',
+    install: (context, hostile) => scaleOwnDelta(context, hostile, 100),
   },
   {
     name: 'contribution-huge',
