@@ -102,7 +102,10 @@ for (const text of rules) {
     const seconds = ((performance.now() - started) / 1000).toFixed(0);
     const line = rows
       .slice(-1 - report.attacks.length)
-      .map((r) => `${r.attack} ${r.loss?.toFixed(4)} (${r.percent === null ? '—' : `${r.percent >= 0 ? '+' : ''}${r.percent.toFixed(1)}%`})`)
+      .map(
+        (r) =>
+          `${r.attack} ${r.loss?.toFixed(4)} (${r.percent === null ? '—' : `${r.percent >= 0 ? '+' : ''}${r.percent.toFixed(1)}%`})`,
+      )
       .join('; ');
     console.error(`${text}, ${workers} workers (${seconds} s): ${line}`);
   }

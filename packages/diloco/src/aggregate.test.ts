@@ -4,11 +4,14 @@ import {
   type AggregateSuccess,
   aggregate,
   type Contribution,
+  centeredClip,
   clippedMean,
+  DEFAULT_CLIP_ITERATIONS,
   trimmedMean,
   trimPerSide,
   weightedMean,
 } from './aggregate.ts';
+import { firstDifference, gradientLike, seededRandom } from './test-values.ts';
 
 const c = (values: number[], weight = 1): Contribution => ({ values: Float32Array.from(values), weight });
 
@@ -62,13 +65,22 @@ describe('screening (every rule)', () => {
     { index: 7, reason: 'length', message: '3 values, the shard has 2' },
   ];
 
-  for (const rule of [{ kind: 'mean' }, { kind: 'clipped-mean' }, { kind: 'trimmed-mean' }] as const) {
+  const rules = [
+    { kind: 'mean' },
+    { kind: 'clipped-mean' },
+    { kind: 'trimmed-mean' },
+    { kind: 'centered-clip' },
+  ] as const;
+  for (const rule of rules) {
     it(`${rule.kind}: sets aside NaN, Inf, bad weights and wrong lengths, and aggregates the rest`, () => {
       const result = ok(aggregate(inputs, rule));
       expect(result.rejected).toEqual(expected);
       expect(result.accepted).toEqual([0, 8]);
-      // two left: nothing to trim, nothing to clip (norm 2√2 ≤ 2 × √2): all give (1 + 3·2)/4
-      expect([...result.values]).toEqual([1.75, 1.75]);
+      // two left: nothing to trim, nothing to clip (norm 2√2 ≤ 2 × √2): all give (1 + 3·2)/4, but
+      // CenteredClip, whose later iterations go on toward the heavier one (the lighter is beyond τ)
+      const two = [inputs[0] as Contribution, inputs[8] as Contribution];
+      const values = rule.kind === 'centered-clip' ? [...centeredClipReference(two, 2, 1, 3)] : [1.75, 1.75];
+      expect([...result.values]).toEqual(values);
     });
 
     it(`${rule.kind}: says so when nothing is left`, () => {
@@ -162,5 +174,144 @@ describe('trimmedMean', () => {
     expect(trimPerSide(4, 0.45)).toBe(1);
     expect(trimPerSide(10, 0)).toBe(0);
     expect(() => trimmedMean([c([1])], { trimFraction: 0.5 })).toThrow(/trimFraction must be in \[0, 0.5\)/);
+  });
+});
+
+/**
+ * CenteredClip as the file comment states it, written plainly (arrays of numbers, Array.sort),
+ * in the same order of operations: what the implementation must equal bit for bit.
+ */
+function centeredClipReference(
+  contributions: Contribution[],
+  clipFactor: number,
+  radiusFactor: number,
+  iterations: number,
+): Float32Array {
+  const K = contributions.length;
+  const n = (contributions[0] as Contribution).values.length;
+  const lowerMiddle = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((K - 1) / 2)] as number;
+  const norms = contributions.map(({ values }) => {
+    let sum = 0;
+    for (const v of values) sum += v * v;
+    return Math.sqrt(sum);
+  });
+  const threshold = clipFactor * lowerMiddle(norms);
+  const scale = norms.map((norm) => (norm <= threshold ? 1 : threshold / norm));
+  const x = (k: number, i: number) => (scale[k] as number) * ((contributions[k] as Contribution).values[i] as number);
+  const v: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const column = contributions.map((_, k) => x(k, i)).sort((a, b) => a - b);
+    const mid = K >> 1;
+    v.push(K % 2 ? (column[mid] as number) : ((column[mid - 1] as number) + (column[mid] as number)) / 2);
+  }
+  const distance = (k: number) => {
+    let sum = 0;
+    for (let i = 0; i < n; i++) sum += (x(k, i) - (v[i] as number)) ** 2;
+    return Math.sqrt(sum);
+  };
+  const tau = radiusFactor * lowerMiddle(contributions.map((_, k) => distance(k)));
+  const total = contributions.reduce((a, { weight }) => a + weight, 0);
+  for (let l = 0; l < iterations; l++) {
+    const pulls = contributions.map(({ weight }, k) => {
+      const d = distance(k);
+      return d <= tau ? weight / total : (weight / total) * (tau / d);
+    });
+    const step = new Array<number>(n).fill(0);
+    for (let k = 0; k < K; k++) {
+      for (let i = 0; i < n; i++) step[i] = (step[i] as number) + (pulls[k] as number) * (x(k, i) - (v[i] as number));
+    }
+    for (let i = 0; i < n; i++) v[i] = (v[i] as number) + (step[i] as number);
+  }
+  return Float32Array.from(v);
+}
+
+describe('centeredClip', () => {
+  it('equals the plain statement of the rule bit for bit: K 1 … 9, odd lengths, hostile values, ties', () => {
+    const random = seededRandom(27);
+    let cases = 0;
+    for (let K = 1; K <= 9; K++) {
+      for (const length of [1, 3, 37, 257]) {
+        const contributions = Array.from({ length: K }, (_, k) => {
+          const values = gradientLike(length, 100 * K + k);
+          const weight = 1 + Math.floor(random() * 1000);
+          return { values, weight };
+        });
+        // a hostile one (huge and finite, or ×100 of another), a duplicate (ties), a column of equal values
+        if (K >= 3)
+          contributions[K - 1] = { values: contributions[0]?.values.map((v) => 100 * v) as Float32Array, weight: 7 };
+        if (K >= 4) contributions[1] = { values: (contributions[2] as Contribution).values.slice(), weight: 7 };
+        if (K >= 5) contributions[3] = { values: new Float32Array(length).fill(1e30), weight: 1 };
+        for (const k of contributions.keys()) (contributions[k] as Contribution).values[0] = 0.5; // a tied column
+        for (const [clipFactor, radiusFactor, iterations] of [
+          [2, 1, DEFAULT_CLIP_ITERATIONS],
+          [1, 0.5, 1],
+          [3, 2, 5],
+        ] as const) {
+          const result = ok(centeredClip(contributions, { clipFactor, radiusFactor, iterations }));
+          const reference = centeredClipReference(contributions, clipFactor, radiusFactor, iterations);
+          expect(firstDifference(result.values, reference), `K ${K}, length ${length}`).toBe(-1);
+          expect(result.values.every(Number.isFinite)).toBe(true);
+          cases++;
+        }
+      }
+    }
+    expect(cases).toBe(9 * 4 * 3);
+  });
+
+  it('is the same bits on every call (what two owners of one shard compute)', () => {
+    const contributions = [1, 2, 3, 4, 5].map((seed) => ({ values: gradientLike(1001, seed), weight: seed }));
+    const a = ok(centeredClip(contributions));
+    const b = ok(centeredClip(contributions.map((x) => ({ values: x.values.slice(), weight: x.weight }))));
+    expect(firstDifference(a.values, b.values)).toBe(-1);
+  });
+
+  it('holds a worker that scales its own Δ ×100 near the honest mean; the mean and the clipped mean do not', () => {
+    const length = 4099;
+    // honest Δs share a direction and each has its own noise, as workers on different batches
+    const common = gradientLike(length, 1);
+    const honest = [2, 3, 4, 5].map((seed) => {
+      const noise = gradientLike(length, seed);
+      return { values: common.map((v, i) => v + (noise[i] as number)), weight: 100 };
+    });
+    const hostile = { values: honest[0]?.values.map((v) => 100 * v) as Float32Array, weight: 100 };
+    const honestMean = ok(weightedMean(honest)).values;
+    const off = (values: Float32Array) => {
+      let sum = 0;
+      for (let i = 0; i < length; i++) sum += ((values[i] as number) - (honestMean[i] as number)) ** 2;
+      return Math.sqrt(sum);
+    };
+    const spread = off((honest[1] as Contribution).values); // one honest Δ's distance from the mean
+    const robust = ok(centeredClip([...honest, hostile]));
+    expect(robust.clipped.map((x) => x.index)).toEqual([4]); // the norm clip caught it
+    expect(robust.pulledIn[0]).toContain(4);
+    // (measured: 0.31 of one honest Δ's spread; the clipped mean 0.51, the mean 20)
+    expect(off(robust.values)).toBeLessThan(0.4 * spread);
+    expect(off(ok(clippedMean([...honest, hostile])).values)).toBeGreaterThan(off(robust.values));
+    expect(off(ok(weightedMean([...honest, hostile])).values)).toBeGreaterThan(10 * spread);
+  });
+
+  it('is the weighted mean when every contribution lies within τ, Δ₁ alone, and the clipped mean for K = 2', () => {
+    const contributions = [1, 2, 3, 4].map((seed) => ({ values: gradientLike(333, seed), weight: seed * 10 }));
+    const wide = ok(centeredClip(contributions, { radiusFactor: 1e6, clipFactor: 1e6 }));
+    const mean = ok(weightedMean(contributions));
+    expect(wide.pulledIn).toEqual([[], [], []]);
+    for (let i = 0; i < 333; i++) expect(wide.values[i]).toBeCloseTo(mean.values[i] as number, 6);
+
+    const one = ok(centeredClip([contributions[0] as Contribution]));
+    expect(firstDifference(one.values, (contributions[0] as Contribution).values)).toBe(-1);
+
+    const pair = [contributions[0] as Contribution, { values: gradientLike(333, 9).map((v) => 50 * v), weight: 10 }];
+    const clippedPair = ok(clippedMean(pair)).values;
+    const centred = ok(centeredClip(pair)).values;
+    for (let i = 0; i < 333; i++) expect(centred[i]).toBeCloseTo(clippedPair[i] as number, 6);
+  });
+
+  it('checks its parameters', () => {
+    const one = [c([1, 2])];
+    expect(() => centeredClip(one, { radiusFactor: 0 })).toThrow(/radiusFactor must be a finite number > 0/);
+    expect(() => centeredClip(one, { clipFactor: Number.NaN })).toThrow(/clipFactor/);
+    expect(() => centeredClip(one, { iterations: 0 })).toThrow(/iterations must be an integer in 1 … 16/);
+    expect(() => centeredClip(one, { iterations: 1.5 })).toThrow(/iterations/);
+    expect(() => aggregate(one, { kind: 'centered-clip', iterations: 17 })).toThrow(/iterations/);
   });
 });

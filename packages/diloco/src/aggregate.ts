@@ -21,7 +21,9 @@
  *   τ = `radiusFactor` × the median (lower middle) of ‖Δ_k − v‖ at the start. A contribution
  *   that is large in any direction moves v by at most its weight share of τ per iteration, and τ
  *   is set by the honest majority's own spread around the centre; honest contributions within τ
- *   are averaged as by the mean. K = 1 gives Δ_1; K = 2 the clipped mean (both are τ away).
+ *   are averaged as by the mean. K = 1 gives Δ_1. With K = 2 both start τ from the midpoint, so
+ *   the first iteration gives the clipped mean; later ones move on toward the heavier of the two
+ *   (the lighter is then beyond τ), by at most the lighter's weight share of τ each.
  *
  * Every rule first sets aside contributions with a wrong length, a non-finite value or a weight
  * that is not a finite number > 0, and says which and why in the result (never a throw); the rest
@@ -351,7 +353,8 @@ export function centeredClip(
     rows.forEach((row, j) => {
       const c = pulls[j] as number;
       const f = factors[j] as number;
-      for (let i = 0; i < length; i++) step[i] = (step[i] as number) + c * (f * (row[i] as number) - (centre[i] as number));
+      for (let i = 0; i < length; i++)
+        step[i] = (step[i] as number) + c * (f * (row[i] as number) - (centre[i] as number));
     });
     for (let i = 0; i < length; i++) centre[i] = (centre[i] as number) + (step[i] as number);
   }
