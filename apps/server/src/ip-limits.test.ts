@@ -124,7 +124,13 @@ describe('limits per client address', () => {
 
   it('forgets a quiet address only once its creation budget has refilled, so reconnecting gives no fresh burst', () => {
     let clock = 0;
-    const limits = { maxConnectionsPerIp: 2, maxRoomsPerIp: 5, roomCreatesPerMinutePerIp: 6, roomCreateBurstPerIp: 2 };
+    const limits = {
+      ...DEFAULT_SIGNALING_LIMITS,
+      maxConnectionsPerIp: 2,
+      maxRoomsPerIp: 5,
+      roomCreatesPerMinutePerIp: 6,
+      roomCreateBurstPerIp: 2,
+    };
     const perIp = new IpLimits(limits, () => clock);
     expect([perIp.connect('a'), perIp.connect('a'), perIp.connect('a')?.code]).toEqual([
       null,
@@ -159,5 +165,36 @@ describe('limits per client address', () => {
     expect(addressKey('::1')).toBe('0:0:0:0::/64');
     expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
     expect(addressKey('64:ff9b::192.0.2.1')).toBe('64:ff9b:0:0::/64');
+  });
+  it('paces joins and checks per address, each on its own budget, and forgets the address once both refilled', () => {
+    let clock = 0;
+    const limits = {
+      ...DEFAULT_SIGNALING_LIMITS,
+      joinsPerMinutePerIp: 6,
+      joinBurstPerIp: 2,
+      checksPerMinutePerIp: 60,
+      checkBurstPerIp: 3,
+    };
+    const perIp = new IpLimits(limits, () => clock);
+    expect([perIp.admitJoin('a'), perIp.admitJoin('a'), perIp.admitJoin('a')?.code]).toEqual([
+      null,
+      null,
+      'join-rate-limited',
+    ]);
+    expect(perIp.admitJoin('b')).toBeNull(); // another address has its own
+    expect([perIp.admitCheck('a'), perIp.admitCheck('a'), perIp.admitCheck('a'), perIp.admitCheck('a')?.code]).toEqual([
+      null,
+      null,
+      null,
+      'check-rate-limited',
+    ]);
+    clock += 10_000; // one join at 6 a minute, ten checks at 60
+    expect([perIp.admitJoin('a'), perIp.admitJoin('a')?.code]).toEqual([null, 'join-rate-limited']);
+    expect(perIp.admitCheck('a')).toBeNull();
+    perIp.sweep();
+    expect(perIp.size).toBe(1); // a: nothing open, but budgets are spent (b has refilled)
+    clock += 20_000;
+    perIp.sweep();
+    expect(perIp.size).toBe(0);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Per-address accounting, so that one client cannot take what the server holds for everyone:
  * the sockets an address has open, the rooms it created and still holds, and the rate at which it
- * creates more. Addresses are the socket's peer address (X-Forwarded-For only behind a proxy the
+ * creates more, joins rooms (wrong tokens included) and checks them. Addresses are the socket's peer address (X-Forwarded-For only behind a proxy the
  * operator vouches for), and an IPv6 /64 counts as one address, since one machine usually holds
  * a whole /64.
  */
@@ -22,7 +22,14 @@ export interface Refusal {
 
 type IpLimitSettings = Pick<
   SignalingLimits,
-  'maxConnectionsPerIp' | 'maxRoomsPerIp' | 'roomCreatesPerMinutePerIp' | 'roomCreateBurstPerIp'
+  | 'maxConnectionsPerIp'
+  | 'maxRoomsPerIp'
+  | 'roomCreatesPerMinutePerIp'
+  | 'roomCreateBurstPerIp'
+  | 'joinsPerMinutePerIp'
+  | 'joinBurstPerIp'
+  | 'checksPerMinutePerIp'
+  | 'checkBurstPerIp'
 >;
 
 /**
@@ -67,6 +74,10 @@ interface AddressUse {
   rooms: number;
   /** Room creations; kept after the address goes quiet until it has refilled, so reconnecting gives no fresh burst. */
   creates: TokenBucket;
+  /** Join attempts, admitted or not (kept the same way). */
+  joins: TokenBucket;
+  /** Checks, answered or not (kept the same way). */
+  checks: TokenBucket;
 }
 
 export class IpLimits {
@@ -119,6 +130,20 @@ export class IpLimits {
     return null;
   }
 
+  /** A `join` from `address`, before its room or token is looked at: null, or the refusal. */
+  admitJoin(address: string): Refusal | null {
+    if (this.use(address).joins.take()) return null;
+    const message = `one address joins rooms at most ${this.limits.joinsPerMinutePerIp} times a minute; try again shortly`;
+    return { code: 'join-rate-limited', message };
+  }
+
+  /** A `check` from `address`: null, or the refusal. */
+  admitCheck(address: string): Refusal | null {
+    if (this.use(address).checks.take()) return null;
+    const message = `one address checks rooms at most ${this.limits.checksPerMinutePerIp} times a minute; try again shortly`;
+    return { code: 'check-rate-limited', message };
+  }
+
   /** A room a restarted server took back from its store: held by `address` again, without a creation. */
   roomRestored(address: string): void {
     this.use(address).rooms++;
@@ -140,11 +165,13 @@ export class IpLimits {
   private use(address: string): AddressUse {
     let use = this.byAddress.get(address);
     if (!use) {
-      const { roomCreatesPerMinutePerIp, roomCreateBurstPerIp } = this.limits;
+      const { limits, now } = this;
       use = {
         connections: 0,
         rooms: 0,
-        creates: new TokenBucket(roomCreatesPerMinutePerIp / 60, roomCreateBurstPerIp, this.now),
+        creates: new TokenBucket(limits.roomCreatesPerMinutePerIp / 60, limits.roomCreateBurstPerIp, now),
+        joins: new TokenBucket(limits.joinsPerMinutePerIp / 60, limits.joinBurstPerIp, now),
+        checks: new TokenBucket(limits.checksPerMinutePerIp / 60, limits.checkBurstPerIp, now),
       };
       this.byAddress.set(address, use);
     }
@@ -152,6 +179,7 @@ export class IpLimits {
   }
 
   private forgetIfIdle(address: string, use: AddressUse): void {
-    if (use.connections <= 0 && use.rooms <= 0 && use.creates.full) this.byAddress.delete(address);
+    const refilled = use.creates.full && use.joins.full && use.checks.full;
+    if (use.connections <= 0 && use.rooms <= 0 && refilled) this.byAddress.delete(address);
   }
 }

@@ -10,11 +10,18 @@
  *
  * A room is what SavedRoom (room-store.ts) records plus who is connected now: a restarted server
  * builds each kept room again from its record, with nobody in it.
+ *
+ * Membership cannot be churned (issue 27): a room remembers at most `remembered` members and never
+ * forgets an absent one to make room for a new one (the join is refused instead), and joins are
+ * paced per address and per room. A member's announced key is bound to its peer id for the room's
+ * life: a rejoin with another key is refused ('key-changed').
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { PeerKey } from '@shoal/protocol';
 import type { IpLimits, Refusal } from './ip-limits.ts';
 import type { SavedRoom } from './room-store.ts';
 import type { SignalingLimits } from './signal-config.ts';
+import { TokenBucket } from './token-bucket.ts';
 
 /** Random base64url: 9 bytes (72 bits) for room and peer ids, 32 bytes for credentials. */
 function randomId(bytes: number): string {
@@ -28,6 +35,11 @@ function digest(text: string): Buffer {
 /** Constant-time comparison of two strings of any length (by their hashes). */
 function sameSecret(given: string, expectedDigest: Buffer): boolean {
   return timingSafeEqual(digest(given), expectedDigest);
+}
+
+/** A key as compared for its peer id: algorithm and public key, or none announced. */
+function keyText(key: PeerKey | null): string {
+  return key ? `${key.algorithm}:${key.publicKey}` : 'none';
 }
 
 export class Room<Member> {
@@ -45,6 +57,11 @@ export class Room<Member> {
   private readonly memberSecrets: Map<string, Buffer>;
   /** Peer ids the host kicked, oldest first. */
   private readonly kicked: Set<string>;
+  /**
+   * The key each remembered member announced (keyText), fixed for its peer id. Kept in memory only
+   * (SavedRoom has no field for it yet): after a restart a member's first rejoin binds it again.
+   */
+  private readonly memberKeys = new Map<string, string>();
   /** Everyone connected, host included while present, by peer id. */
   readonly peers = new Map<string, Member>();
   /** Read-only sockets that receive the host's published views; not members, not in `peers`. */
@@ -127,36 +144,47 @@ export class Room<Member> {
     return sameSecret(key, this.watchKeyDigest);
   }
 
+  /** Members it remembers for coming back, present or not. */
+  get memberCount(): number {
+    return this.memberSecrets.size;
+  }
+
   /**
-   * A new member: a fresh peer id, unique in this room, and its member secret (told once, to it).
-   * At most `remembered` members are kept for coming back; beyond it the oldest absent one is forgotten.
+   * A new member announcing `key`: a fresh peer id, unique in this room, bound to that key, and its
+   * member secret (told once, to it). The registry has checked that the room may remember one more.
    */
-  admitMember(remembered: number): { peerId: string; memberSecret: string } {
+  admitMember(key: PeerKey | null): { peerId: string; memberSecret: string } {
     let peerId: string;
     do peerId = randomId(9);
     while (peerId === this.hostId || this.peers.has(peerId) || this.memberSecrets.has(peerId));
     const memberSecret = randomId(32);
     this.memberSecrets.set(peerId, digest(memberSecret));
-    for (const old of this.memberSecrets.keys()) {
-      if (this.memberSecrets.size <= remembered) break;
-      if (!this.peers.has(old) && old !== peerId) this.memberSecrets.delete(old);
-    }
+    this.memberKeys.set(peerId, keyText(key));
     this.hadMember = true;
     return { peerId, memberSecret };
   }
 
-  /** Whether `peerId` may take its seat again with `secret`. */
-  checkMember(peerId: string, secret: string): 'ok' | 'kicked' | 'bad-secret' {
+  /**
+   * Whether `peerId` may take its seat again with `secret`, announcing `key`: the key it joined with
+   * (a member whose binding a restart lost binds `key` now). Only the secret's holder learns of a
+   * key mismatch.
+   */
+  checkMember(peerId: string, secret: string, key: PeerKey | null): 'ok' | 'kicked' | 'bad-secret' | 'key-changed' {
     if (this.kicked.has(peerId)) return 'kicked';
     const expected = this.memberSecrets.get(peerId);
     // compared even when the id is unknown, so the time taken tells nothing about which ids exist
     const ok = sameSecret(secret, expected ?? this.secretDigest) && expected !== undefined;
-    return ok ? 'ok' : 'bad-secret';
+    if (!ok) return 'bad-secret';
+    const bound = this.memberKeys.get(peerId);
+    if (bound !== undefined && bound !== keyText(key)) return 'key-changed';
+    this.memberKeys.set(peerId, keyText(key));
+    return 'ok';
   }
 
   /** `peerId` will not come back: it left for good, or (`kicked`) the host removed it. */
   forgetMember(peerId: string, kicked: boolean, remembered: number): void {
     this.memberSecrets.delete(peerId);
+    this.memberKeys.delete(peerId);
     if (!kicked) return;
     this.kicked.add(peerId);
     for (const old of this.kicked) {
@@ -173,12 +201,19 @@ export class Room<Member> {
 
 type RegistryLimits = Pick<
   SignalingLimits,
-  'maxRooms' | 'maxPeersPerRoom' | 'emptyRoomGraceMs' | 'neverJoinedRoomGraceMs'
+  | 'maxRooms'
+  | 'maxPeersPerRoom'
+  | 'emptyRoomGraceMs'
+  | 'neverJoinedRoomGraceMs'
+  | 'joinsPerMinutePerRoom'
+  | 'joinBurstPerRoom'
 >;
 
 /**
- * Members a room remembers for coming back, per seat: a seat's member may reconnect, and ids of
- * members long gone make room for new ones. 4 × maxPeersPerRoom.
+ * Members a room remembers for coming back, per seat: a seat's member may reconnect. 4 ×
+ * maxPeersPerRoom. An absent member is never forgotten to make room for a new one (one token
+ * holder joining and dropping in a loop would strand the others, and right after a restart every
+ * member is absent): the join is refused instead, until members leave for good or are kicked.
  */
 const REMEMBERED_PER_SEAT = 4;
 
@@ -190,12 +225,15 @@ const REMEMBERED_PER_SEAT = 4;
  */
 export class RoomRegistry<Member> {
   private readonly rooms = new Map<string, Room<Member>>();
+  /** Joins each room admits (only those its token admits are paced). */
+  private readonly joinBuckets = new WeakMap<Room<Member>, TokenBucket>();
 
   constructor(
     private readonly limits: RegistryLimits,
     private readonly ipLimits: IpLimits,
     /** A room has expired (it is already gone from the registry). */
     private readonly onExpired: (room: Room<Member>) => void,
+    private readonly now: () => number = Date.now,
   ) {}
 
   get size(): number {
@@ -252,24 +290,49 @@ export class RoomRegistry<Member> {
     return room;
   }
 
-  /** Room `roomId` for a member with `token`, or why not (the host's seat stays free while it is away). */
-  forJoin(roomId: string, token: string): Room<Member> | Refusal {
+  /**
+   * Room `roomId` for a member from `address` with `token`, or why not, cheapest first: the
+   * address's join rate (every attempt spends it, so tokens are not guessed at speed), the room,
+   * the token, a free seat (the host's stays free while it is away), room in the room's memory of
+   * members, and the room's join rate (spent only by joins it would admit).
+   */
+  forJoin(roomId: string, token: string, address: string): Room<Member> | Refusal {
+    const paced = this.ipLimits.admitJoin(address);
+    if (paced) return paced;
     const room = this.rooms.get(roomId);
     if (!room) return noSuchRoom;
     if (!room.checkToken(token)) return { code: 'bad-token', message: 'wrong or rotated join token' };
-    return this.roomFull(room) ?? room;
+    const full = this.roomFull(room);
+    if (full) return full;
+    if (room.memberCount >= this.remembered) {
+      const message =
+        `this room remembers at most ${this.remembered} members and keeps each one's seat for its return; ` +
+        'it takes new members once some leave for good or the host kicks them';
+      return { code: 'room-full', message };
+    }
+    if (!this.joinBucket(room).take()) {
+      const message = `this room admits at most ${this.limits.joinsPerMinutePerRoom} joins a minute; try again shortly`;
+      return { code: 'join-rate-limited', message };
+    }
+    return room;
   }
 
   /**
    * Room `roomId` for member `peerId` coming back with its member secret, or why not: a wrong
    * secret (or an id the room does not know), a kicked member, its id still seated, a full room.
    */
-  forRejoin(roomId: string, peerId: string, secret: string): Room<Member> | Refusal {
+  forRejoin(roomId: string, peerId: string, secret: string, key: PeerKey | null): Room<Member> | Refusal {
     const room = this.rooms.get(roomId);
     if (!room) return noSuchRoom;
-    const member = room.checkMember(peerId, secret);
+    const member = room.checkMember(peerId, secret, key);
     if (member === 'kicked') return { code: 'kicked', message: 'the host removed this member from the room' };
     if (member === 'bad-secret') return { code: 'bad-secret', message: 'wrong member secret for this peer id' };
+    if (member === 'key-changed') {
+      return {
+        code: 'key-changed',
+        message: 'a member rejoins with the key it joined with (or none, if it announced none)',
+      };
+    }
     if (room.peers.has(peerId)) return { code: 'peer-present', message: 'this peer id is connected already' };
     return this.roomFull(room) ?? room;
   }
@@ -299,6 +362,16 @@ export class RoomRegistry<Member> {
   clear(): void {
     for (const room of this.rooms.values()) this.occupied(room);
     this.rooms.clear();
+  }
+
+  private joinBucket(room: Room<Member>): TokenBucket {
+    let bucket = this.joinBuckets.get(room);
+    if (!bucket) {
+      const { joinsPerMinutePerRoom, joinBurstPerRoom } = this.limits;
+      bucket = new TokenBucket(joinsPerMinutePerRoom / 60, joinBurstPerRoom, this.now);
+      this.joinBuckets.set(room, bucket);
+    }
+    return bucket;
   }
 
   /** The refusal when `room` has no seat for one more member (the host's seat stays free while it is away). */

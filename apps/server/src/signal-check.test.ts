@@ -83,4 +83,19 @@ describe('checking a room before joining', () => {
     await until(() => probe.messages.some((m) => m.kind === 'error' && m.code === 'rate-limited'));
     expect(probe.messages.filter((m) => m.kind === 'checked').length).toBe(3);
   });
+  it('answers at most a budget of checks per address; another address still checks', async () => {
+    server = await startTestServer({ limits: { checksPerMinutePerIp: 60, checkBurstPerIp: 10 } });
+    const created = await (await client()).create();
+    const guesser = await raw({ from: '127.0.0.2' });
+    for (let i = 0; i < 100; i++)
+      guesser.send({ kind: 'check', version: 1, roomId: created.roomId, token: `wrong${i}` });
+    await until(() => guesser.messages.length === 100, 5_000);
+    const codes = guesser.messages.map((m) => (m.kind === 'error' ? m.code : m.kind));
+    expect(codes.filter((code) => code === 'bad-token').length).toBeLessThanOrEqual(11);
+    expect(codes.filter((code) => code === 'check-rate-limited').length).toBeGreaterThanOrEqual(89);
+    expect(server.signalingStats().rejections['check-rate-limited']).toBeGreaterThanOrEqual(89);
+    expect(guesser.closed).toBeNull();
+    const visitor = await client();
+    expect((await visitor.check(created.roomId, created.joinToken)).roomId).toBe(created.roomId);
+  });
 });

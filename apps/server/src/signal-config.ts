@@ -47,7 +47,11 @@ export interface SignalingLimits {
   idleTimeoutMs: number;
   /** An empty room lives this long, so its host can reconnect with the secret. 60 s. */
   emptyRoomGraceMs: number;
-  /** Bytes queued to a socket that does not drain; beyond it the socket is closed with 1008. 1 MiB. */
+  /**
+   * Bytes queued to a socket that does not drain. Frames other peers sent it (signal, relay) are
+   * dropped once half of it is queued ('receiver-busy' to their sender); beyond all of it, which
+   * only the server's own frames to it can reach, the socket is closed with 1008. 1 MiB.
+   */
   maxBufferedBytes: number;
   /**
    * Bytes of a host's `publish` frame (its room view), the one frame allowed over maxFrameBytes.
@@ -98,6 +102,30 @@ export interface SignalingLimits {
    */
   roomCreatesPerMinutePerIp: number;
   roomCreateBurstPerIp: number;
+  /**
+   * Joins one address may attempt per minute (wrong tokens included), and their burst. 30/min,
+   * burst 64: a classroom behind one NAT fills a room at once; a loop that joins and drops gets
+   * one every 2 s, and guessing tokens goes no faster.
+   */
+  joinsPerMinutePerIp: number;
+  joinBurstPerIp: number;
+  /**
+   * Joins one room admits per minute (only with its token), and their burst. 60/min, burst 64: a
+   * full room at once, then one a second. With the room's memory of 4 × maxPeersPerRoom members
+   * (never freed by evicting absent ones), token holders fill it no faster than this.
+   */
+  joinsPerMinutePerRoom: number;
+  joinBurstPerRoom: number;
+  /** Checks one address may make per minute, and their burst. 120/min, burst 32: a join page checks once. */
+  checksPerMinutePerIp: number;
+  checkBurstPerIp: number;
+  /**
+   * Bytes of signal frames one peer may have relayed per second, and their burst. 256 KiB/s, burst
+   * 1 MiB: a member joining a room of 64 sends an offer (a few KiB) and a few ICE candidates to
+   * each of 63 peers at once, about 400 KiB; beyond it its signals are dropped ('signal-budget').
+   */
+  signalBytesPerSecond: number;
+  signalBurstBytes: number;
 }
 
 export const DEFAULT_SIGNALING_LIMITS: Readonly<SignalingLimits> = {
@@ -131,6 +159,14 @@ export const DEFAULT_SIGNALING_LIMITS: Readonly<SignalingLimits> = {
   maxRoomsPerIp: 16,
   roomCreatesPerMinutePerIp: 6,
   roomCreateBurstPerIp: 10,
+  joinsPerMinutePerIp: 30,
+  joinBurstPerIp: 64,
+  joinsPerMinutePerRoom: 60,
+  joinBurstPerRoom: 64,
+  checksPerMinutePerIp: 120,
+  checkBurstPerIp: 32,
+  signalBytesPerSecond: 256 * 1024,
+  signalBurstBytes: 1024 * 1024,
 };
 
 /** Defaults filled in, every field checked; throws a RangeError naming the bad one. */

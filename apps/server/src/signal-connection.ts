@@ -1,8 +1,11 @@
 /**
  * One signaling socket on the server: who it is (its address; its peer id and key while in a
- * room), what it may spend (messages a second, relays once seated), and its outgoing side. Every
- * frame to it goes through sendText, which closes a socket that stops reading rather than queue
- * without bound; every refusal goes through reject (answered, counted, logged) or count.
+ * room), what it may spend (messages a second, relays once seated, bytes of signals), and its
+ * outgoing side. Frames other peers sent it (signal, relay) go through deliver, which drops them
+ * once half of maxBufferedBytes is queued, so someone else's traffic never closes it; the server's
+ * own frames go through sendText, which closes a socket that stops reading rather than queue
+ * without bound (only its own failure to read gets it there). Every refusal goes through reject
+ * (answered, counted, logged), notice (the same, answered at most once a second) or count.
  */
 import type { PeerKey, RejectionCounters } from '@shoal/protocol';
 import { CLOSE_CODES, type ServerMessage, type SignalErrorCode } from '@shoal/signaling';
@@ -21,6 +24,8 @@ type ConnectionLimits = Pick<
   | 'hostRelayBurst'
   | 'memberRelayPerSecond'
   | 'memberRelayBurst'
+  | 'signalBytesPerSecond'
+  | 'signalBurstBytes'
 >;
 
 /** What every connection of one server shares. */
@@ -47,6 +52,10 @@ export class Connection {
   helloTimer: ReturnType<typeof setTimeout> | null = null;
   /** Frames a second, the first check on every frame (before any parsing). */
   private readonly bucket: TokenBucket;
+  /** Bytes of signal frames it may have relayed (a byte budget: a frame may go into debt). */
+  private readonly signalBytes: TokenBucket;
+  /** When each code of notice() was last answered (ms). */
+  private readonly lastNoticeAt = new Map<SignalErrorCode, number>();
   /** Frames dropped over budget in the current flood (one with no 10 s pause). */
   private dropped = 0;
   private lastDropAt = 0;
@@ -61,6 +70,7 @@ export class Connection {
   ) {
     const { limits, now } = context;
     this.bucket = new TokenBucket(limits.messagesPerSecond, limits.messageBurst, now);
+    this.signalBytes = new TokenBucket(limits.signalBytesPerSecond, limits.signalBurstBytes, now);
     this.lastSeen = now();
   }
 
@@ -128,8 +138,26 @@ export class Connection {
     return false;
   }
 
+  /** A signal frame of `bytes` from it: true when its byte budget pays for relaying it. */
+  paySignal(bytes: number): boolean {
+    return this.signalBytes.spend(bytes);
+  }
+
   send(message: ServerMessage): void {
     this.sendText(JSON.stringify(message));
+  }
+
+  /**
+   * A frame another peer sent (signal, relay), relayed to this socket: false, and nothing queued,
+   * when half of maxBufferedBytes is queued already (it is not reading). The rest is kept for the
+   * server's own frames, so another peer's traffic alone never gets this socket closed.
+   */
+  deliver(message: ServerMessage): boolean {
+    const { socket } = this;
+    if (this.closing || socket.readyState !== WebSocket.OPEN) return true; // on its way out: nothing to tell
+    if (socket.bufferedAmount > this.context.limits.maxBufferedBytes / 2) return false;
+    socket.send(JSON.stringify(message));
+    return true;
   }
 
   /** A frame already encoded (a view sent to every watcher is stringified once). */
@@ -153,6 +181,20 @@ export class Connection {
     this.count(code, message);
     this.context.log('rejected', { conn: this.id, peer: this.peerId, code, ref });
     this.send(ref === undefined ? { kind: 'error', code, message } : { kind: 'error', code, message, ref });
+  }
+
+  /**
+   * Refuses what may repeat at speed (dropped signals): counted every time, answered with `error`
+   * at most once a second per code, so the answers cannot become a flood of their own.
+   */
+  notice(code: SignalErrorCode, message: string, ref?: string): void {
+    const t = this.context.now();
+    if (t - (this.lastNoticeAt.get(code) ?? Number.NEGATIVE_INFINITY) < 1000) {
+      this.count(code, message);
+      return;
+    }
+    this.lastNoticeAt.set(code, t);
+    this.reject(code, message, ref);
   }
 
   /** Counts something refused on its account without answering it. */

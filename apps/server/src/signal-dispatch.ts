@@ -1,11 +1,15 @@
 /**
  * What the server does with one checked message (signal-frames.ts parsed it), by kind. Outside a
  * room a socket may send one hello — create, reclaim, join, rejoin or watch, at the server's major version
- * — or leave, and may `check` a room (exists? does the token admit?) any number of times. In a room: signal (to any peer), relay (member to host, host to one member or all,
- * within the relay budget), and the host's own: publish, rotate-token, kick. Anything else is
- * refused with an `error` whose ref is the kind, and changes nothing.
+ * — or leave, and may `check` a room (exists? does the token admit?) within its address's check
+ * budget. In a room: signal (to any peer, within the sender's byte budget), relay (member to host,
+ * host to one member or all, within the relay budget), and the host's own: publish, rotate-token,
+ * kick. A signal or relay to a receiver that is not reading is dropped and its sender told
+ * ('receiver-busy'); the receiver keeps its socket. Anything else is refused with an `error` whose
+ * ref is the kind, and changes nothing.
  */
 import { CLOSE_CODES, type ClientMessage, SIGNAL_PROTOCOL_VERSION } from '@shoal/signaling';
+import type { IpLimits } from './ip-limits.ts';
 import type { Room, RoomRegistry } from './rooms.ts';
 import type { Log, SignalingLimits } from './signal-config.ts';
 import type { Connection } from './signal-connection.ts';
@@ -16,8 +20,9 @@ type Message<K extends ClientMessage['kind']> = Extract<ClientMessage, { kind: K
 type Hello = Message<'create' | 'reclaim' | 'join' | 'rejoin' | 'watch'>;
 
 interface DispatchContext {
-  limits: Pick<SignalingLimits, 'maxRelayBytes'>;
+  limits: Pick<SignalingLimits, 'maxRelayBytes' | 'signalBytesPerSecond' | 'signalBurstBytes'>;
   rooms: RoomRegistry<Connection>;
+  ipLimits: IpLimits;
   membership: Membership;
   watch: WatchHub<Connection>;
   log: Log;
@@ -53,7 +58,7 @@ export class Dispatch {
     }
     switch (message.kind) {
       case 'signal':
-        this.signal(conn, room, self, message);
+        this.signal(conn, room, self, message, bytes);
         return;
       case 'relay':
         this.relay(conn, room, self, message, bytes);
@@ -107,11 +112,16 @@ export class Dispatch {
 
   /**
    * Whether a room exists and the token admits, and what it is, for a join page before consent.
-   * Seats nothing; a wrong token learns only 'bad-token', as a join would.
+   * Seats nothing; a wrong token learns only 'bad-token', as a join would. Paced per address.
    */
   private check(conn: Connection, message: Message<'check'>): void {
-    const { rooms, watch } = this.context;
+    const { rooms, watch, ipLimits } = this.context;
     if (!sameMajor(conn, message)) return;
+    const paced = ipLimits.admitCheck(conn.address);
+    if (paced) {
+      conn.reject(paced.code, paced.message, 'check');
+      return;
+    }
     const room = rooms.get(message.roomId);
     if (!room) {
       conn.reject('no-such-room', 'no such room (it may have expired)', 'check');
@@ -125,14 +135,29 @@ export class Dispatch {
     conn.send({ kind: 'checked', roomId: room.id, hostPresent: room.hostPresent, status, about });
   }
 
-  /** An SDP or ICE payload to one other peer of the room, stamped with the sender's id. */
-  private signal(conn: Connection, room: Room<Connection>, self: string, message: Message<'signal'>): void {
+  /**
+   * An SDP or ICE payload to one other peer of the room, stamped with the sender's id, within the
+   * sender's byte budget; dropped (the sender told 'receiver-busy') when the receiver is not reading.
+   */
+  private signal(
+    conn: Connection,
+    room: Room<Connection>,
+    self: string,
+    message: Message<'signal'>,
+    bytes: number,
+  ): void {
     const target = message.to === self ? undefined : room.peers.get(message.to);
     if (!target) {
       conn.reject('unknown-peer', `no peer ${message.to} in this room`, 'signal');
       return;
     }
-    target.send({ kind: 'signal', from: self, data: message.data });
+    if (!conn.paySignal(bytes)) {
+      const { signalBytesPerSecond, signalBurstBytes } = this.context.limits;
+      const message = `signals are at most ${signalBytesPerSecond} bytes a second (burst ${signalBurstBytes}); dropped`;
+      conn.notice('signal-budget', message, 'signal');
+      return;
+    }
+    if (!target.deliver({ kind: 'signal', from: self, data: message.data })) busy(conn, message.to, 'signal');
   }
 
   /**
@@ -175,7 +200,9 @@ export class Dispatch {
       conn.reject('relay-budget', 'relay budget spent; send control messages over the mesh', 'relay');
       return;
     }
-    for (const target of targets) target.send({ kind: 'relay', from: self, data: message.data });
+    for (const target of targets) {
+      if (!target.deliver({ kind: 'relay', from: self, data: message.data })) busy(conn, target.who, 'relay');
+    }
   }
 
   /** The host removes a member: told why, taken out of the room, its socket closed with 4001. */
@@ -194,6 +221,11 @@ export class Dispatch {
     target.closeWith(CLOSE_CODES.kicked, 'kicked');
     this.context.log('kick', { room: room.id, peer: message.peer });
   }
+}
+
+/** A frame from `conn` to `to` was dropped because `to` is not reading: `conn` is told, `to` keeps its socket. */
+function busy(conn: Connection, to: string, ref: 'signal' | 'relay'): void {
+  conn.notice('receiver-busy', `${to} is not reading (too much queued for it): ${ref} dropped`, ref);
 }
 
 /** A hello or check at another major version is refused (ref: its kind). */

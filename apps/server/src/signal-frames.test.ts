@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseClientFrame } from './signal-frames.ts';
 import { roomView } from './test-server.ts';
 
@@ -40,5 +40,23 @@ describe('parseClientFrame', () => {
     expect(outcome(publish, { host: true })).toBe('publish');
     const relay = parseClientFrame(text({ kind: 'relay', data: 'x'.repeat(300) }), false, limits, true);
     expect(relay).toMatchObject({ ok: false, code: 'too-big', ref: 'relay' });
+  });
+  it("refuses a host's oversized frame that is not a publish before parsing or scanning it", () => {
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      const big = (value: object) => parseClientFrame(text(value), false, limits, true);
+      expect(big({ kind: 'signal', to: 'x', data: 'x'.repeat(300) })).toMatchObject({ code: 'too-big', ref: 'signal' });
+      expect(big({ kind: 'relay', data: 'x'.repeat(300) })).toMatchObject({ code: 'too-big', ref: 'relay' });
+      // publish named anywhere but first does not pass for one
+      expect(big({ data: 'x'.repeat(300), kind: 'publish' })).toMatchObject({ code: 'too-big' });
+      expect(big({ pad: '{"kind":"publish"', data: 'x'.repeat(300) })).toMatchObject({ code: 'too-big' });
+      expect(parse).not.toHaveBeenCalled();
+      // a publish as the client writes it ({"kind":"publish",…}) is parsed, whitespace or not
+      expect(big({ kind: 'publish', data: roomView('room', [1, 2, 3]) })).toMatchObject({ ok: true });
+      const spaced = ` { "kind" : "publish", "data": ${JSON.stringify(roomView('room', [1, 2, 3]))} }`;
+      expect(parseClientFrame(text(spaced), false, limits, true)).toMatchObject({ ok: true });
+    } finally {
+      parse.mockRestore();
+    }
   });
 });

@@ -3,8 +3,9 @@
  * a known kind, then the zod union. Pure, so the order and the reason codes are tested directly.
  *
  * Size: frames are at most maxFrameBytes, except a host's publish (its room view; `ws` holds it to
- * maxPublishBytes). A frame over maxFrameBytes from a socket that may not publish is refused
- * unparsed; from a host it is parsed, and refused unless it is a publish.
+ * maxPublishBytes). A frame over maxFrameBytes is refused unscanned and unparsed unless it comes
+ * from a host and begins as a publish does (`{"kind":"publish",`, as every client writes it): a
+ * host's other large frames cost a look at their first bytes, not a full parse (issue 27).
  */
 import { jsonDepth } from '@shoal/protocol';
 import { CLIENT_MESSAGE_KINDS, type ClientMessage, clientMessageSchema, type SignalErrorCode } from '@shoal/signaling';
@@ -27,6 +28,15 @@ export function parseClientFrame(
     return { ok: false, code: 'too-big', message: `frames are at most ${maxFrameBytes} bytes` };
   }
   const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Uint8Array);
+  if (size > maxFrameBytes) {
+    const kind = leadingKind(bytes);
+    if (kind !== 'publish') {
+      const message = `frames other than publish are at most ${maxFrameBytes} bytes`;
+      return kind === null
+        ? { ok: false, code: 'too-big', message }
+        : { ok: false, code: 'too-big', message, ref: kind };
+    }
+  }
   const text = bytes.toString('utf8');
   if (jsonDepth(text) > maxDepth) return { ok: false, code: 'too-deep', message: `JSON nests deeper than ${maxDepth}` };
   let parsed: unknown;
@@ -52,4 +62,13 @@ export function parseClientFrame(
     return { ok: false, code: 'too-big', message, ref: kind };
   }
   return { ok: true, message: result.data, bytes: bytes.length };
+}
+
+/** `{"kind":"name",` at the start of a frame (whitespace allowed): the name, if it is a short plain word. */
+const LEADING_KIND = /^\s*\{\s*"kind"\s*:\s*"([a-z-]{1,32})"\s*,/;
+
+/** The kind a frame names first, read off its first 128 bytes only; null when it does not start so. */
+function leadingKind(bytes: Buffer): string | null {
+  const match = LEADING_KIND.exec(bytes.subarray(0, 128).toString('latin1'));
+  return match?.[1] ?? null;
 }

@@ -70,6 +70,53 @@ describe('keys bound by the signaling server', () => {
     expect(alice.peerKeys.get(created.peerId)).toEqual(hostKeysAfterRestart.key);
   });
 
+  it('refuses a member that rejoins with another key than it joined with (or with one after none), with key-changed', async () => {
+    server = await startTestServer();
+    const host = await client({ identity: hostKeys });
+    const created = await host.create();
+    const alice = await client({ identity: aliceKeys });
+    const joined = await alice.join(created.roomId, created.joinToken);
+    const secret = joined.memberSecret as string;
+    const keyless = await raw();
+    keyless.send({ kind: 'join', version: 1, roomId: created.roomId, token: created.joinToken });
+    const keylessJoined = await keyless.next('joined');
+    alice.close();
+    keyless.close();
+    await until(() => server.signalingStats().peers === 1);
+
+    const rekeyed = await raw();
+    rekeyed.send({
+      kind: 'rejoin',
+      version: 1,
+      roomId: created.roomId,
+      peerId: joined.peerId,
+      memberSecret: secret,
+      key: hostKeysAfterRestart.key,
+    });
+    expect(await rekeyed.next('error')).toMatchObject({ code: 'key-changed', ref: 'rejoin' });
+    const unkeyed = await raw();
+    unkeyed.send({ kind: 'rejoin', version: 1, roomId: created.roomId, peerId: joined.peerId, memberSecret: secret });
+    expect(await unkeyed.error()).toBe('key-changed');
+    const keyedNow = await raw();
+    keyedNow.send({
+      kind: 'rejoin',
+      version: 1,
+      roomId: created.roomId,
+      peerId: keylessJoined.peerId,
+      memberSecret: keylessJoined.memberSecret,
+      key: aliceKeys.key,
+    });
+    expect(await keyedNow.error()).toBe('key-changed');
+    expect(server.signalingStats().rejections['key-changed']).toBe(3);
+    expect(host.peerKeys.get(joined.peerId)).toBeUndefined();
+
+    // with the key it joined with, it takes its seat back and the others bind that key again
+    const back = await client({ identity: aliceKeys });
+    expect((await back.rejoin(created.roomId, joined.peerId, secret)).peerId).toBe(joined.peerId);
+    await until(() => host.peerKeys.get(joined.peerId) !== undefined);
+    expect(host.peerKeys.get(joined.peerId)).toEqual(aliceKeys.key);
+  });
+
   it('refuses a malformed key with a schema error', async () => {
     server = await startTestServer();
     const host = await client({ identity: hostKeys });

@@ -2,7 +2,8 @@
  * Who sits in which room: the four ways in (a host creates a room or reclaims it with its secret,
  * a member joins with the join token or rejoins as itself with its member secret), the one way out (leave: left, closed, kicked or timed out),
  * and what the others in the room hear of both. A peer's announced key is bound to its peer id
- * while it stays, and told to everyone in the room with it (joined, reclaimed, peer-joined).
+ * and told to everyone in the room with it (joined, reclaimed, peer-joined); a member's stays
+ * bound for the room's life (a rejoin must announce it again), the host's while it is present.
  */
 import type { PeerKey } from '@shoal/protocol';
 import type { BoundKey, ClientLimits, IceServer, PeerLeftReason, ServerMessage } from '@shoal/signaling';
@@ -66,16 +67,16 @@ export class Membership {
 
   /** A member with a fresh peer id and its member secret, told who is there (the host's seat may be empty). */
   join(conn: Connection, roomId: string, token: string, key: PeerKey | null): void {
-    const room = this.rooms.forJoin(roomId, token);
+    const room = this.rooms.forJoin(roomId, token, conn.address);
     if (refused(conn, room, 'join')) return;
-    const { peerId, memberSecret } = room.admitMember(this.rooms.remembered);
+    const { peerId, memberSecret } = room.admitMember(key);
     this.changed(room);
     this.seatMember(conn, room, peerId, key, memberSecret);
   }
 
-  /** A member back after a reconnect, in its old seat (same peer id), told who is there. */
+  /** A member back after a reconnect, in its old seat (same peer id) with its same key, told who is there. */
   rejoin(conn: Connection, roomId: string, peerId: string, secret: string, key: PeerKey | null): void {
-    const room = this.rooms.forRejoin(roomId, peerId, secret);
+    const room = this.rooms.forRejoin(roomId, peerId, secret, key);
     if (refused(conn, room, 'rejoin')) return;
     this.seatMember(conn, room, peerId, key, undefined);
   }

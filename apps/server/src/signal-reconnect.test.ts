@@ -12,6 +12,7 @@ import {
   ReconnectingSignal,
   type ReconnectState,
   type Reentry,
+  type RoomEntry,
   SignalClient,
   signalUrl,
 } from '@shoal/signaling';
@@ -145,6 +146,78 @@ describe('ReconnectingSignal', () => {
     expect(host.state).toMatchObject({ kind: 'gave-up', error: { code: 'no-such-room' } });
     expect(h.states[0]).toBe('reconnecting');
     expect(closes).toHaveLength(1);
+  });
+
+  it('joins anew with the join token when the server no longer knows its member secret, and gives up once the token is rotated', async () => {
+    server = await startTestServer({ roomsDir: dir, viewSaveIntervalMs: 10 });
+    const url = signalUrl(server.url);
+    const hostClient = await connect(true);
+    const created = await hostClient.create();
+    const host = new ReconnectingSignal(hostClient, {
+      url,
+      WebSocketImpl: WebSocket,
+      entry: { role: 'host', roomId: created.roomId, hostSecret: created.hostSecret },
+      backoff: fast,
+    });
+    track(host);
+    const memberClient = await connect(true);
+    const joined = await memberClient.join(created.roomId, created.joinToken);
+    // as a server that lost this member would see it: a secret it does not know
+    const forgotten = { ...memberEntry(joined, created.joinToken), memberSecret: 'forgotten' } as RoomEntry;
+    const member = new ReconnectingSignal(memberClient, {
+      url,
+      WebSocketImpl: WebSocket,
+      entry: forgotten,
+      backoff: fast,
+    });
+    const m = track(member);
+    const anew: string[] = [];
+    member.on('joined-anew', (reply) => anew.push(reply.peerId));
+
+    const restart = async () => {
+      const port = server?.port;
+      await server?.close();
+      server = await startTestServer({ roomsDir: dir, port, viewSaveIntervalMs: 10 });
+    };
+    await restart();
+    await until(() => member.state.kind === 'connected' && m.reentries.length === 1, 5_000);
+    const newId = member.peerId as string;
+    expect(newId).not.toBe(joined.peerId);
+    expect(anew).toEqual([newId]);
+    expect(m.reentries[0]).toMatchObject({ kind: 'joined', peerId: newId, hostId: created.peerId });
+
+    // its new seat is its own now: after another restart it rejoins as the new id, with the new secret
+    await until(() => host.state.kind === 'connected');
+    await restart();
+    await until(() => m.reentries.length === 2, 5_000);
+    expect(m.reentries[1]).toMatchObject({ kind: 'joined', peerId: newId });
+    expect(anew).toHaveLength(1);
+
+    // a member without a token to fall back on gives up, as does one whose token was rotated
+    await until(() => host.state.kind === 'connected', 5_000);
+    const tokenless = await connect(true);
+    const tokenlessJoined = await tokenless.join(created.roomId, created.joinToken);
+    const stale = await connect(true);
+    const staleJoined = await stale.join(created.roomId, created.joinToken);
+    await host.rotateToken();
+    const a = new ReconnectingSignal(tokenless, {
+      url,
+      WebSocketImpl: WebSocket,
+      entry: { ...(memberEntry(tokenlessJoined) as RoomEntry), memberSecret: 'forgotten' } as RoomEntry,
+      backoff: fast,
+    });
+    const b = new ReconnectingSignal(stale, {
+      url,
+      WebSocketImpl: WebSocket,
+      entry: { ...memberEntry(staleJoined, created.joinToken), memberSecret: 'forgotten' } as RoomEntry,
+      backoff: fast,
+    });
+    track(a);
+    track(b);
+    await restart();
+    await until(() => a.state.kind === 'gave-up' && b.state.kind === 'gave-up', 5_000);
+    expect(a.state).toMatchObject({ error: { code: 'bad-secret' } });
+    expect(b.state).toMatchObject({ error: { code: 'bad-token' } });
   });
 
   it('keeps trying while the server is away, and stops when closed', async () => {

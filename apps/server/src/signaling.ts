@@ -11,8 +11,14 @@
  * maxPeersPerRoom, and maxRooms × max(maxViewHistoryBytes, maxPublishBytes) of kept views.
  *
  * No one client may take those for everyone (ip-limits.ts): one address holds at most
- * maxConnectionsPerIp sockets and maxRoomsPerIp rooms, and creates rooms at a bounded rate; a
- * room nobody ever joined expires neverJoinedRoomGraceMs after its host left.
+ * maxConnectionsPerIp sockets and maxRoomsPerIp rooms, and creates rooms, joins and checks at a
+ * bounded rate; a room nobody ever joined expires neverJoinedRoomGraceMs after its host left.
+ *
+ * No peer may take another's place or connection (issue 27): a room never forgets an absent
+ * member to seat a new one (rooms.ts), a member's key is fixed for its peer id, signals have a
+ * byte budget per sender, and frames relayed from other peers are dropped, not queued, once a
+ * receiver has half of maxBufferedBytes waiting (signal-connection.ts), so only a socket's failure
+ * to read the server's own frames closes it.
  *
  * This file wires the parts and runs each socket's life (admit, heartbeat, frames, close):
  * signal-connection.ts is one socket (its budgets and its outgoing side), signal-frames.ts checks
@@ -89,11 +95,16 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
     log,
     viewChanged: (room) => keeper.viewChanged(room, () => watch.keptJson(room)),
   });
-  const rooms = new RoomRegistry<Connection>(limits, ipLimits, (room) => {
-    watch.roomClosed(room);
-    keeper.roomExpired(room);
-    log('room-expired', { room: room.id });
-  });
+  const rooms = new RoomRegistry<Connection>(
+    limits,
+    ipLimits,
+    (room) => {
+      watch.roomClosed(room);
+      keeper.roomExpired(room);
+      log('room-expired', { room: room.id });
+    },
+    now,
+  );
   const { restoredRooms, skippedRooms } = restore(options.loaded);
   const clientLimits: ClientLimits = {
     maxFrameBytes: limits.maxFrameBytes,
@@ -104,7 +115,7 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
   };
   const changed = (room: Room<Connection>) => keeper.roomChanged(room);
   const membership = new Membership(rooms, { iceServers, limits: clientLimits }, log, changed);
-  const dispatch = new Dispatch({ limits, rooms, membership, watch, log, changed });
+  const dispatch = new Dispatch({ limits, rooms, ipLimits, membership, watch, log, changed });
   const context: ConnectionContext = {
     limits,
     now,

@@ -55,7 +55,16 @@
  * `rejoin` seats it again under the same peer id after a reconnect or a server restart (the join
  * token is not asked again, so a rotated token strands nobody who joined). A rejoin is refused with
  * 'bad-secret' (wrong secret, or an id the room does not know), 'kicked' (the host removed it),
- * 'peer-present' (the id is still seated: its old socket has not timed out yet) or 'room-full'.
+ * 'peer-present' (the id is still seated: its old socket has not timed out yet), 'key-changed' (it
+ * announces another key than it joined with) or 'room-full'. A member whose secret is refused may
+ * join anew with the join token (a new peer id; reconnect.ts does so when it has the token).
+ *
+ * Membership (issue 27): a room remembers at most 4 × maxPeersPerRoom members for coming back and
+ * never forgets an absent one to make room for a new one: a join beyond that is refused with
+ * 'room-full' (until members leave for good or the host kicks them). Joins are paced per address
+ * (wrong tokens included) and per room ('join-rate-limited'), checks per address
+ * ('check-rate-limited'). Signals have a byte budget per sender ('signal-budget'), and a signal or
+ * relay to a receiver that is not reading is dropped ('receiver-busy') instead of closing it.
  * The server keeps its rooms across a restart when it has a rooms directory (docs/deployment.md),
  * so credentials from before the restart still work.
  *
@@ -68,8 +77,11 @@
  * Keys (minor 1): a client may announce its public key (`key`, @shoal/protocol identity.ts) when
  * it creates, reclaims or joins a room; the server binds it to the peer id it hands out and tells
  * the others with that id: `keys` in joined and reclaimed (the peers present that have one), `key`
- * in peer-joined (null: the peer announced none). There is no message to change a key, so a peer's
- * key is fixed while it is in the room; a host that reclaims the room announces its key again.
+ * in peer-joined (null: the peer announced none). There is no message to change a key, and a
+ * member that rejoins must announce the key it joined with ('key-changed' otherwise), so a
+ * member's key is fixed for its peer id in the room; a host that reclaims the room (proving itself
+ * with the host secret) may announce a new key, since a restarted `shoal host --resume` or a
+ * reloaded dashboard has a new key pair.
  * The server binds, it does not vouch: a peer may announce someone else's public key, which only
  * makes its own signatures fail, since what a peer signs names its peer id.
  *
@@ -130,6 +142,22 @@ export const SIGNAL_ERROR_CODES = [
   /** The creating address is over roomCreatesPerMinutePerIp. */
   'room-rate-limited',
   'unknown-peer',
+  /**
+   * A join over its address's or its room's join rate (the message says which); try again in a
+   * few seconds. Wrong tokens spend the address's budget too.
+   */
+  'join-rate-limited',
+  /** A check over its address's check rate; try again in a few seconds. */
+  'check-rate-limited',
+  /** A rejoin that announces another key (or none) than its peer id is bound to in this room. */
+  'key-changed',
+  /** Signals over the sender's byte budget: dropped, not relayed (answered at most once a second). */
+  'signal-budget',
+  /**
+   * A signal or relay dropped because its receiver has too much queued (it is not reading); the
+   * receiver is not closed for it. Answered at most once a second.
+   */
+  'receiver-busy',
   'server-full',
   /** The connecting address has maxConnectionsPerIp sockets open (the socket is closed with 1013). */
   'too-many-connections-per-ip',

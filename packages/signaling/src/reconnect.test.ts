@@ -31,5 +31,13 @@ describe('reconnect backoff', () => {
       peerId: 'p',
       memberSecret: 's',
     });
+    // with the join token, a member whose secret the server no longer knows joins anew
+    expect(memberEntry({ ...joined, memberSecret: 's' }, 't')).toEqual({
+      role: 'member',
+      roomId: 'r',
+      peerId: 'p',
+      memberSecret: 's',
+      joinToken: 't',
+    });
   });
 });

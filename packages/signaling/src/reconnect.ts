@@ -18,8 +18,17 @@
  *
  * A refusal that cannot heal ends it ('gave-up'): the room is gone (no-such-room: the server
  * forgot it, or it expired), the credential is wrong (bad-secret, bad-key, bad-token), the member
- * was kicked, another major version. Anything else (cannot connect, server full, the old socket's
- * seat not yet free: host-present, peer-present) is tried again.
+ * was kicked or announced another key (key-changed), another major version. Anything else (cannot
+ * connect, server full, the old socket's seat not yet free: host-present, peer-present, a join
+ * paced: join-rate-limited) is tried again.
+ *
+ * Joining anew: a member whose entry carries the join token (`memberEntry(joined, token)`) and
+ * whose member secret the server refuses (bad-secret: the server lost it, as a store written before
+ * the member joined would) joins again with the token on the same socket, as a new member with a
+ * new peer id, unless the token was rotated (then bad-token ends it). It emits `joined-anew` before
+ * `reentered`, and from then on comes back as the new member. A caller that passes the token must
+ * rebuild whatever it keyed by its old peer id (its mesh, its swarm member) on `joined-anew`;
+ * without the token, bad-secret ends it as before.
  */
 import type { PeerKeyRegistry, RoomViewUpdate } from '@shoal/protocol';
 import { SignalClient, type SignalClientEvents, SignalError, type WebSocketConstructor } from './client.ts';
@@ -28,13 +37,23 @@ import { CLOSE_CODES, type ServerMessageOf, type SignalErrorCode } from './messa
 /** How a client takes its seat again on a new socket. */
 export type RoomEntry =
   | { role: 'host'; roomId: string; hostSecret: string }
-  | { role: 'member'; roomId: string; peerId: string; memberSecret: string }
+  /** `joinToken`: to join anew with when the server refuses the member secret (see the header). */
+  | { role: 'member'; roomId: string; peerId: string; memberSecret: string; joinToken?: string }
   | { role: 'watcher'; roomId: string; key: string };
 
-/** A member's entry from its first `joined`; null from an older server that gives no member secret. */
-export function memberEntry(joined: ServerMessageOf<'joined'>): RoomEntry | null {
+/**
+ * A member's entry from its first `joined`; null from an older server that gives no member secret.
+ * With `joinToken` (the token it joined with), it joins anew if the server no longer knows its secret.
+ */
+export function memberEntry(joined: ServerMessageOf<'joined'>, joinToken?: string): RoomEntry | null {
   if (!joined.memberSecret) return null;
-  return { role: 'member', roomId: joined.roomId, peerId: joined.peerId, memberSecret: joined.memberSecret };
+  const entry = {
+    role: 'member' as const,
+    roomId: joined.roomId,
+    peerId: joined.peerId,
+    memberSecret: joined.memberSecret,
+  };
+  return joinToken === undefined ? entry : { ...entry, joinToken };
 }
 
 export type ReconnectState =
@@ -52,6 +71,11 @@ export type Reentry = ServerMessageOf<'reclaimed'> | ServerMessageOf<'joined'> |
 export interface ReconnectingEvents extends SignalClientEvents {
   /** Back in the room on a new socket: the reply tells who is there now (a watcher: the kept view). */
   reentered: (reply: Reentry) => void;
+  /**
+   * The server refused the member secret and the join token admitted this client again: it is a
+   * new member now, `reply.peerId` its new id (emitted before `reentered`).
+   */
+  'joined-anew': (reply: ServerMessageOf<'joined'>) => void;
 }
 
 /** Backoff between attempts: `initialMs` doubling to `maxMs`, each delay scaled by a random 0.5–1 (jitter). */
@@ -74,6 +98,7 @@ const FINAL: ReadonlySet<SignalErrorCode | 'closed' | 'protocol'> = new Set([
   'bad-key',
   'bad-token',
   'kicked',
+  'key-changed',
   'version',
   'schema',
   'protocol',
@@ -99,11 +124,15 @@ export class ReconnectingSignal {
   private detach: (() => void)[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
 
+  /** How it enters again: options.entry, until it joins anew (then its new member's). */
+  private entry: RoomEntry | null;
+
   constructor(
     client: SignalClient,
     private readonly options: ReconnectOptions,
   ) {
     this.current = client;
+    this.entry = options.entry;
     this.attach(client);
   }
 
@@ -191,7 +220,7 @@ export class ReconnectingSignal {
     for (const off of this.detach) off();
     this.detach = [];
     if (this.currentState.kind !== 'connected') return; // closed on purpose
-    if (event.code === CLOSE_CODES.kicked || event.code === CLOSE_CODES.roomClosed || !this.options.entry) {
+    if (event.code === CLOSE_CODES.kicked || event.code === CLOSE_CODES.roomClosed || !this.entry) {
       const why =
         event.code === CLOSE_CODES.kicked
           ? 'kicked'
@@ -215,7 +244,8 @@ export class ReconnectingSignal {
   }
 
   private async attempt(attempt: number, lastError: string | null): Promise<void> {
-    const { url, WebSocketImpl, entry } = this.options;
+    const { url, WebSocketImpl } = this.options;
+    const { entry } = this;
     if (!entry || this.currentState.kind !== 'reconnecting') return;
     this.setState({ kind: 'reconnecting', attempt, nextTryMs: 0, lastError });
     let client: SignalClient | null = null;
@@ -224,14 +254,16 @@ export class ReconnectingSignal {
         identity: this.current.identity,
         peerKeys: this.current.peerKeys,
       });
-      const reply = await enter(client, entry);
+      const { reply, anew } = await enter(client, entry);
       if (this.currentState.kind !== 'reconnecting') {
         client.close(); // closed while this attempt was under way
         return;
       }
       this.current = client;
       this.attach(client);
+      if (anew) this.entry = memberEntry(anew, entry.role === 'member' ? entry.joinToken : undefined);
       this.setState({ kind: 'connected' });
+      if (anew) this.emit('joined-anew', anew);
       this.emit('reentered', reply);
     } catch (error) {
       client?.close();
@@ -265,13 +297,24 @@ export class ReconnectingSignal {
   }
 }
 
-function enter(client: SignalClient, entry: RoomEntry): Promise<Reentry> {
+/** Enters with `entry` on `client`; `anew`: the member joined anew with its token (a new peer id). */
+async function enter(
+  client: SignalClient,
+  entry: RoomEntry,
+): Promise<{ reply: Reentry; anew?: ServerMessageOf<'joined'> }> {
   switch (entry.role) {
     case 'host':
-      return client.reclaim(entry.roomId, entry.hostSecret);
+      return { reply: await client.reclaim(entry.roomId, entry.hostSecret) };
     case 'member':
-      return client.rejoin(entry.roomId, entry.peerId, entry.memberSecret);
+      try {
+        return { reply: await client.rejoin(entry.roomId, entry.peerId, entry.memberSecret) };
+      } catch (error) {
+        const lost = error instanceof SignalError && error.code === 'bad-secret';
+        if (!lost || entry.joinToken === undefined) throw error;
+        const joined = await client.join(entry.roomId, entry.joinToken);
+        return { reply: joined, anew: joined };
+      }
     case 'watcher':
-      return client.watch(entry.roomId, entry.key);
+      return { reply: await client.watch(entry.roomId, entry.key) };
   }
 }
