@@ -160,6 +160,17 @@ describe('FileRoomStore loads only what it could have written', () => {
     ]);
   });
 
+  it('removes the temporaries a crash left (a link without touching its target), and starts despite a directory so named', async () => {
+    const kept = join(outside, 'kept');
+    await writeFile(kept, 'kept');
+    await writeFile(join(dir, '.r1.room.json.0123abcd.tmp'), '{}');
+    await symlink(kept, join(dir, `r1.view.json.${process.pid}.1.tmp`));
+    await mkdir(join(dir, '.r2.room.json.0123abcd.tmp'));
+    expect(await new FileRoomStore(dir).loadAll()).toEqual({ rooms: [], skipped: [] });
+    expect(await readdir(dir)).toEqual(['.r2.room.json.0123abcd.tmp']);
+    expect(await readFile(kept, 'utf8')).toBe('kept');
+  });
+
   it('skips a FIFO without waiting for a writer', { timeout: 5_000 }, async () => {
     execFileSync('mkfifo', [join(dir, 'r1.room.json')]);
     const loaded = await new FileRoomStore(dir).loadAll();

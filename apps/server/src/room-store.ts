@@ -250,7 +250,8 @@ export class FileRoomStore implements RoomStore {
     const loaded: LoadedRooms = { rooms: [], skipped: [] };
     for (const name of (await readdir(dir)).sort()) {
       if (TEMPORARY.test(name)) {
-        await rm(join(dir, name), { force: true }); // left by a crash (a link is removed, not followed)
+        // left by a crash: removed (a link itself, never what it points to); anything else is left alone
+        await rm(join(dir, name), { force: true }).catch(() => {});
         continue;
       }
       const match = ROOM_FILE.exec(name);
