@@ -51,7 +51,7 @@ export const RUN_CONFIG: RunConfig = {
     errorFeedback: true,
     aggregation: { kind: 'clipped-mean', clipFactor: 2 },
     hashAlgorithm: 'xxh128',
-    weightCapFactor: 4,
+    weightCapFactor: 2,
     quorum: 0.5,
   },
   data: { corpus: 'moby-dick', seed: 7 },

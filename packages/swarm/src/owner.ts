@@ -8,7 +8,14 @@
  * Contributions are combined in the round's participant order, whatever order they arrived in,
  * so the result is the same bits on any owner (a reassigned shard included).
  */
-import { type AggregationRule, aggregate, type Codec, CodecError, type Contribution } from '@shoal/diloco';
+import {
+  type AggregationRule,
+  aggregate,
+  type ClippedMeanSuccess,
+  type Codec,
+  CodecError,
+  type Contribution,
+} from '@shoal/diloco';
 import type { ContributionVerdict } from '@shoal/protocol';
 
 export interface ShardJob {
@@ -50,6 +57,11 @@ export interface ShardResult {
   tokens: number;
   /** The peers whose Δ is in the aggregate, in round order (part of the result's hash). */
   accepted: string[];
+  /**
+   * Accepted peers whose Δ the rule scaled down for its norm (beyond clipFactor × the median's:
+   * clipped-mean, centered-clip), with their norm over the median's. Honest ones rarely are.
+   */
+  clipped: { peer: string; ratio: number }[];
 }
 
 export class ShardCollector {
@@ -112,6 +124,7 @@ export class ShardCollector {
     let payload: Uint8Array = new Uint8Array(0);
     let tokens = 0;
     const accepted: string[] = [];
+    const clipped: ShardResult['clipped'] = [];
     const result =
       contributions.length > 0 ? aggregate(contributions, this.job.rule, { length: this.job.length }) : null;
     if (result?.ok) {
@@ -121,6 +134,12 @@ export class ShardCollector {
         tokens += weight;
         accepted.push(order[index] as string);
         verdicts.push({ peer: order[index] as string, weight, reason: '', message: '' });
+      }
+      if ('clipped' in result && 'medianNorm' in result) {
+        const { medianNorm } = result as ClippedMeanSuccess;
+        for (const { index, norm } of (result as ClippedMeanSuccess).clipped) {
+          clipped.push({ peer: order[index] as string, ratio: norm / medianNorm });
+        }
       }
     }
     for (const rejection of result?.rejected ?? []) {
@@ -142,6 +161,6 @@ export class ShardCollector {
         });
       }
     }
-    return { payload, verdicts, tokens, accepted };
+    return { payload, verdicts, tokens, accepted, clipped };
   }
 }

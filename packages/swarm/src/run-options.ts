@@ -423,8 +423,10 @@ const ROOM_DILOCO = {
   fragmentMode: 'sequential',
   errorFeedback: false,
   hashAlgorithm: 'xxh128',
-  // A contribution's weight (its inner steps) counts at most this many times the median's.
-  weightCapFactor: 4,
+  // A contribution's weight (its inner steps) counts at most this many times the median's: 2, so
+  // one claimed weight is at most 2/(K + 1) of a round's (docs/robust-aggregation.md); also the
+  // pace above the median's at which a fast worker waits for its round, and contributionBound's factor.
+  weightCapFactor: 2,
   // Half the participants must report the committed hash: a round survives a crash or two. The
   // coordinator also needs a strict majority of participants and host together, host included.
   quorum: 0.5,

@@ -206,6 +206,13 @@ export class ShardDuties {
     const resultHash = resultHashOf(this.options.hasher, result.payload, result.accepted);
     const check = duty.role === 'checker';
     const { member } = this.options;
+    // A Δ far beyond the others' norm is scaled down, not refused: counted against its sender
+    // (once per shard, by the aggregator whose result replicas apply), as the dashboard shows refusals.
+    if (duty.role !== 'checker') {
+      for (const { peer, ratio } of result.clipped) {
+        member.refuse(peer, 'contribution', 'norm-clipped', `${key}: ${ratio.toPrecision(3)}× the median norm`);
+      }
+    }
     void member.broadcast([...this.options.replicas(), member.self], {
       kind: 'shard-result',
       fragment,

@@ -4,7 +4,7 @@ import { createRoom, must, RUN } from './test-room.ts';
 import { contributionOf } from './test-wire.ts';
 
 describe('a contribution that claims more tokens than its sender trained', () => {
-  it('weighs no more than the coordinator saw it train (round-open weightCaps), not the 4× median cap', async () => {
+  it('weighs no more than the coordinator saw it train (round-open weightCaps), not the 2× median cap', async () => {
     const room = await createRoom({ workers: 4 });
     const { network, codec, workers } = room;
     const bad = must(workers[3]);
@@ -37,7 +37,7 @@ describe('a contribution that claims more tokens than its sender trained', () =>
       const weights = new Map(message.verdicts.map((v) => [v.peer, v.weight]));
       if (!open.message.participants.includes(bad.peer)) continue;
       const claimed = must(weights.get(bad.peer));
-      // capped at what w3's heartbeats showed plus H steps, or 4× the median, whichever is lower
+      // capped at what w3's heartbeats showed plus H steps, or 2× the median, whichever is lower
       expect(claimed).toBe(Math.min(capOf(bad.peer), open.message.maxWeight));
       if (capOf(bad.peer) < open.message.maxWeight) seenBinds++;
       // an honest worker's weight is what it trained, within its cap
@@ -46,8 +46,49 @@ describe('a contribution that claims more tokens than its sender trained', () =>
     }
     expect(checked).toBeGreaterThanOrEqual(8);
     // the coordinator's own record binds where it is the tighter of the two caps (w3's first round;
-    // after a bench, its record spans the bench and 4× the median is the tighter)
+    // after a bench, its record spans the bench and 2× the median is the tighter)
     expect(seenBinds).toBeGreaterThanOrEqual(3);
     expect(room.aborted()).toEqual([]);
+  });
+});
+
+describe('an honest worker 3× faster than the rest', () => {
+  it('counts 2× the median weight (the cap), trains 2× the steps, and its Δ is never refused nor clipped by much', async () => {
+    const SECONDS = 6_000;
+    const room = await createRoom({ workers: 4, spec: (i) => ({ computeMsPerStep: i === 0 ? 33 : 100 }) });
+    const opens = room.spy(room.hostMember, 'round-open');
+    const results = room.spyResults(room.hostMember);
+    room.startAll();
+    await room.finish(SECONDS);
+    expect(room.aborted()).toEqual([]);
+    const fast = must(room.workers[0]);
+    let checked = 0;
+    for (const { message } of results) {
+      if (message.round < 2 || message.check) continue; // the first round of each fragment counts the warm-up
+      const open = must(
+        opens.find((o) => o.message.fragment === message.fragment && o.message.round === message.round),
+      );
+      const weights = new Map(message.verdicts.map((v) => [v.peer, v] as const));
+      const mine = must(weights.get(fast.peer));
+      expect(mine.reason).toBe('');
+      // it trained about twice the median's steps past each round (its slack is H·(cap − 1)): at the cap
+      expect(mine.weight).toBeLessThanOrEqual(open.message.maxWeight);
+      const others = ['w1', 'w2', 'w3'].map((peer) => weights.get(peer)?.weight as number);
+      const ratio = mine.weight / Math.min(...others);
+      expect(ratio, `(${message.fragment}, ${message.round})`).toBeGreaterThanOrEqual(1.5);
+      expect(ratio).toBeLessThanOrEqual(2.05);
+      checked++;
+    }
+    expect(checked).toBeGreaterThanOrEqual(8);
+    // 2H steps can take its Δ a little past 2× the median norm, where the rule scales it back
+    // (centered-clip's and clipped-mean's first step), counted as 'norm-clipped': never by much
+    for (const member of [room.hostMember, ...room.workers.map((w) => w.member)]) {
+      for (const r of member.counters.recent().filter((r) => r.reason === 'norm-clipped')) {
+        expect(r.from).toBe(fast.peer);
+        expect(Number.parseFloat(r.detail.split(': ')[1] as string)).toBeLessThan(2.5);
+      }
+    }
+    const slow = must(room.workers[1]).worker.metrics.innerStep;
+    expect(fast.worker.metrics.innerStep).toBeGreaterThanOrEqual(1.8 * slow);
   });
 });
