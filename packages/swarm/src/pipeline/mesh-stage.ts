@@ -7,11 +7,20 @@
  * same clip factor. Parameters cross the Trainer boundary in the global layout: the stage's own
  * range is real, the rest zeros (rounds only ever read and write the stage's fragments).
  *
- * Whatever a group member sends is checked like any stranger's message: the sender must hold the
- * slot the message comes from, in this group's current version; sizes must match the run's
- * shapes; values must be finite and targets tokens. A message that fails is refused and counted,
- * and the step in progress ends with PipelineInterrupted (nothing is applied: AdamW runs only
- * once every stage's norm is in).
+ * Whatever a group member sends is checked like any stranger's message before anything of it is
+ * kept (pipe-checks.ts): the sender must hold the slot the message comes from, in this group's
+ * current version; sizes must match the run's shapes; values must be finite and targets tokens;
+ * and one peer never has more bytes of a kind waiting here than two steps of it.
+ * A message that fails is refused, counted and answered with a `rejected`; bad values from the
+ * expected neighbour also end the step in progress with PipelineInterrupted (nothing is applied:
+ * AdamW runs only once every stage's norm is in).
+ *
+ * A message of a newer version of the group than the roster has shown this stage is held until
+ * the roster comes, under the same checks as far as they can be made before it: only activations
+ * and the wte (an honest group sends nothing else before every stage has the new roster), from the
+ * member that holds the sending stage now (or anyone, where that slot is empty), a version at most
+ * VERSION_WINDOW past the newest the roster shows, one step of each kind per peer, of that peer's
+ * newest version only. Each new roster checks what is held again, from the start.
  *
  * The group's step numbers come from its first stage; the others adopt them from the first
  * micro-batch's activations. Traffic of an older step or an older version of the group is
@@ -42,6 +51,14 @@ import {
 } from '@shoal/model';
 import type { PeerId, PipelineConfig, PipelineSlot, PipeMessage, RosterMessage, RunConfig } from '@shoal/protocol';
 import type { Member } from '../member.ts';
+import {
+  budgetBytes,
+  type PipeProblem,
+  sendersOf,
+  shapeProblem,
+  VERSION_WINDOW,
+  valuesProblem,
+} from './pipe-checks.ts';
 import { bytesPerValue, readValues, writeValues } from './wire-values.ts';
 
 /** The group changed or a stage stopped answering: the step was abandoned, nothing applied. */
@@ -49,8 +66,11 @@ export class PipelineInterrupted extends Error {
   override name = 'PipelineInterrupted';
 }
 
+/** What a stage uses of its worker's Member. */
+export type StageMember = Pick<Member, 'self' | 'clock' | 'on' | 'onPeerDown' | 'send' | 'refuse' | 'rejectBack'>;
+
 export interface MeshStageOptions {
-  member: Member;
+  member: StageMember;
   config: RunConfig;
   coordinator: PeerId;
   /** Builds the stage's engine (CPU or WebGPU) once the coordinator has placed this worker. */
@@ -72,8 +92,9 @@ export interface MeshStageOptions {
 export interface PipeCounters {
   steps: number;
   interrupted: number;
-  /** Messages refused (wrong sender, size, values) or dropped as stale. */
+  /** Messages refused (wrong sender, size, version, values, over the peer's budget). */
   refused: number;
+  /** Messages dropped as stale: of an older step or version, or of a version that went elsewhere. */
   stale: number;
   activationBytesSent: number;
   /** Time this stage waited for its neighbours during steps, ms (the bubble, plus the links). */
@@ -82,6 +103,12 @@ export interface PipeCounters {
 }
 
 type Kind = PipeMessage['what'];
+
+/** A message kept for a later step, and who sent it (its bytes count against that peer). */
+interface Held {
+  from: PeerId;
+  message: PipeMessage;
+}
 
 interface Waiter {
   accept(message: PipeMessage): boolean;
@@ -127,9 +154,15 @@ export class MeshStageTrainer implements Trainer {
   private stepNumber = 0;
   /** A later stage: the last step it completed (it adopts no older one). */
   private lastStep = -1;
-  private readonly queues = new Map<string, PipeMessage[]>();
+  private readonly queues = new Map<string, Held[]>();
   /** Messages of a newer version of the group than the roster has shown this worker yet. */
-  private future: { from: PeerId; message: PipeMessage }[] = [];
+  private future: Held[] = [];
+  /** The newest group version the latest roster shows (versions grow across the room's groups). */
+  private newestVersion = -1;
+  /** Messages whose values were checked (a held one is not scanned again on every roster). */
+  private readonly valuesChecked = new WeakSet<PipeMessage>();
+  /** Bad values from the expected neighbour while no step waited on it: the next take ends the step. */
+  private spoiled: string | null = null;
   private waiter: { key: string; waiter: Waiter } | null = null;
   private readonly timeoutMs: number;
   private readonly offs: (() => void)[] = [];
@@ -170,6 +203,24 @@ export class MeshStageTrainer implements Trainer {
     return this.slot;
   }
 
+  /** Payload bytes of the group's messages it holds for later steps (queued or of a newer version). */
+  get heldBytes(): number {
+    let bytes = 0;
+    for (const queue of this.queues.values()) for (const { message } of queue) bytes += message.payload.byteLength;
+    for (const { message } of this.future) bytes += message.payload.byteLength;
+    return bytes;
+  }
+
+  /** Payload bytes it holds that `peer` sent. */
+  heldBytesFrom(peer: PeerId): number {
+    let bytes = 0;
+    for (const queue of this.queues.values()) {
+      for (const held of queue) if (held.from === peer) bytes += held.message.payload.byteLength;
+    }
+    for (const held of this.future) if (held.from === peer) bytes += held.message.payload.byteLength;
+    return bytes;
+  }
+
   /** Why it cannot step now (no place yet, its group incomplete, its engine starting), or null. */
   get waiting(): string | null {
     if (this.failure) return null; // the next step throws it
@@ -188,6 +239,7 @@ export class MeshStageTrainer implements Trainer {
     const mine = me?.pipeline ?? null;
     this.unplaced = me && !mine ? me.reason : '';
     const peers: (PeerId | null)[] = new Array(this.pipeline.stages).fill(null);
+    this.newestVersion = Math.max(this.newestVersion, ...roster.members.map((m) => m.pipeline?.version ?? -1));
     if (mine) {
       for (const m of roster.members) {
         if (m.pipeline?.group === mine.group && m.pipeline.version === mine.version) peers[m.pipeline.stage] = m.peer;
@@ -214,16 +266,18 @@ export class MeshStageTrainer implements Trainer {
       // a new formation numbers its steps afresh (its first stage may be new): versions keep the
       // old traffic out, so any step of the new version is the next one
       this.lastStep = -1;
+      this.spoiled = null;
       // traffic of the group as it was is dropped; a newer version's waits for its turn
       for (const [key, queue] of this.queues) {
         this.queues.set(
           key,
-          queue.filter((m) => mine && m.group === mine.group && m.version >= mine.version),
+          queue.filter(({ message: m }) => mine && m.group === mine.group && m.version >= mine.version),
         );
       }
     }
     this.ensureStage();
     if (newStage && mine) this.options.onStage?.(mine.stage);
+    // what was held for a newer version is checked again, against this roster, from the start
     const future = this.future;
     this.future = [];
     for (const { from, message } of future) this.onPipe(from, message);
@@ -269,81 +323,158 @@ export class MeshStageTrainer implements Trainer {
 
   /** Checks a group member's message; queues it for the step that takes it, or refuses it. */
   private onPipe(from: PeerId, message: PipeMessage): void {
-    const refuse = (why: string) => {
+    const refuse = ({ reason, detail }: PipeProblem) => {
       this.counters.refused++;
-      this.options.member.refuse(from, 'pipe', 'pipe', why);
+      this.options.member.rejectBack(from, 'pipe', reason, detail);
     };
     const slot = this.slot;
     if (!slot || message.group !== slot.group) {
-      refuse(`${from} is not in this worker's group`);
+      refuse({ reason: 'not-participant', detail: `${from} is not in this worker's group` });
       return;
     }
-    if (message.version < slot.version) {
+    // of the group as it was, or of a version the roster shows went to another group (or was
+    // passed over: versions are handed out in order, so the roster came after it)
+    if (message.version < slot.version || (message.version > slot.version && message.version <= this.newestVersion)) {
       this.counters.stale++;
       return;
     }
-    if (message.version > slot.version) {
-      // the group changed and the roster saying so has not arrived yet: kept until it does
-      if (this.future.length < 4 * this.pipeline.micros + 4 * this.pipeline.stages) this.future.push({ from, message });
-      else refuse('too many messages of a group version this worker does not know');
+    const future = message.version > slot.version;
+    const sender = future ? this.futureSender(from, message) : this.currentSender(from, message);
+    if (typeof sender !== 'number') {
+      refuse(sender);
       return;
     }
-    const S = this.pipeline.stages;
-    const s = slot.stage;
-    const sender = this.peers.indexOf(from);
-    if (sender < 0) {
-      refuse(`${from} holds no stage of this group`);
-      return;
-    }
-    const expected: Record<Kind, number[]> = {
-      act: [s - 1],
-      grad: [s + 1],
-      tied: s === 0 ? [S - 1] : s === S - 1 ? [0] : [],
-      wte: s === S - 1 ? [0] : [],
-      norm: [...Array(S).keys()].filter((t) => t !== s),
-    };
-    if (!expected[message.what].includes(sender)) {
-      refuse(`stage ${sender} does not send ${message.what} to stage ${s}`);
-      return;
-    }
-    const problem = this.sizeProblem(message);
+    const problem = shapeProblem(this.options.config, message) ?? this.checkValues(message);
     if (problem) {
       refuse(problem);
+      // the neighbour the step needs sent garbage: the step cannot go on (nothing is applied)
+      if (!future && problem.reason !== 'size') this.spoil(`stage ${sender}: ${problem.detail}`);
       return;
     }
     const key = this.key(message.what, sender);
     const waiting = this.waiter;
-    if (waiting && waiting.key === key && waiting.waiter.accept(message)) {
+    if (!future && waiting && waiting.key === key && waiting.waiter.accept(message)) {
       this.waiter = null;
       waiting.waiter.resolve(message);
       return;
     }
-    const queue = this.queues.get(key) ?? [];
-    // an honest neighbour is at most a step ahead: a flood is refused, not kept
-    if (queue.length >= 2 * this.pipeline.micros + 4) {
-      refuse(`more than a step of ${message.what} queued`);
+    const over = future ? this.keepFuture(from, message) : this.budgetProblem(from, message, key);
+    if (over) {
+      refuse(over);
       return;
     }
-    queue.push(message);
+    if (future) {
+      this.future.push({ from, message });
+      return;
+    }
+    const queue = this.queues.get(key) ?? [];
+    queue.push({ from, message });
     this.queues.set(key, queue);
   }
 
-  private sizeProblem(m: PipeMessage): string | null {
-    const { model } = this.options.config;
-    const rows = (this.train.batchSize / this.pipeline.micros) * this.train.seqLen;
-    const wanted: Record<Kind, [number[], number, PipeMessage['dtype']]> = {
-      act: [[rows * model.nEmbd], rows, this.pipeline.activations],
-      grad: [[rows * model.nEmbd], 0, this.pipeline.activations],
-      tied: [[model.vocabSize * model.nEmbd], 0, 'f32'],
-      wte: [[0, model.vocabSize * model.nEmbd], 0, 'f32'],
-      norm: [[0], 0, 'f32'],
-    };
-    const [values, targets, dtype] = wanted[m.what];
-    if (!values.includes(m.values) || m.targets !== targets || m.dtype !== dtype) {
-      return `${m.what}: ${m.values} ${m.dtype} values and ${m.targets} targets, expected ${values.join(' or ')} ${dtype} and ${targets}`;
+  /** In the group's current version: the stage `from` holds, when it sends this stage `message`'s kind. */
+  private currentSender(from: PeerId, message: PipeMessage): number | PipeProblem {
+    const s = (this.slot as PipelineSlot).stage;
+    const sender = this.peers.indexOf(from);
+    if (sender < 0) return { reason: 'not-participant', detail: `${from} holds no stage of this group` };
+    if (!sendersOf(message.what, s, this.pipeline.stages).includes(sender)) {
+      return { reason: 'not-participant', detail: `stage ${sender} does not send ${message.what} to stage ${s}` };
     }
-    if (m.micro >= this.pipeline.micros) return `micro-batch ${m.micro} of ${this.pipeline.micros}`;
+    return sender;
+  }
+
+  /**
+   * In a newer version than the roster has shown (its roster is on the way): the stage an act or
+   * wte comes from, when `from` holds it now or it is empty; any other kind comes only from a
+   * stage that has taken this one's part in that version, which needs this stage to know it.
+   */
+  private futureSender(from: PeerId, message: PipeMessage): number | PipeProblem {
+    const s = (this.slot as PipelineSlot).stage;
+    const { version, what } = message;
+    if (version > this.newestVersion + VERSION_WINDOW) {
+      return {
+        reason: 'version',
+        detail: `version ${version} is more than ${VERSION_WINDOW} past the newest this worker knows (${this.newestVersion})`,
+      };
+    }
+    const senders = what === 'act' || what === 'wte' ? sendersOf(what, s, this.pipeline.stages) : [];
+    const sender = senders[0];
+    if (sender === undefined) {
+      return { reason: 'version', detail: `${what} of version ${version}, which this worker has no roster for` };
+    }
+    const holder = this.peers[sender] ?? null;
+    if (holder !== null && holder !== from) {
+      return {
+        reason: 'not-participant',
+        detail: `${from} does not hold stage ${sender} of this group (${holder} does)`,
+      };
+    }
+    return sender;
+  }
+
+  private checkValues(message: PipeMessage): PipeProblem | null {
+    if (this.valuesChecked.has(message)) return null;
+    const problem = valuesProblem(this.options.config, message);
+    if (!problem) this.valuesChecked.add(message);
+    return problem;
+  }
+
+  /**
+   * Whether keeping `message` would take its queue (one kind from one stage: one peer) past two
+   * steps of that kind (budgetBytes), or past two steps of messages: an honest neighbour is at
+   * most a step ahead, so a flood is refused, not kept.
+   */
+  private budgetProblem(from: PeerId, message: PipeMessage, key: string): PipeProblem | null {
+    const queue = this.queues.get(key) ?? [];
+    const budget = budgetBytes(this.options.config, message.what);
+    const held = queue.reduce((sum, h) => sum + h.message.payload.byteLength, 0);
+    if (held + message.payload.byteLength > budget) {
+      return {
+        reason: 'quota',
+        detail: `${from} has ${held} bytes of ${message.what} waiting here; its budget is ${budget}`,
+      };
+    }
+    if (queue.length >= 2 * this.pipeline.micros + 4) {
+      return { reason: 'quota', detail: `more than a step of ${message.what} queued` };
+    }
     return null;
+  }
+
+  /**
+   * Before keeping a newer version's message: what the peer sent of older versions is dropped
+   * (it has moved on, so no step can take them: its queued messages of the current version too),
+   * a message older than what it holds is refused, and it keeps at most one step's bytes of a
+   * version this stage does not know yet. So a peer never has more than its budget here.
+   */
+  private keepFuture(from: PeerId, message: PipeMessage): PipeProblem | null {
+    const theirs = this.future.filter((h) => h.from === from);
+    if (theirs.some((h) => h.message.version > message.version)) {
+      return { reason: 'version', detail: `version ${message.version} after ${from}'s newer ones` };
+    }
+    const same = theirs.filter((h) => h.message.version === message.version && h.message.what === message.what);
+    const step = budgetBytes(this.options.config, message.what) / 2;
+    const held = same.reduce((sum, h) => sum + h.message.payload.byteLength, 0);
+    if (held + message.payload.byteLength > step || same.length >= 2 * this.pipeline.micros + 4) {
+      return {
+        reason: 'quota',
+        detail: `${from} has ${held} bytes of ${message.what} waiting for version ${message.version}; one step is ${step}`,
+      };
+    }
+    const before = this.future.length;
+    this.future = this.future.filter((h) => h.from !== from || h.message.version === message.version);
+    this.counters.stale += before - this.future.length;
+    for (const [key, queue] of this.queues) {
+      const kept = queue.filter((h) => h.from !== from);
+      this.counters.stale += queue.length - kept.length;
+      this.queues.set(key, kept);
+    }
+    return null;
+  }
+
+  /** Ends the step waiting on the group now, or else the next one to take a message. */
+  private spoil(why: string): void {
+    if (this.waiter) this.interrupt(why);
+    else this.spoiled = why;
   }
 
   /** Stops for good: the step in progress ends, and no other starts. */
@@ -368,6 +499,11 @@ export class MeshStageTrainer implements Trainer {
     if (this.slot?.version !== this.stepVersion) {
       return Promise.reject(new PipelineInterrupted(`the group changed during step ${step}`));
     }
+    if (this.spoiled) {
+      const why = this.spoiled;
+      this.spoiled = null;
+      return Promise.reject(new PipelineInterrupted(why));
+    }
     const key = this.key(kind, from);
     const queue = this.queues.get(key) ?? [];
     this.queues.set(key, queue);
@@ -375,9 +511,9 @@ export class MeshStageTrainer implements Trainer {
     const matches = (m: PipeMessage) => (step === null ? m.step > this.lastStep : m.step === step) && m.micro === micro;
     const version = this.slot?.version;
     while (queue.length > 0) {
-      const head = queue[0] as PipeMessage;
+      const head = (queue[0] as Held).message;
       if (head.version !== version) break; // a newer version's, for later
-      if (matches(head)) return Promise.resolve(queue.shift() as PipeMessage);
+      if (matches(head)) return Promise.resolve((queue.shift() as Held).message);
       if (step !== null && head.step > step) {
         return Promise.reject(new PipelineInterrupted(`stage ${from} is on step ${head.step}, this one on ${step}`));
       }
@@ -438,24 +574,12 @@ export class MeshStageTrainer implements Trainer {
     this.send(stage, { what, step, micro, dtype, values: values.length, targets: n, payload });
   }
 
+  /** Its values and targets (onPipe checked them: finite, tokens). */
   private decode(message: PipeMessage): { values: Float32Array; targets: Int32Array | null } {
     const values = readValues(message.payload, 0, message.values, message.dtype);
-    for (let i = 0; i < values.length; i++) {
-      if (!Number.isFinite(values[i] as number)) {
-        this.counters.refused++;
-        throw new PipelineInterrupted(`a ${message.what} message carried a non-finite value at ${i}`);
-      }
-    }
     if (message.targets === 0) return { values, targets: null };
     const start = message.values * bytesPerValue(message.dtype);
     const targets = new Int32Array(message.payload.slice(start, start + 4 * message.targets).buffer);
-    const V = this.options.config.model.vocabSize;
-    for (const t of targets) {
-      if (t < 0 || t >= V) {
-        this.counters.refused++;
-        throw new PipelineInterrupted(`an act message carried target ${t}, outside [0, ${V})`);
-      }
-    }
     return { values, targets };
   }
 

@@ -36,3 +36,17 @@ export function readValues(bytes: Uint8Array, offset: number, count: number, dty
 
 /** Bytes per value. */
 export const bytesPerValue = (dtype: 'f32' | 'bf16') => (dtype === 'f32' ? 4 : 2);
+
+/**
+ * The index of the first of `count` floats of `dtype` in `bytes` at `offset` that is NaN or ±∞
+ * (its exponent bits all set), or −1: checked on the bytes, before anything is decoded or kept.
+ */
+export function firstNonFinite(bytes: Uint8Array, offset: number, count: number, dtype: 'f32' | 'bf16'): number {
+  const view = new DataView(bytes.buffer, bytes.byteOffset + offset, count * bytesPerValue(dtype));
+  if (dtype === 'f32') {
+    for (let i = 0; i < count; i++) if ((view.getUint32(4 * i, true) & 0x7f80_0000) === 0x7f80_0000) return i;
+    return -1;
+  }
+  for (let i = 0; i < count; i++) if ((view.getUint16(2 * i, true) & 0x7f80) === 0x7f80) return i;
+  return -1;
+}
