@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type RunningServer, startServer } from '../../apps/server/src/index.ts';
 import { MemoryRoomStore } from '../../apps/server/src/room-store.ts';
-import { startChaosWorker, startShoal } from './processes.ts';
+import { type Proc, startChaosWorker, startShoal } from './processes.ts';
 import { parseChaosWorkerArgs } from './worker-args.ts';
 
 const ROOM = `-${randomBytes(8).toString('base64url')}`;
@@ -34,7 +34,7 @@ describe("the chaos worker's arguments", () => {
 
 describe('a room whose id and join token begin with -', () => {
   let server: RunningServer;
-  const procs: { child: { kill(signal: string): void } }[] = [];
+  const procs: Proc[] = [];
   afterAll(async () => {
     for (const p of procs) p.child.kill('SIGKILL');
     await server?.close();

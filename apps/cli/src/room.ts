@@ -112,21 +112,21 @@ export interface RoomLink {
 
 /**
  * The mesh for `self` (the server-assigned peer id) in the room `signal` has entered (every peer
- * in `peers` and every later peer-joined; see connectRoomMesh), with the swarm Member on top.
- * `options.requireSignatures`: the member refuses contributions, shard results and hash reports
- * from peers that announced no key (MemberOptions).
+ * in `peers` and every later peer-joined; see connectRoomMesh), with the swarm Member on top. The
+ * member refuses contributions, shard results and hash reports that do not verify with the key the
+ * server bound to their sender, or whose sender announced none (MemberOptions.requireSignatures):
+ * no command line turns that off.
  */
 export async function joinMesh(
   signal: ReconnectingSignal | SignalClient,
   room: { roomId: string; peerId: PeerId; iceServers: IceServer[] },
   peers: PeerId[],
   wrtc: WrtcImplementation,
-  options: { requireSignatures?: boolean } = {},
 ): Promise<RoomLink> {
   const roomMesh = connectRoomMesh(signal, room, peers, { wrtc });
   const { mesh } = roomMesh;
   // signs with the key pair its signaling client announced; verifies with the server's bindings
-  const keys = { identity: signal.identity, peerKeys: signal.peerKeys, requireSignatures: options.requireSignatures };
+  const keys = { identity: signal.identity, peerKeys: signal.peerKeys };
   const member = new Member(mesh, await createWireCodec(), wallClock, runIdFor(room.roomId), keys);
   let closing: Promise<void> | null = null;
   const close = () => {

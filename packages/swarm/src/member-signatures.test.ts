@@ -157,20 +157,8 @@ describe('Member signatures', () => {
     expect(events).toEqual(['contribution from alice', 'heartbeat from alice', 'hash-report from alice', 'alice down']);
   });
 
-  it('dispatches at once, unverified, what a peer without a key sends; refuses it when the room requires signatures', async () => {
-    // Alice bound no key (an older client): as before identities, Bob handles her contribution
-    // inside the event that delivered it, without waiting for WebCrypto.
-    const transport = new HandTransport('bob');
-    const peerKeys = new PeerKeyRegistry();
-    peerKeys.bind('alice', null);
-    const lenient = new Member(transport, codec, wallClock, RUN, { identity: bobKeys, peerKeys });
-    const handled: Message[] = [];
-    lenient.on('contribution', (_from, message) => handled.push(message));
-    transport.emitter.emit('message', 'alice', codec.encode(SAMPLES.contribution, RUN));
-    expect(handled).toEqual([SAMPLES.contribution]);
-    expect(lenient.counters.total()).toBe(0);
-
-    const strict = await pair({ bind: { alice: aliceKeys, bob: null }, alice: { requireSignatures: true } });
+  it('refuses what a peer without a key sends, by default; a test room without keys dispatches it at once', async () => {
+    const strict = await pair({ bind: { alice: aliceKeys, bob: null } });
     const got: Message[] = [];
     strict.alice.on('contribution', (_from, message) => got.push(message));
     void strict.bob.send('alice', SAMPLES.contribution);
@@ -183,6 +171,22 @@ describe('Member signatures', () => {
         detail: 'bob has no key, and this room requires signatures',
       }),
     ]);
+
+    // requireSignatures off (test-room.ts without identities): Bob handles her contribution
+    // inside the event that delivered it, without waiting for WebCrypto.
+    const transport = new HandTransport('bob');
+    const peerKeys = new PeerKeyRegistry();
+    peerKeys.bind('alice', null);
+    const lenient = new Member(transport, codec, wallClock, RUN, {
+      identity: bobKeys,
+      peerKeys,
+      requireSignatures: false,
+    });
+    const handled: Message[] = [];
+    lenient.on('contribution', (_from, message) => handled.push(message));
+    transport.emitter.emit('message', 'alice', codec.encode(SAMPLES.contribution, RUN));
+    expect(handled).toEqual([SAMPLES.contribution]);
+    expect(lenient.counters.total()).toBe(0);
   });
 
   it('puts its key in its hello; refuses a hello whose key is not the bound one; takes it from a peer nobody bound', async () => {
@@ -212,8 +216,7 @@ describe('Member signatures', () => {
     expect(peerKeys.get('alice')).toEqual(aliceKeys.key);
   });
 
-  it('dispatches unverified, and counts, what it cannot verify because its WebCrypto lacks the algorithm', async () => {
-    const { bob, alice, seen, run } = await pair();
+  it('refuses what it cannot verify because its WebCrypto lacks the algorithm; a test room dispatches it unverified, counted', async () => {
     const importKey = crypto.subtle.importKey.bind(crypto.subtle);
     vi.spyOn(crypto.subtle, 'importKey').mockImplementation((...args: Parameters<SubtleCrypto['importKey']>) => {
       const algorithm = args[2] as { name?: string };
@@ -221,10 +224,25 @@ describe('Member signatures', () => {
         return Promise.reject(new DOMException('no Ed25519 here', 'NotSupportedError'));
       return importKey(...args) as never;
     });
-    void alice.send('bob', SAMPLES.contribution);
-    await run();
-    expect(seen.map((s) => s.kind)).toEqual(['contribution']);
-    expect(bob.unverifiedMessages).toBe(1);
-    expect(bob.counters.total()).toBe(0);
+    const strict = await pair();
+    void strict.alice.send('bob', SAMPLES.contribution);
+    await strict.run();
+    expect(strict.seen).toEqual([]);
+    expect(strict.bob.unverifiedMessages).toBe(0);
+    expect(strict.bob.counters.recent()).toEqual([
+      expect.objectContaining({
+        from: 'alice',
+        reason: 'signature',
+        detail: expect.stringMatching(/key cannot be used here.*this room requires signatures/),
+      }),
+    ]);
+    expect(strict.rejectedAtAlice).toEqual([expect.objectContaining({ about: 'contribution', reason: 'signature' })]);
+
+    const lenient = await pair({ bob: { requireSignatures: false } });
+    void lenient.alice.send('bob', SAMPLES.contribution);
+    await lenient.run();
+    expect(lenient.seen.map((s) => s.kind)).toEqual(['contribution']);
+    expect(lenient.bob.unverifiedMessages).toBe(1);
+    expect(lenient.bob.counters.total()).toBe(0);
   });
 });

@@ -5,13 +5,15 @@
  * schema-checked messages only; a handler that throws is a bug, logged and counted, never fatal.
  *
  * Signatures (protocol identity.ts): a member with an identity signs the contributions, shard
- * results and hash reports it sends to others, and puts its key in its hello. Of the peers whose
- * keys it knows (the signaling server's bindings, `peerKeys`), it dispatches those kinds only when
- * they verify; others are refused as 'signature', counted, and answered with a `rejected`. WebCrypto
+ * results and hash reports it sends to others, and puts its key in its hello. It dispatches those
+ * kinds only when they verify with the key the signaling server bound to the sender (`peerKeys`);
+ * from a peer without a key, unsigned, or with a key this runtime cannot check, they are refused
+ * as 'signature', counted, and answered with a `rejected` (requireSignatures, on unless a test
+ * room without key pairs turns it off). WebCrypto
  * is asynchronous, so a peer's messages wait behind its message being verified (and its peer-down
  * behind them), and sends wait behind a signature being made: both directions keep their order.
- * In the simulator the WebCrypto work is tracked by the clock, so runs stay deterministic. Without
- * an identity and keys a member sends, receives and dispatches exactly as before, synchronously.
+ * In the simulator the WebCrypto work is tracked by the clock, so runs stay deterministic. Kinds
+ * that are not signed are dispatched synchronously when nothing of their sender waits ahead.
  */
 import {
   HEADER_OFFSETS,
@@ -67,13 +69,26 @@ export interface MemberOptions {
   /** The peers' keys as the signaling server bound them. Default: the transport's, else empty. */
   peerKeys?: PeerKeyRegistry;
   /**
-   * Refuse a contribution, shard result or hash report from a peer without a key, for rooms where
-   * every client has one. Default false: older clients, which announce none, keep working.
+   * Refuse a contribution, shard result or hash report that does not verify: from a peer without
+   * a key, unsigned, signed with another key, or signed with a key this runtime cannot check.
+   * Default true, in every room Shoal makes (CLI, pages, simulator, attack room): a volunteer
+   * cannot opt out by announcing no key. Only test rooms without key pairs (test-room.ts,
+   * `identities: 'none'`) turn it off.
    */
   requireSignatures?: boolean;
 }
 
 const SETTLED = Promise.resolve();
+
+/** The round coordinates `message` names, for the `rejected` that answers it. */
+function aboutOf(message: Message): { fragment?: number; round?: number; shard?: number } {
+  const { fragment, round, shard } = message as { fragment?: number; round?: number; shard?: number };
+  return {
+    ...(fragment !== undefined && { fragment }),
+    ...(round !== undefined && { round }),
+    ...(shard !== undefined && { shard }),
+  };
+}
 
 /** A message that could not be signed (WebCrypto failed): counted like a send that failed. */
 interface Unsigned {
@@ -116,6 +131,11 @@ export class Member {
         if (message) this.admit(from, message, bytes);
       }),
     );
+  }
+
+  /** Whether signed kinds must verify (MemberOptions.requireSignatures). */
+  get requireSignatures(): boolean {
+    return this.options.requireSignatures ?? true;
   }
 
   /** Read when used, so a transport that learns its identity after this member was made still lends it. */
@@ -322,7 +342,7 @@ export class Member {
     if (!isSignedMessage(message)) return null;
     const key = this.peerKeys.get(from);
     if (!key) {
-      return this.options.requireSignatures
+      return this.requireSignatures
         ? { verdict: 'invalid', detail: `${from} has no key, and this room requires signatures` }
         : null;
     }
@@ -357,16 +377,19 @@ export class Member {
   private settle(from: PeerId, message: Message, check: SignatureCheck | null): void {
     if (this.closed) return;
     if (check?.verdict === 'invalid') {
-      const { fragment, round, shard } = message as { fragment?: number; round?: number; shard?: number };
-      const about = {
-        ...(fragment !== undefined && { fragment }),
-        ...(round !== undefined && { round }),
-        ...(shard !== undefined && { shard }),
-      };
-      this.rejectBack(from, message.kind, message.kind === 'hello' ? 'key-mismatch' : 'signature', check.detail, about);
+      const reason = message.kind === 'hello' ? 'key-mismatch' : 'signature';
+      this.rejectBack(from, message.kind, reason, check.detail, aboutOf(message));
       return;
     }
-    if (check?.verdict === 'unverifiable') this.unverifiedMessages++;
+    if (check?.verdict === 'unverifiable') {
+      if (this.requireSignatures) {
+        this.rejectBack(from, message.kind, 'signature', `${check.detail}, and this room requires signatures`, {
+          ...aboutOf(message),
+        });
+        return;
+      }
+      this.unverifiedMessages++;
+    }
     this.dispatch(from, message);
   }
 

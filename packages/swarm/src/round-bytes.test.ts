@@ -120,7 +120,7 @@ describe('roundUploadBytes', () => {
             codec: 'fp4',
             blockSize,
             peerIdChars: 2, // the simulator's "w0"
-            signed: false, // and its members have no keys
+            // and its members sign, as in every room (signed: the default)
             ...(roundRank === null ? {} : { lowRank: { tensors, rank: roundRank, side } }),
           })
         );

@@ -47,7 +47,7 @@ export interface RoundBytesInput {
   peerIdChars?: number;
   /**
    * Whether contributions, shard results and hash reports carry a signature: true (the default)
-   * in a room, where every peer has a key pair; false in the simulator, whose members have none.
+   * in every room, the simulator's included; false only in a test room without key pairs.
    */
   signed?: boolean;
   /**

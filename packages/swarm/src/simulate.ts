@@ -48,7 +48,14 @@ import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
 import { METHODS, type MethodName } from './methods.ts';
-import { type PipelineTiming, pipelineTiming, SimNetwork, type SimPipeline, VirtualClock } from './sim/index.ts';
+import {
+  type PipelineTiming,
+  pipelineTiming,
+  SimKeys,
+  SimNetwork,
+  type SimPipeline,
+  VirtualClock,
+} from './sim/index.ts';
 import { NullTrainer, SharedParams } from './sim/null-trainer.ts';
 import { SharedVectors } from './sim/shared-vectors.ts';
 import { Worker } from './worker.ts';
@@ -361,11 +368,13 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   // The replicas (host and workers) hold one copy of each θ_global, m and round result they agree on.
   const vectors = options.vectors === undefined ? new SharedVectors() : (options.vectors ?? undefined);
   const codec = await createWireCodec();
+  // Signed and checked as in every real room: each member has a key pair, bound to its id.
+  const keys = await SimKeys.create(1 + M);
   let committed = 0;
   let aborted = 0;
   const curve: CurvePoint[] = [];
   const host = await Host.create({
-    member: new Member(network.join('host'), codec, clock, RUN_ID),
+    member: new Member(network.join('host'), codec, clock, RUN_ID, keys.memberOptions('host')),
     config,
     vectors,
     // Generous: a dry run of `base` over 1 Mbit/s moves ~100 MB per round.
@@ -406,7 +415,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
       worker: i,
     });
     return new Worker({
-      member: new Member(transport, codec, clock, RUN_ID),
+      member: new Member(transport, codec, clock, RUN_ID, keys.memberOptions(peer)),
       coordinator: 'host',
       capabilities: { backend: options.dryRun ? 'none' : 'cpu', adapter: 'simulated', tokensPerSecond: 0 },
       createTrainer: (run, params) =>

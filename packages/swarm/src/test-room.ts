@@ -6,7 +6,6 @@
 import { BatchSampler, loadMobyDick, splitCorpus, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import {
-  createIdentity,
   createWireCodec,
   type Identity,
   type KeyAlgorithm,
@@ -22,7 +21,7 @@ import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
 import type { RoomCheckpoint } from './room-checkpoint.ts';
-import { SimNetwork, VirtualClock } from './sim/index.ts';
+import { SimKeys, SimNetwork, VirtualClock } from './sim/index.ts';
 import { Worker } from './worker.ts';
 
 export const RUN = 7;
@@ -60,12 +59,12 @@ export interface RoomOptions {
   onEvent?: (event: CoordinatorEvent) => void;
   /**
    * Every member gets a key pair of this algorithm, bound to its peer id in one registry all
-   * members read (the signaling server's part): they sign and verify. Key pairs are made up front
-   * for the host, the first workers and IDENTITY_SPARES late joiners. Default: none, no signing.
+   * members read (the signaling server's part): they sign and verify, and refuse what does not
+   * verify, as in every real room. Key pairs are made up front for the host, the first workers and
+   * IDENTITY_SPARES late joiners. Default: none, and the room's members require no signatures:
+   * the one room where signatures are off, for tests of what keys do not touch.
    */
   identities?: KeyAlgorithm;
-  /** With identities: refuse signed kinds from peers without a key (MemberOptions). */
-  requireSignatures?: boolean;
   /** Pipeline-parallel replicas: each worker holds one stage of a group (docs/pipeline.md). */
   pipeline?: PipelineConfig;
 }
@@ -102,28 +101,12 @@ export async function createRoom(options: RoomOptions) {
   if (options.pipeline) config.pipeline = options.pipeline;
   const events: CoordinatorEvent[] = [];
   // the server's bindings: each member's key, bound when it joins
-  const peerKeys = new PeerKeyRegistry();
-  const identities = new Map<PeerId, Identity>();
-  const algorithm = options.identities;
-  const spareIdentities = algorithm
-    ? await Promise.all(
-        Array.from({ length: 1 + options.workers + IDENTITY_SPARES }, () => createIdentity({ algorithm })),
-      )
-    : [];
+  const keys = options.identities
+    ? await SimKeys.create(1 + options.workers + IDENTITY_SPARES, options.identities)
+    : null;
   /** The Member for `peer`: with its own key pair, bound, when the room has identities. */
-  const memberFor = (peer: PeerId): Member => {
-    const transport = network.join(peer);
-    if (!algorithm) return new Member(transport, codec, clock, RUN);
-    const identity = spareIdentities.shift();
-    if (!identity) throw new Error(`a room with identities has key pairs for ${IDENTITY_SPARES} late joiners`);
-    identities.set(peer, identity);
-    peerKeys.bind(peer, identity.key);
-    return new Member(transport, codec, clock, RUN, {
-      identity,
-      peerKeys,
-      requireSignatures: options.requireSignatures ?? false,
-    });
-  };
+  const memberFor = (peer: PeerId): Member =>
+    new Member(network.join(peer), codec, clock, RUN, keys ? keys.memberOptions(peer) : { requireSignatures: false });
   const hostMember = memberFor('host');
   const host = await Host.create({
     member: hostMember,
@@ -185,8 +168,8 @@ export async function createRoom(options: RoomOptions) {
     hostMember,
     events,
     /** With identities: each member's key pair, and the bindings every member verifies against. */
-    identities,
-    peerKeys,
+    identities: keys?.identities ?? new Map<PeerId, Identity>(),
+    peerKeys: keys?.peerKeys ?? new PeerKeyRegistry(),
     workers,
     addWorker,
     start,

@@ -28,7 +28,7 @@ export async function checkRoom(roomId: string, token: string | null): Promise<R
   if (!token) return { kind: 'refused', code: 'bad-token', message: refusalText('bad-token', roomId) };
   let signal: Awaited<ReturnType<typeof connectSignaling>>;
   try {
-    signal = await connectSignaling();
+    signal = await connectSignaling({ keyed: false });
   } catch (error) {
     return { kind: 'unknown', message: (error as Error).message };
   }

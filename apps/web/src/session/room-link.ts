@@ -26,22 +26,28 @@ import { store } from '../store.ts';
 
 /**
  * This page's key pair (Ed25519 where the browser has it, else ECDSA P-256), announced to the
- * server and signed with in the room worker. None where WebCrypto is missing (a page served over
- * plain http from another host than localhost is no secure context): the page then takes part
- * as a client without a key does, unsigned.
+ * server and signed with in the room worker. Every room refuses the contributions, shard results
+ * and hash reports of a member without a key, so a page that cannot make one (WebCrypto is missing
+ * outside a secure context: plain http from another host than localhost) cannot take part, and
+ * says so before it joins.
  */
-async function pageIdentity(): Promise<Identity | null> {
+async function pageIdentity(): Promise<Identity> {
   try {
     return await createIdentity();
   } catch (error) {
-    console.warn(`shoal: no key pair, so this page signs nothing: ${(error as Error).message}`);
-    return null;
+    throw new Error(
+      `This page cannot sign what it sends, and every Shoal room requires that: ${(error as Error).message}. ` +
+        'Open the room over https:// (or on http://localhost).',
+    );
   }
 }
 
-/** The signaling server is the origin that served the page. */
-export async function connectSignaling(): Promise<SignalClient> {
-  const identity = await pageIdentity();
+/**
+ * The signaling server is the origin that served the page. A host or volunteer announces its key
+ * pair (`keyed`); a watcher or a link check needs none.
+ */
+export async function connectSignaling({ keyed = true }: { keyed?: boolean } = {}): Promise<SignalClient> {
+  const identity = keyed ? await pageIdentity() : null;
   try {
     return await SignalClient.connect(signalUrl(location.origin), WebSocket as unknown as WebSocketConstructor, {
       identity,

@@ -9,7 +9,7 @@ import { connectSignaling, enterOrExplain, reconnectingSignal } from './room-lin
 export async function watchRoom(roomId: string, key: string): Promise<void> {
   const { setSession, applyView } = store.getState();
   setSession({ role: 'watcher', roomId, phase: 'connecting…', error: null });
-  const client = await connectSignaling();
+  const client = await connectSignaling({ keyed: false });
   const watching = await enterOrExplain(
     client,
     client.watch(roomId, key),

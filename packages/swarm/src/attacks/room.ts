@@ -20,18 +20,11 @@ import {
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
-import {
-  createIdentity,
-  createWireCodec,
-  type Identity,
-  type PeerId,
-  PeerKeyRegistry,
-  type RunConfig,
-} from '@shoal/protocol';
+import { createWireCodec, type PeerId, type RunConfig } from '@shoal/protocol';
 import { createRunConfig } from '../config.ts';
 import { Host } from '../host.ts';
 import { Member } from '../member.ts';
-import { SimNetwork, VirtualClock } from '../sim/index.ts';
+import { SimKeys, SimNetwork, VirtualClock } from '../sim/index.ts';
 import { Worker } from '../worker.ts';
 import { Forger } from './forge.ts';
 import { FutureRoundMeter, UplinkMeter } from './meters.ts';
@@ -133,26 +126,17 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
     settings.hostileAt === 'first' ? peers.slice(0, hostileCount) : peers.slice(settings.workers - hostileCount),
   );
   // Every member has a key pair, bound to its id as the signaling server binds them, and the
-  // room refuses unsigned contributions, results and hash reports: a hostile peer signs its own.
-  const peerKeys = new PeerKeyRegistry();
-  const identities = new Map<PeerId, Identity>();
-  for (const peer of ['host', ...peers]) {
-    const identity = await createIdentity();
-    identities.set(peer, identity);
-    peerKeys.bind(peer, identity.key);
-  }
-  const memberOf = (peer: PeerId) =>
-    new Member(network.join(peer), codec, clock, RUN_ID, {
-      identity: identities.get(peer) ?? null,
-      peerKeys,
-      requireSignatures: true,
-    });
+  // room refuses unsigned contributions, results and hash reports, as every room does: a hostile
+  // peer signs its own.
+  const keys = await SimKeys.create(1 + settings.workers);
+  const memberOf = (peer: PeerId) => new Member(network.join(peer), codec, clock, RUN_ID, keys.memberOptions(peer));
+  for (const peer of ['host', ...peers]) keys.memberOptions(peer);
   const forger = new Forger(
     network,
     codec,
     RUN_ID,
     () => clock.now() >= settings.startMs,
-    identities,
+    keys.identities,
     (work) => clock.track(work),
   );
   const commits: RoomRun['commits'] = [];
