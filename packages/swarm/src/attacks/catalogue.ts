@@ -8,6 +8,7 @@ import { CONTRIBUTION_ATTACKS } from './contribution-attacks.ts';
 import { LIVENESS_ATTACKS } from './liveness-attacks.ts';
 import { MEMORY_ATTACKS } from './memory-attacks.ts';
 import { OWNER_ATTACKS } from './owner-attacks.ts';
+import { PIPELINE_ATTACKS } from './pipeline-attacks.ts';
 import type { Attack } from './types.ts';
 
 export const ATTACKS: readonly Attack[] = [
@@ -16,6 +17,7 @@ export const ATTACKS: readonly Attack[] = [
   ...LIVENESS_ATTACKS,
   ...AUTHORITY_ATTACKS,
   ...MEMORY_ATTACKS,
+  ...PIPELINE_ATTACKS,
 ];
 
 export interface AttackElsewhere {
