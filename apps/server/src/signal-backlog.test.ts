@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RunningServer, ServerOptions } from './index.ts';
-import { type RawClient, startTestServer, testClients, until } from './test-server.ts';
+import { type RawClient, roomView, startTestServer, testClients, until } from './test-server.ts';
 
 let server: RunningServer;
 const { raw } = testClients(() => server);
@@ -76,5 +76,34 @@ describe('a signal flood at slow receivers', () => {
     expect(busy).toMatchObject({ ref: 'signal' });
     expect(server.signalingStats().rejections['receiver-busy']).toBeGreaterThan(0);
     expect(server.signalingStats().rejections.backpressure).toBeUndefined();
+  });
+  it("keeps a watcher that is not reading connected through the host's views; it gets the points it missed later", async () => {
+    const limits = { maxBufferedBytes: 64 * 1024, publishesPerSecond: 1000, publishBurst: 1000, watchBurstBytes: 1e9 };
+    server = await startTestServer({ limits });
+    const host = await raw();
+    host.send({ kind: 'create', version: 1 });
+    const created = await host.next('created');
+    const watcher = await raw();
+    watcher.send({ kind: 'watch', version: 1, roomId: created.roomId, key: created.watchKey });
+    await watcher.next('watching');
+    watcher.socket.pause();
+    // 60 views of about 150 KB (1,000 new points each): 9 MB
+    for (let i = 0; i < 60; i++) {
+      const ts = Array.from({ length: 1000 }, (_, j) => 1_000 + i * 1000 + j);
+      host.send({ kind: 'publish', data: roomView(created.roomId, ts) });
+    }
+    host.send({ kind: 'rotate-token' }); // answered once every publish before it is handled
+    await host.next('token', 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    watcher.socket.resume();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(watcher.closed).toBeNull();
+    expect(server.signalingStats().rejections['receiver-busy']).toBeGreaterThan(0);
+    expect(server.signalingStats().rejections.backpressure).toBeUndefined();
+    host.send({ kind: 'publish', data: roomView(created.roomId, [999_999]) });
+    await until(
+      () => watcher.messages.some((m) => m.kind === 'view' && m.data.points.some((p) => p.t === 999_999)),
+      5_000,
+    );
   });
 });

@@ -147,6 +147,11 @@ export class Connection {
     this.sendText(JSON.stringify(message));
   }
 
+  /** Half of maxBufferedBytes is queued to it: it is not reading, and frames from others skip it. */
+  get backlogged(): boolean {
+    return this.socket.bufferedAmount > this.context.limits.maxBufferedBytes / 2;
+  }
+
   /**
    * A frame another peer sent (signal, relay), relayed to this socket: false, and nothing queued,
    * when half of maxBufferedBytes is queued already (it is not reading). The rest is kept for the
@@ -155,7 +160,7 @@ export class Connection {
   deliver(message: ServerMessage): boolean {
     const { socket } = this;
     if (this.closing || socket.readyState !== WebSocket.OPEN) return true; // on its way out: nothing to tell
-    if (socket.bufferedAmount > this.context.limits.maxBufferedBytes / 2) return false;
+    if (this.backlogged) return false;
     socket.send(JSON.stringify(message));
     return true;
   }

@@ -13,6 +13,8 @@
  * view; each watcher has a cursor into the kept points, so its next view carries every point it
  * missed (as kept, perhaps thinned) and none twice, and the watchers furthest behind are served
  * first. A `watch` whose first snapshot the budget cannot pay for is refused with 'watch-budget'.
+ * A watcher that is not reading (half of maxBufferedBytes queued) misses views the same way
+ * instead of being closed for the host's traffic (counted as 'receiver-busy').
  */
 import {
   appendThinned,
@@ -99,6 +101,8 @@ interface WatchSocket {
   readonly id: number;
   /** One text frame (with the server's backpressure check). */
   sendText(text: string): void;
+  /** It has half of maxBufferedBytes queued (it is not reading): relayed frames skip it. */
+  readonly backlogged: boolean;
   reject(code: SignalErrorCode, message: string, ref?: string): void;
   /** Counts something refused on this socket's account without answering it. */
   count(reason: SignalErrorCode, detail: string): void;
@@ -257,6 +261,12 @@ export class WatchHub<C extends WatchSocket> {
     for (const cursor of [...byCursor.keys()].sort((a, b) => a - b)) {
       const text = `{"kind":"view","data":${state.history.json(cursor)}}`; // ServerMessage 'view'
       for (const entry of byCursor.get(cursor) ?? []) {
+        // a watcher that is not reading misses this view (its points come with a later one); the
+        // host's views never get it closed, only its own silence does (the heartbeat)
+        if (entry.conn.backlogged) {
+          entry.conn.count('receiver-busy', 'view skipped: not reading');
+          continue;
+        }
         if (!state.fanOut.spend(text.length)) {
           skipped++;
           continue;
