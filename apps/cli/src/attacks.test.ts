@@ -24,24 +24,27 @@ const CONTRACT = {
 const typeOf = (value: unknown) => (value === null ? 'null' : typeof value);
 
 describe('shoal attacks', () => {
-  it('--json ends with {"attacks": [...]}, each with the contract’s fields', { timeout: 240_000 }, () => {
+  it('--json ends with {"attacks": [...]}, each with the contract’s fields, the server’s attacks after the room’s', {
+    timeout: 240_000,
+  }, () => {
     // 4 workers × 46 inner steps of 4×64 tokens: the attack begins at step 25, two rounds before the end
     const { status, stdout, stderr } = attacks([
       ...['--workers', '4', '--tokens', String(4 * 46 * 256), '--json'],
-      ...['--only', 'oversized-chunk-announcements,forged-abort'],
+      ...['--only', 'oversized-chunk-announcements,rekey-on-rejoin,forged-abort'],
     ]);
     expect(status, stderr).toBe(0);
     const last = JSON.parse(stdout.trim().split('\n').at(-1) ?? '');
     expect(last.attacks.map((a: { name: string }) => a.name)).toEqual([
       'forged-abort',
       'oversized-chunk-announcements',
+      'rekey-on-rejoin',
     ]);
     for (const attack of last.attacks) {
       for (const [field, type] of Object.entries(CONTRACT)) {
         expect(type.split('|'), `${attack.name}.${field}`).toContain(typeOf(attack[field]));
       }
     }
-    const [abort, chunks] = last.attacks;
+    const [abort, chunks, rekey] = last.attacks;
     // the room run: beside the clean run's loss, rounds committed (at least those before the attack)
     expect(abort.cleanEvalLoss).toBe(last.clean[0].evalLoss);
     expect(abort.cleanEvalLoss).toBeLessThan(Math.log(256));
@@ -53,6 +56,9 @@ describe('shoal attacks', () => {
     // the attacks the room cannot hold are named with the tests that cover them
     expect(last.elsewhere.map((e: { name: string }) => e.name)).toContain('sigkill-host-resume');
     expect(stderr).toMatch(/\[3\/3\] oversized-chunk-announcements: (yes|no) stopped, (yes|no) detected/);
+    // a server attack: against a real server on loopback, no room figures
+    expect(rekey).toMatchObject({ family: 'signaling', stopped: true, detected: true, evalLoss: null });
+    expect(stderr).toMatch(/\[server 1\/1\] rekey-on-rejoin: yes stopped, yes detected/);
   });
 
   it('refuses an unknown attack and a room with no honest worker, in one line', { timeout: 60_000 }, () => {

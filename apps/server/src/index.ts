@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { type IceServer, SIGNAL_PATH } from '@shoal/signaling';
 import sirv from 'sirv';
 import { CROSS_ORIGIN_ISOLATION_HEADERS } from './isolation.ts';
-import { FileRoomStore, MemoryRoomStore, type RoomStore } from './room-store.ts';
+import { FileRoomStore, fileStoreBounds, MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { attachSignaling, type SignalingStats } from './signaling.ts';
 
@@ -124,7 +124,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const defaultLogger = process.env.VITEST ? undefined : (line: string) => process.stdout.write(`${line}\n`);
   const logger = options.logger === null ? undefined : (options.logger ?? defaultLogger);
 
-  const store = options.roomStore ?? roomStoreFor(options.roomsDir);
+  const store = options.roomStore ?? roomStoreFor(options.roomsDir, limits);
   const loaded = await store.loadAll();
   const server = createServer(handle);
   const signaling = attachSignaling(server, {
@@ -165,6 +165,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 }
 
 /** The store `roomsDir` names: a directory, or memory (null, '', left out). */
-function roomStoreFor(roomsDir: string | null | undefined): RoomStore {
-  return roomsDir ? new FileRoomStore(roomsDir) : new MemoryRoomStore();
+function roomStoreFor(roomsDir: string | null | undefined, limits: SignalingLimits): RoomStore {
+  return roomsDir ? new FileRoomStore(roomsDir, fileStoreBounds(limits)) : new MemoryRoomStore();
 }

@@ -24,7 +24,7 @@ import { constants } from 'node:fs';
 import { type FileHandle, lstat, mkdir, open, readdir, realpath, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import { DEFAULT_SIGNALING_LIMITS, type SignalingLimits } from './signal-config.ts';
+import { DEFAULT_SIGNALING_LIMITS, membersRemembered, type SignalingLimits } from './signal-config.ts';
 
 const id = z
   .string()
@@ -65,18 +65,13 @@ export function savedRoomSchemaFor(maxMembers: number) {
   });
 }
 
-/**
- * Members a room remembers for coming back: RoomRegistry.remembered (rooms.ts), 4 per seat. The
- * room forgets the oldest kicked id beyond the same number.
- */
-const MEMBERS_PER_SEAT = 4;
-
 /** What a store may hold for a server with these limits: see FileStoreBounds. */
 export function fileStoreBounds(
   limits: Pick<SignalingLimits, 'maxPeersPerRoom' | 'maxViewHistoryBytes' | 'maxPublishBytes'>,
 ): FileStoreBounds {
   return {
-    maxMembers: MEMBERS_PER_SEAT * limits.maxPeersPerRoom,
+    // a room remembers this many members, and forgets the oldest kicked id beyond as many
+    maxMembers: membersRemembered(limits),
     // a kept view is its history (maxViewHistoryBytes), or one publish when a single point stays
     maxViewBytes: Math.max(limits.maxViewHistoryBytes, limits.maxPublishBytes),
   };

@@ -20,7 +20,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { PeerKey } from '@shoal/protocol';
 import type { IpLimits, Refusal } from './ip-limits.ts';
 import type { SavedRoom } from './room-store.ts';
-import type { SignalingLimits } from './signal-config.ts';
+import { membersRemembered, type SignalingLimits } from './signal-config.ts';
 import { TokenBucket } from './token-bucket.ts';
 
 /** Random base64url: 9 bytes (72 bits) for room and peer ids, 32 bytes for credentials. */
@@ -210,14 +210,6 @@ type RegistryLimits = Pick<
 >;
 
 /**
- * Members a room remembers for coming back, per seat: a seat's member may reconnect. 4 ×
- * maxPeersPerRoom. An absent member is never forgotten to make room for a new one (one token
- * holder joining and dropping in a loop would strand the others, and right after a restart every
- * member is absent): the join is refused instead, until members leave for good or are kicked.
- */
-const REMEMBERED_PER_SEAT = 4;
-
-/**
  * Every room on the server, by id. A room is counted against the address that created it (see
  * ip-limits.ts) until it expires: an empty room lives emptyRoomGraceMs so that its host can come
  * back, or neverJoinedRoomGraceMs if no member ever joined it (most likely abandoned, or one of
@@ -240,9 +232,9 @@ export class RoomRegistry<Member> {
     return this.rooms.size;
   }
 
-  /** Members a room remembers for coming back. */
+  /** Members a room remembers for coming back (membersRemembered). */
   get remembered(): number {
-    return REMEMBERED_PER_SEAT * this.limits.maxPeersPerRoom;
+    return membersRemembered(this.limits);
   }
 
   get(id: string): Room<Member> | undefined {

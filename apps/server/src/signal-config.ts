@@ -215,3 +215,14 @@ export function makeLog(logger: SignalLogger | undefined, now: () => number): Lo
     logger(JSON.stringify({ t: new Date(now()).toISOString(), event, ...fields }));
   };
 }
+
+/**
+ * Members a room remembers for coming back: 4 per seat, since a seat's member may reconnect. An
+ * absent member is never forgotten to make room for a new one (one token holder joining and
+ * dropping in a loop would strand the others, and right after a restart every member is absent):
+ * the join is refused instead, until members leave for good or are kicked. The room store bounds
+ * a record's members by the same number.
+ */
+export function membersRemembered(limits: Pick<SignalingLimits, 'maxPeersPerRoom'>): number {
+  return 4 * limits.maxPeersPerRoom;
+}
