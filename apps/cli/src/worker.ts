@@ -5,7 +5,9 @@
  * peer and to the server, and closes.
  *
  * It outlives the signaling server: when the server restarts, it rejoins as the same peer (room.ts)
- * and trains on meanwhile. It does not outlive its host: once the host has been gone (its mesh
+ * and trains on meanwhile; a server that no longer knows it (its member secret refused) gets it
+ * back as a new peer, joined again with the join token while the token admits it. It does not
+ * outlive its host: once the host has been gone (its mesh
  * link down, and the server not saying it is in the room) for --host-grace seconds, the room has
  * ended, and the worker leaves and exits.
  */
@@ -119,11 +121,19 @@ export class RoomEnded {
 }
 
 /**
+ * The server no longer knows this member (its member secret refused: a server that restarted
+ * without its rooms directory, say): `shoal worker` joins again with the join token, as a new peer.
+ */
+export class Forgotten {
+  constructor(readonly why: string) {}
+}
+
+/**
  * What ends a worker's run: SIGINT/SIGTERM (the signal's name), or an Error saying why it cannot
  * go on (the engine or the text failed, the loop ended, the server refused it back, the host has
  * been gone too long).
  */
-export function untilStopped(room: RoomWorker): Promise<NodeJS.Signals | Error | RoomEnded> {
+export function untilStopped(room: RoomWorker): Promise<NodeJS.Signals | Error | RoomEnded | Forgotten> {
   const { worker, signal } = room;
   return Promise.race([
     untilSignal(),
@@ -131,9 +141,13 @@ export function untilStopped(room: RoomWorker): Promise<NodeJS.Signals | Error |
     room.failure,
     room.hostGone,
     room.running.then(() => new Error(`the training loop ended${worker.stopReason ? `: ${worker.stopReason}` : ''}`)),
-    new Promise<Error>((resolve) =>
-      signal.on('close', ({ reason }) => resolve(new Error(`the signaling server refused us back: ${reason}`))),
-    ),
+    new Promise<Error | Forgotten>((resolve) => {
+      // the state comes before the close: a refused secret is told apart from a final refusal
+      signal.onState((state) => {
+        if (state.kind === 'gave-up' && state.error.code === 'bad-secret') resolve(new Forgotten(state.error.message));
+      });
+      signal.on('close', ({ reason }) => resolve(new Error(`the signaling server refused us back: ${reason}`)));
+    }),
   ]);
 }
 
@@ -238,34 +252,47 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
     else console.error(text);
   };
-  const room = await joinRoomAsWorker({
-    server,
-    room: options.room,
-    token: options.token,
-    wrtc,
-    capabilities,
-    createEngine: (config, params) => trainerFor(device, config, params, { threads: options.threads }),
-    createStage: (config, spec, params, o) => stageFor(device, config, spec, params, o),
-    data: options.data,
-    hostGraceMs: options.hostGrace === undefined ? undefined : options.hostGrace * 1000,
-    onCorpus: (corpus, source) =>
-      log(
-        { event: 'corpus', name: corpus.name, bytes: corpus.bytes.length, fingerprint: corpus.fingerprint, source },
-        `training on ${corpus.name} (${corpus.bytes.length} bytes, ${source === 'mesh' ? 'received from the host' : source === 'file' ? 'from --data' : 'bundled'})`,
-      ),
-  });
-  const { joined, worker } = room;
-  log(
-    { event: 'joined', roomId: joined.roomId, peer: joined.peerId, host: joined.hostId },
-    `joined as ${joined.peerId}`,
-  );
-  void worker.welcomed.then(() => log({ event: 'training', peer: joined.peerId }, 'welcomed: training'));
-  room.signal.onState((state) => log({ event: 'signaling', state: state.kind }, describeReconnect(state)));
-  const stoppedBy = await untilStopped(room);
-  if (stoppedBy instanceof RoomEnded)
-    log({ event: 'room-ended', why: stoppedBy.why }, `the room has ended: ${stoppedBy.why}`);
-  await room.leave();
+  const join = () =>
+    joinRoomAsWorker({
+      server,
+      room: options.room,
+      token: options.token,
+      wrtc,
+      capabilities,
+      createEngine: (config, params) => trainerFor(device, config, params, { threads: options.threads }),
+      createStage: (config, spec, params, o) => stageFor(device, config, spec, params, o),
+      data: options.data,
+      hostGraceMs: options.hostGrace === undefined ? undefined : options.hostGrace * 1000,
+      onCorpus: (corpus, source) =>
+        log(
+          { event: 'corpus', name: corpus.name, bytes: corpus.bytes.length, fingerprint: corpus.fingerprint, source },
+          `training on ${corpus.name} (${corpus.bytes.length} bytes, ${source === 'mesh' ? 'received from the host' : source === 'file' ? 'from --data' : 'bundled'})`,
+        ),
+    });
+  let stoppedBy: Awaited<ReturnType<typeof untilStopped>>;
+  for (;;) {
+    const room = await join();
+    const { joined, worker } = room;
+    log(
+      { event: 'joined', roomId: joined.roomId, peer: joined.peerId, host: joined.hostId },
+      `joined as ${joined.peerId}`,
+    );
+    void worker.welcomed.then(() => log({ event: 'training', peer: joined.peerId }, 'welcomed: training'));
+    room.signal.onState((state) => log({ event: 'signaling', state: state.kind }, describeReconnect(state)));
+    stoppedBy = await untilStopped(room);
+    if (stoppedBy instanceof RoomEnded)
+      log({ event: 'room-ended', why: stoppedBy.why }, `the room has ended: ${stoppedBy.why}`);
+    await room.leave();
+    log(
+      { event: 'left', peer: joined.peerId, metrics: worker.metrics },
+      `left after ${worker.metrics.innerStep} steps`,
+    );
+    if (!(stoppedBy instanceof Forgotten)) break;
+    log(
+      { event: 'rejoining', peer: joined.peerId, why: stoppedBy.why },
+      `the server no longer knows ${joined.peerId} (${stoppedBy.why}): joining again with the join token`,
+    );
+  }
   release();
-  log({ event: 'left', peer: joined.peerId, metrics: worker.metrics }, `left after ${worker.metrics.innerStep} steps`);
   if (stoppedBy instanceof Error) throw stoppedBy;
 }
