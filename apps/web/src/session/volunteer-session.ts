@@ -5,7 +5,7 @@
  */
 import { MOBY_DICK_URL } from '@shoal/data';
 import { HOST_GRACE_MS, watchHost } from '@shoal/mesh';
-import { memberEntry } from '@shoal/signaling';
+import { memberEntry, type ServerMessageOf } from '@shoal/signaling';
 import { store } from '../store.ts';
 import {
   connectSignaling,
@@ -42,50 +42,79 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     },
     'Could not join',
   );
-  const signal = reconnectingSignal(client, memberEntry(joined), (error) =>
+  // With the token in its entry, a server that no longer knows this member (its secret refused)
+  // takes it back as a new member: `joined-anew` below.
+  const signal = reconnectingSignal(client, memberEntry(joined, token), (error) =>
     error.code === 'kicked'
       ? 'The host removed you from the room.'
       : `The Shoal server no longer has this room (${error.code}), so it has ended. ${THANKS}`,
   );
-  const worker = startRoomWorker();
-  const mesh = meshIntoWorker(signal, joined, [joined.hostId, ...joined.peers], worker);
+  let left = false;
+
+  /** This page in the room as `room.peerId`: its room worker, its mesh, the watch on the host. */
+  const enter = (room: ServerMessageOf<'joined'>) => {
+    const worker = startRoomWorker();
+    const mesh = meshIntoWorker(signal, room, [room.hostId, ...room.peers], worker);
+    const entered = { peerId: room.peerId, worker, mesh, stopWatchingHost: () => {} };
+    const isCurrent = () => entered === current;
+    worker.on((message) => {
+      switch (message.type) {
+        case 'stats':
+          if (isCurrent()) setVolunteer(message.stats);
+          return;
+        case 'left':
+          // nothing of this room keeps running: the mesh, the socket, the worker thread
+          entered.stopWatchingHost();
+          void mesh.close().then(() => {
+            signal.close();
+            worker.worker.terminate();
+          });
+          return;
+        case 'message-limit':
+          mesh.mesh.setMessageLimit(message.bytes);
+          return;
+        case 'error':
+          console.warn(`shoal volunteer: ${message.message}`);
+          if (message.fatal && isCurrent()) setSession({ error: message.message, phase: 'stopped' });
+          return;
+        default:
+          return;
+      }
+    });
+    const { settings } = store.getState();
+    worker.post({
+      type: 'volunteer',
+      self: room.peerId,
+      roomId: room.roomId,
+      coordinator: room.hostId,
+      backend,
+      corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
+      dutyCycle: settings.dutyCycle,
+      statsEveryMs: 500,
+    });
+    // a host gone (its link down, the server not seeing it) for HOST_GRACE_MS has ended the room
+    entered.stopWatchingHost = watchHost(signal, mesh.mesh, room, HOST_GRACE_MS, () => {
+      setSession({
+        error: `The host has been gone for ${HOST_GRACE_MS / 60_000} minutes, so this room has ended. ${THANKS}`,
+        phase: 'stopped',
+      });
+      leave();
+    });
+    return entered;
+  };
+  let current = enter(joined);
   setSession({ phase: 'connecting to the room’s peers…' });
 
-  let left = false;
-  worker.on((message) => {
-    switch (message.type) {
-      case 'stats':
-        setVolunteer(message.stats);
-        return;
-      case 'left':
-        // nothing of this room keeps running: the mesh, the socket, the worker thread
-        stopWatchingHost();
-        void mesh.close().then(() => {
-          signal.close();
-          worker.worker.terminate();
-        });
-        return;
-      case 'message-limit':
-        mesh.mesh.setMessageLimit(message.bytes);
-        return;
-      case 'error':
-        console.warn(`shoal volunteer: ${message.message}`);
-        if (message.fatal) setSession({ error: message.message, phase: 'stopped' });
-        return;
-      default:
-        return;
-    }
-  });
-  const { settings } = store.getState();
-  worker.post({
-    type: 'volunteer',
-    self: joined.peerId,
-    roomId: joined.roomId,
-    coordinator: joined.hostId,
-    backend,
-    corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
-    dutyCycle: settings.dutyCycle,
-    statsEveryMs: 500,
+  // The server took this page back as a new member: the old one's mesh and worker go (their
+  // peers see its links drop), and the page trains on as the new one, from the room's state.
+  signal.on('joined-anew', (anew) => {
+    if (left) return;
+    const old = current;
+    old.stopWatchingHost();
+    void old.mesh.close().then(() => old.worker.worker.terminate());
+    current = enter(anew);
+    pauseFor();
+    setSession({ phase: `joined again as ${anew.peerId}: the server no longer knew ${old.peerId}` });
   });
 
   signal.on('relay', ({ from, data }) => {
@@ -94,7 +123,7 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     if (!parsed.success) return; // a newer host's message, or garbage: nothing to act on
     const { type: _, ...summary } = parsed.data;
     setSummary(summary);
-    worker.post({ type: 'status', status: summary.status });
+    current.worker.post({ type: 'status', status: summary.status });
     // the host ended the run: nothing more to train for
     if (summary.status === 'stopped') leave();
   });
@@ -104,19 +133,10 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
   });
   // the server refused us back for good (reconnectingSignal said why): this room has ended here
   signal.on('close', () => leave());
-  // a host gone (its link down, the server not seeing it) for HOST_GRACE_MS has ended the room
-  const minutes = HOST_GRACE_MS / 60_000;
-  const stopWatchingHost = watchHost(signal, mesh.mesh, joined, HOST_GRACE_MS, () => {
-    setSession({
-      error: `The host has been gone for ${minutes} minutes, so this room has ended. ${THANKS}`,
-      phase: 'stopped',
-    });
-    leave();
-  });
 
   const pauseFor = () => {
     const { settings: now } = store.getState();
-    worker.post({ type: 'pause', paused: now.paused || (now.pauseWhenHidden && document.hidden) });
+    current.worker.post({ type: 'pause', paused: now.paused || (now.pauseWhenHidden && document.hidden) });
   };
   document.addEventListener('visibilitychange', pauseFor);
 
@@ -125,21 +145,23 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
   const leave = () => {
     if (left) return;
     left = true;
-    worker.post({ type: 'leave' });
+    current.worker.post({ type: 'leave' });
     signal.leave();
     setSession({ phase: 'left the room' });
   };
   window.addEventListener('pagehide', leave);
 
   return {
-    peerId: joined.peerId,
+    get peerId() {
+      return current.peerId;
+    },
     setPaused(paused) {
       setSettings({ paused });
       pauseFor();
     },
     setDutyCycle(dutyCycle) {
       setSettings({ dutyCycle });
-      worker.post({ type: 'duty-cycle', dutyCycle });
+      current.worker.post({ type: 'duty-cycle', dutyCycle });
     },
     setPauseWhenHidden(enabled) {
       setSettings({ pauseWhenHidden: enabled });
