@@ -31,6 +31,8 @@ const id = z
   .min(1)
   .max(128)
   .regex(/^[A-Za-z0-9_-]+$/);
+/** A member's key as rooms.ts keeps it: `Ed25519:…` or `ECDSA-P256:…` (base64url, ≤ 88 characters), or `none`. */
+const memberKeyText = z.string().regex(/^(none|(Ed25519|ECDSA-P256):[A-Za-z0-9_-]{1,88})$/);
 /** A SHA-256 digest as hex. */
 const digestHex = z.string().regex(/^[0-9a-f]{64}$/);
 
@@ -62,6 +64,24 @@ export function savedRoomSchemaFor(maxMembers: number) {
     }),
     /** Peer ids the host kicked: they may not come back. */
     kicked: z.array(id).max(maxMembers),
+    /**
+     * The key each remembered member joined with (`ALGORITHM:base64url`, or `none`), fixed for its
+     * peer id across restarts too. Absent in records written before keys were kept.
+     */
+    memberKeys: z
+      .record(id, memberKeyText)
+      .check((ctx) => {
+        if (Object.keys(ctx.value).length <= maxMembers) return;
+        ctx.issues.push({
+          code: 'too_big',
+          origin: 'object',
+          maximum: maxMembers,
+          inclusive: true,
+          input: ctx.value,
+          message: `more than ${maxMembers} member keys`,
+        });
+      })
+      .optional(),
   });
 }
 
@@ -196,12 +216,13 @@ const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
 
 /**
- * Bytes of a record with `maxMembers` members and as many kicked ids, ids at their longest (128):
- * a member `"id":"64 hex",` is 198 bytes, a kicked `"id",` 131, and the rest under 2 KiB (an
- * owner address of 128 characters escaped to 6 bytes each is 768). 88 kB for 256 members.
+ * Bytes of a record with `maxMembers` members, as many member keys and as many kicked ids, ids at
+ * their longest (128): a member `"id":"64 hex",` is 198 bytes, a member key `"id":"ECDSA-P256:88
+ * base64url",` 234, a kicked `"id",` 131, and the rest under 2 KiB (an owner address of 128
+ * characters escaped to 6 bytes each is 768). 148 kB for 256 members.
  */
 function maxRecordBytes(maxMembers: number): number {
-  return 4096 + maxMembers * (198 + 131);
+  return 4096 + maxMembers * (198 + 234 + 131);
 }
 
 /** Bytes of a view file: 3 bytes per JSON character at most (UTF-8), plus the points' commas. */

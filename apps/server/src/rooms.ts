@@ -58,10 +58,10 @@ export class Room<Member> {
   /** Peer ids the host kicked, oldest first. */
   private readonly kicked: Set<string>;
   /**
-   * The key each remembered member announced (keyText), fixed for its peer id. Kept in memory only
-   * (SavedRoom has no field for it yet): after a restart a member's first rejoin binds it again.
+   * The key each remembered member announced (keyText), fixed for its peer id, kept with the room
+   * (a record from before keys were kept has none: a member's first rejoin binds its key then).
    */
-  private readonly memberKeys = new Map<string, string>();
+  private readonly memberKeys: Map<string, string>;
   /** Everyone connected, host included while present, by peer id. */
   readonly peers = new Map<string, Member>();
   /** Read-only sockets that receive the host's published views; not members, not in `peers`. */
@@ -103,6 +103,7 @@ export class Room<Member> {
     this.hadMember = saved.hadMember;
     this.memberSecrets = new Map(Object.entries(saved.members).map(([peer, hex]) => [peer, Buffer.from(hex, 'hex')]));
     this.kicked = new Set(saved.kicked);
+    this.memberKeys = new Map(Object.entries(saved.memberKeys ?? {}));
   }
 
   /** What a store keeps of it. */
@@ -119,6 +120,7 @@ export class Room<Member> {
       hadMember: this.hadMember,
       members: Object.fromEntries([...this.memberSecrets].map(([peer, hash]) => [peer, hash.toString('hex')])),
       kicked: [...this.kicked],
+      memberKeys: Object.fromEntries(this.memberKeys),
     };
   }
 

@@ -7,6 +7,7 @@
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createIdentity } from '@shoal/protocol';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RunningServer, ServerOptions } from './index.ts';
 import { FileRoomStore, savedRoomSchema } from './room-store.ts';
@@ -14,7 +15,7 @@ import { roomView, startTestServer, testClients, until } from './test-server.ts'
 
 let server: RunningServer;
 let dir: string;
-const { client } = testClients(() => server);
+const { client, raw } = testClients(() => server);
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'shoal-rooms-'));
@@ -80,6 +81,27 @@ describe('rooms across a restart', () => {
     const watching = await (await client()).watch(created.roomId, created.watchKey as string);
     expect(watching.view?.points.map((p) => p.t)).toEqual([1_000, 2_000]);
     expect((await (await client()).check(created.roomId, token)).status).toBe('running');
+  });
+
+  it("keeps each member's key: after a restart a rejoin with another key is refused key-changed", async () => {
+    const [hostKeys, aliceKeys, otherKeys] = await Promise.all([createIdentity(), createIdentity(), createIdentity()]);
+    server = await start();
+    const created = await (await client({ identity: hostKeys })).create();
+    const joined = await (await client({ identity: aliceKeys })).join(created.roomId, created.joinToken);
+    const secret = joined.memberSecret as string;
+    await restart();
+    const rekeyed = await raw();
+    rekeyed.send({
+      kind: 'rejoin',
+      version: 1,
+      roomId: created.roomId,
+      peerId: joined.peerId,
+      memberSecret: secret,
+      key: otherKeys.key,
+    });
+    expect(await rekeyed.error()).toBe('key-changed');
+    const again = await client({ identity: aliceKeys });
+    expect(await again.rejoin(created.roomId, joined.peerId, secret)).toMatchObject({ peerId: joined.peerId });
   });
 
   it('skips a corrupt or hostile file with a log line and a counter, and takes back the rest', async () => {
