@@ -5,7 +5,7 @@
  *
  *   node --import tsx --import ./bench/register-raw.mjs bench/robust-aggregation.ts \
  *     [--workers 4,5,8] [--rules mean,clipped-mean,trimmed-mean,centered-clip] \
- *     [--attacks contribution-100x-own-state] [--tokens 140000] [--seed 1] [--json]
+ *     [--attacks contribution-100x-own-state] [--tokens 140000] [--seeds 1] [--json]
  *
  * A rule is a name with optional parameters, `clipped-mean:clipFactor=1` or
  * `centered-clip:radiusFactor=0.5/iterations=1`. The room's rule is the run options' default
@@ -23,7 +23,7 @@ const { values } = parseArgs({
     rules: { type: 'string', default: 'mean,trimmed-mean,clipped-mean,centered-clip' },
     attacks: { type: 'string', default: 'contribution-100x-own-state' },
     tokens: { type: 'string', default: '140000' },
-    seed: { type: 'string', default: '1' },
+    seeds: { type: 'string', default: '1' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -49,6 +49,7 @@ const evalBatches = validationBatches(corpus.validation, { batchSize: 8, seqLen:
 interface Row {
   rule: string;
   workers: number;
+  seed: number;
   attack: string;
   clean: number | null;
   loss: number | null;
@@ -63,61 +64,68 @@ const baseline: Record<string, number | null> = {};
 
 for (const text of rules) {
   DEFAULT_DILOCO.aggregation = ruleOf(text);
-  for (const workers of workerCounts) {
-    const started = performance.now();
-    const report = await runAttacks({
-      preset: 'nano',
-      workers,
-      hostile: 1,
-      tokens: Number(values.tokens),
-      seed: Number(values.seed),
-      only: attacks,
-      trainTokens: corpus.train,
-      evalBatches,
-    });
-    const clean = report.clean[0]?.evalLoss ?? null;
-    baseline[`${workers}`] ??= clean;
-    rows.push({
-      rule: text,
-      workers,
-      attack: 'none (clean)',
-      clean: baseline[`${workers}`] ?? null,
-      loss: clean,
-      percent: pct(clean, baseline[`${workers}`] ?? null),
-      stopped: true,
-      detected: false,
-    });
-    for (const a of report.attacks) {
+  for (const workers of workerCounts)
+    for (const seed of list(values.seeds).map(Number)) {
+      const started = performance.now();
+      const report = await runAttacks({
+        preset: 'nano',
+        workers,
+        hostile: 1,
+        tokens: Number(values.tokens),
+        seed,
+        only: attacks,
+        trainTokens: corpus.train,
+        evalBatches,
+      });
+      const clean = report.clean[0]?.evalLoss ?? null;
+      baseline[`${workers}:${seed}`] ??= clean;
       rows.push({
         rule: text,
         workers,
-        attack: a.name,
-        clean,
-        loss: a.evalLoss,
-        percent: pct(a.evalLoss, clean),
-        stopped: a.stopped,
-        detected: a.detected,
+        seed,
+        attack: 'none (clean)',
+        clean: baseline[`${workers}:${seed}`] ?? null,
+        loss: clean,
+        percent: pct(clean, baseline[`${workers}:${seed}`] ?? null),
+        stopped: true,
+        detected: false,
       });
+      for (const a of report.attacks) {
+        rows.push({
+          rule: text,
+          workers,
+          seed,
+          attack: a.name,
+          clean,
+          loss: a.evalLoss,
+          percent: pct(a.evalLoss, clean),
+          stopped: a.stopped,
+          detected: a.detected,
+        });
+      }
+      const seconds = ((performance.now() - started) / 1000).toFixed(0);
+      const line = rows
+        .slice(-1 - report.attacks.length)
+        .map(
+          (r) =>
+            `${r.attack} ${r.loss?.toFixed(4)} (${r.percent === null ? '—' : `${r.percent >= 0 ? '+' : ''}${r.percent.toFixed(1)}%`})`,
+        )
+        .join('; ');
+      console.error(`${text}, ${workers} workers, seed ${seed} (${seconds} s): ${line}`);
     }
-    const seconds = ((performance.now() - started) / 1000).toFixed(0);
-    const line = rows
-      .slice(-1 - report.attacks.length)
-      .map(
-        (r) =>
-          `${r.attack} ${r.loss?.toFixed(4)} (${r.percent === null ? '—' : `${r.percent >= 0 ? '+' : ''}${r.percent.toFixed(1)}%`})`,
-      )
-      .join('; ');
-    console.error(`${text}, ${workers} workers (${seconds} s): ${line}`);
-  }
 }
 
-console.log('| rule | workers | attack | eval loss | vs clean (same rule) | stopped | detected |');
-console.log('| --- | --- | --- | --- | --- | --- | --- |');
+console.log(
+  `| rule | workers | seed | attack | eval loss | vs clean (same rule) | vs ${rules[0]}'s clean | stopped | detected |`,
+);
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+const signed = (p: number | null) => (p === null ? '—' : `${p >= 0 ? '+' : ''}${p.toFixed(1)}%`);
 for (const r of rows) {
-  const percent = r.percent === null ? '—' : `${r.percent >= 0 ? '+' : ''}${r.percent.toFixed(1)}%`;
-  const vs = r.attack === 'none (clean)' ? `${percent} vs the first rule's clean` : percent;
-  console.log(
-    `| ${r.rule} | ${r.workers} | ${r.attack} | ${r.loss?.toFixed(4) ?? 'NaN'} | ${vs} | ${r.attack === 'none (clean)' ? '' : r.stopped ? 'yes' : 'no'} | ${r.attack === 'none (clean)' ? '' : r.detected ? 'yes' : 'no'} |`,
-  );
+  const clean = r.attack === 'none (clean)';
+  const sameRule = clean ? '' : signed(r.percent);
+  const vsFirst = signed(pct(r.loss, baseline[`${r.workers}:${r.seed}`] ?? null));
+  const verdicts = clean ? '| |' : `| ${r.stopped ? 'yes' : 'no'} | ${r.detected ? 'yes' : 'no'} |`;
+  const loss = r.loss?.toFixed(4) ?? 'NaN';
+  console.log(`| ${r.rule} | ${r.workers} | ${r.seed} | ${r.attack} | ${loss} | ${sameRule} | ${vsFirst} ${verdicts}`);
 }
 if (values.json) console.log(JSON.stringify({ rows }));

@@ -3,7 +3,7 @@
  * same length) into the one Δ̄ that every replica's outer step uses.
  *
  * - `mean`: weighted mean, Σ w_k·Δ_k / Σ w_k. Weights are tokens trained (the coordinator caps
- *   them at 4× the median before they get here).
+ *   them at weightCapFactor × the median, 2×, before they get here).
  * - `clipped-mean`: each Δ_k is first scaled down to at most `clipFactor` × the median L2 norm,
  *   then the weighted mean. The median of an even count is the lower middle norm, so with K = 2
  *   one huge contribution cannot lift its own threshold. Needs an honest majority to mean anything.
@@ -86,8 +86,11 @@ export type AggregationRule =
   | { kind: 'trimmed-mean'; trimFraction?: number }
   | { kind: 'centered-clip'; clipFactor?: number; radiusFactor?: number; iterations?: number };
 
-/** The rules by name, the robust default first (`--aggregation`, the host form). */
-export const AGGREGATION_KINDS = ['centered-clip', 'clipped-mean', 'trimmed-mean', 'mean'] as const;
+/**
+ * The rules by name (`--aggregation`, the host form); the default is run-options.ts's,
+ * centered-clip (docs/robust-aggregation.md), which came last.
+ */
+export const AGGREGATION_KINDS = ['clipped-mean', 'trimmed-mean', 'mean', 'centered-clip'] as const;
 export type AggregationKind = (typeof AGGREGATION_KINDS)[number];
 
 /** The rule of that name with its default parameters; a RangeError names the choices. */

@@ -49,7 +49,7 @@ export const RUN_CONFIG: RunConfig = {
     codec: 'fp4',
     codecBlockSize: 64,
     errorFeedback: true,
-    aggregation: { kind: 'clipped-mean', clipFactor: 2 },
+    aggregation: { kind: 'centered-clip', clipFactor: 2, radiusFactor: 1, iterations: 3 },
     hashAlgorithm: 'xxh128',
     weightCapFactor: 2,
     quorum: 0.5,

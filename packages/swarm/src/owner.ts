@@ -28,7 +28,7 @@ export interface ShardJob {
   /** The round's participants, in the round's order: everyone expected to contribute. */
   participants: readonly string[];
   rule: AggregationRule;
-  /** Weights above this are capped (4× the median in the design). */
+  /** Weights above this are capped (weightCapFactor × the median: 2×). */
   maxWeight: number;
   /** Per participant, a further cap: the tokens the coordinator saw it train (round-open's weightCaps). */
   weightCaps?: ReadonlyMap<string, number>;

@@ -27,7 +27,7 @@ describe('the run options table', () => {
     const config = runConfigOf(RUN_OPTION_DEFAULTS);
     expect(config.diloco).toEqual(DEFAULT_DILOCO);
     expect(config.diloco).toMatchObject({ innerSteps: 50, fragments: 2, codec: 'fp4', codecBlockSize: 1024 });
-    expect(config.diloco.aggregation).toEqual({ kind: 'clipped-mean' });
+    expect(config.diloco.aggregation).toEqual({ kind: 'centered-clip' });
     expect(config.train).toMatchObject({ batchSize: 16, seqLen: 64, maxLr: 3e-3, seed: 1 });
     expect(config.train.minLr).toBeCloseTo(3e-4, 12);
     expect(config.data).toEqual({ corpus: 'moby-dick', seed: 1 });

@@ -248,11 +248,11 @@ export const RUN_OPTIONS = {
     flag: '--aggregation',
     metavar: 'rule',
     label: 'Aggregation',
-    help: "how shard owners combine the volunteers' updates, Δ (clipped-mean and trimmed-mean resist a hostile one)",
-    // robust by default: each Δ is scaled to at most twice the median norm before the weighted
-    // mean, so one volunteer cannot steer θ_global with a scaled Δ, and a clean room loses nothing
-    // (docs/hostile-volunteers.md, "Which aggregation")
-    default: 'clipped-mean',
+    help: "how shard owners combine the volunteers' updates, Δ (all but mean resist a hostile one; centered-clip best)",
+    // robust by default: each Δ scaled to at most twice the median norm, then CenteredClip around
+    // the coordinate-wise median, so a volunteer that scales its own Δ moves θ_global by little
+    // more than an honest one, and a clean room loses no more than noise (docs/robust-aggregation.md)
+    default: 'centered-clip',
     choices: AGGREGATION_KINDS,
     simulate: true,
     section: 'wire',
