@@ -1,0 +1,49 @@
+/**
+ * Issue 27, item 6: a worker that scales its own Δ ×100 before encoding (every copy, hash and
+ * signature consistent, each value within the owners' bound) passes every check; only the
+ * aggregation rule stands between it and θ_global. In `shoal attacks`' room (nano, 5 workers,
+ * 1 hostile) the plain mean shows what it does; the default rule keeps the room within 2% of its
+ * clean run's validation loss, and owners count the Δ they scaled down against its sender.
+ */
+import { loadMobyDick, splitCorpus, validationBatches } from '@shoal/data';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_DILOCO } from '../config.ts';
+import { runAttacks } from './runner.ts';
+
+const corpus = splitCorpus(loadMobyDick());
+const ROOM = {
+  preset: 'nano',
+  workers: 5,
+  hostile: 1,
+  tokens: 140_000,
+  seed: 1,
+  only: ['contribution-100x-own-state'],
+  trainTokens: corpus.train,
+  evalBatches: validationBatches(corpus.validation, { batchSize: 8, seqLen: 64, count: 4 }),
+};
+const defaultRule = DEFAULT_DILOCO.aggregation;
+
+afterEach(() => {
+  DEFAULT_DILOCO.aggregation = defaultRule;
+});
+
+describe('a worker that scales its own Δ ×100 (1 of 5)', () => {
+  it('moves the plain mean far off, and the default rule not past 2%, noticed', { timeout: 300_000 }, async () => {
+    // the room's rule comes from the run options' defaults (DEFAULT_DILOCO): the mean, for contrast
+    DEFAULT_DILOCO.aggregation = { kind: 'mean' };
+    const mean = await runAttacks(ROOM);
+    const [underMean] = mean.attacks;
+    expect(underMean?.attackErrors).toEqual([]);
+    expect(underMean?.evalLoss).toBeGreaterThan(1.1 * (underMean?.cleanEvalLoss as number));
+
+    DEFAULT_DILOCO.aggregation = defaultRule;
+    const report = await runAttacks(ROOM);
+    const [result] = report.attacks;
+    expect(result?.attackErrors).toEqual([]);
+    expect(result?.why).toEqual([]);
+    expect(result?.evalLoss).toBeLessThanOrEqual(1.02 * (result?.cleanEvalLoss as number));
+    // no owner refused it (it is within every bound), but each one that scaled it down said so
+    expect(result?.signals.join(' ')).toMatch(/refusal\(s\) of w4 \(.*norm-clipped/);
+    expect(result?.detected).toBe(true);
+  });
+});
