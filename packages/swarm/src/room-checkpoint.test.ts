@@ -2,7 +2,6 @@ import { buildLayout, CheckpointError, encodeState } from '@shoal/model';
 import { describe, expect, it } from 'vitest';
 import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
-import { Member } from './member.ts';
 import {
   decodeRoomCheckpoint,
   encodeRoomCheckpoint,
@@ -10,7 +9,7 @@ import {
   RoomCheckpointSaver,
   roomCheckpointOf,
 } from './room-checkpoint.ts';
-import { createRoom, evaluate, must, RUN, replicaStates } from './test-room.ts';
+import { createRoom, evaluate, must, replicaStates } from './test-room.ts';
 
 const ROOM = { roomId: 'r00m', hostSecret: 's3cret-0123456789', joinToken: 't0ken-0123456789' };
 const contains = (bytes: Uint8Array, text: string) => Buffer.from(bytes).includes(Buffer.from(text, 'utf8'));
@@ -84,7 +83,7 @@ describe('a room checkpoint', () => {
 
   it('a host that crashes and comes back from an older checkpoint: its workers stay, fetch θ_global and rounds go on', async () => {
     const room = await createRoom({ workers: 2 });
-    const { clock, network, codec, config, workers } = room;
+    const { clock, network, config, workers } = room;
     room.startAll();
     await clock.runAsync({ until: 1_500 });
     const saved = roomCheckpointOf(room.host);
@@ -97,7 +96,7 @@ describe('a room checkpoint', () => {
     const stepsAtReturn = workers.map((w) => w.worker.metrics.innerStep);
     expect(stepsAtReturn.every((steps) => steps > 0)).toBe(true);
 
-    const member = new Member(network.join('host'), codec, clock, RUN);
+    const member = room.memberFor('host');
     const opens = room.spy(member, 'round-open');
     const commits = room.spy(member, 'commit');
     const transfers = workers.map((w) => room.spy(w.member, 'state-transfer'));

@@ -167,6 +167,8 @@ export async function createRoom(options: RoomOptions) {
     host,
     hostMember,
     events,
+    /** A Member on the network as the room makes its own (a host coming back after a crash). */
+    memberFor,
     /** With identities: each member's key pair, and the bindings every member verifies against. */
     identities: keys?.identities ?? new Map<PeerId, Identity>(),
     peerKeys: keys?.peerKeys ?? new PeerKeyRegistry(),
