@@ -123,7 +123,7 @@ export const roundOpenBody = z
     roomTokens: countSchema,
     /** hash(θ_global[p] ‖ m[p]) that the round starts from; a replica holding another must resync. */
     baseHash: hashHexSchema,
-    /** Contribution weights above this are capped (4× the median tokens, from heartbeats). */
+    /** Contribution weights above this are capped (weightCapFactor × the median tokens, from heartbeats). */
     maxWeight: z.int().min(1),
     /**
      * Per participant (same order), the most tokens the coordinator has seen it train since it was

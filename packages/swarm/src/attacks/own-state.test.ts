@@ -35,6 +35,9 @@ describe('a worker that scales its own Δ ×100 (1 of 5)', () => {
     const [underMean] = mean.attacks;
     expect(underMean?.attackErrors).toEqual([]);
     expect(underMean?.evalLoss).toBeGreaterThan(1.1 * (underMean?.cleanEvalLoss as number));
+    // the referee sees honest contributions; the loss is what says it got through
+    expect(underMean?.stopped).toBe(false);
+    expect(underMean?.why.join(' ')).toMatch(/eval loss [\d.]+% above the clean run's/);
 
     DEFAULT_DILOCO.aggregation = defaultRule;
     const report = await runAttacks(ROOM);

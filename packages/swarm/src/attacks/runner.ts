@@ -116,6 +116,13 @@ const CLEAN_CAP_FACTOR = 4;
 const ATTACK_CAP_FACTOR = 2;
 /** Training went on if at least this share of the clean run's commits happened after the start. */
 const WENT_ON_SHARE = 0.5;
+/**
+ * An attack may cost the room this much validation loss over the clean run's: 2%, or 4% in a
+ * room of two, where only the honest worker's Δ reaches θ_global once its hostile is marked (half
+ * the clean run's tokens). The referee judges what reached θ_global against what each sender's
+ * code produced; a worker that changes what its code produces (its own Δ ×100) shows only here.
+ */
+const lossAllowance = (workers: number) => (workers <= 2 ? 1.04 : 1.02);
 
 export async function runAttacks(options: AttackRunOptions): Promise<AttackReport> {
   const attacks = selectAttacks(options.only);
@@ -265,6 +272,11 @@ function judge(attack: Attack, run: RoomRun, clean: RoomRun, settings: RoomSetti
     why.push(`stalled: ${after} commits of most honest workers after the start, clean ${cleanAfter}`);
   }
   if (run.peakBytesHeld > budget) why.push(`held ${formatBytes(run.peakBytesHeld)} > budget ${formatBytes(budget)}`);
+  const allowance = lossAllowance(settings.workers);
+  if (run.evalLoss !== null && clean.evalLoss !== null && run.evalLoss > allowance * clean.evalLoss) {
+    const over = (100 * (run.evalLoss / clean.evalLoss - 1)).toFixed(1);
+    why.push(`eval loss ${over}% above the clean run's (allowed ${(100 * (allowance - 1)).toFixed(0)}%)`);
+  }
   // An attack that could not forge its messages proved nothing: it is not counted as stopped.
   if (run.forgeFailures.length > 0) why.push(`the attack failed to forge: ${run.forgeFailures[0]}`);
 
@@ -325,7 +337,7 @@ function judgeProbe(attack: Attack, config: RunConfig, budget: number, cleanEval
     workers: 0,
     hostile: [],
     why,
-    signals: outcome.refusals > 0 ? [`${outcome.refusals} chunk(s) refused`] : [],
+    signals: outcome.refusals > 0 ? [`${outcome.refusals} input(s) refused`] : [],
     commitsAfterStart: null,
     cleanCommitsAfterStart: null,
     maxInfluence: null,
