@@ -242,7 +242,7 @@ export function createProgram(): Command {
   program
     .command('attacks')
     .description(
-      'hostile volunteers against the in-memory room on the real engine: each attack beside a clean run, stopped and detected or not',
+      'hostile volunteers against the in-memory room on the real engine (each attack beside a clean run), then against a real server on loopback and its rooms directory: stopped and detected or not',
     )
     .option('--workers <M>', 'workers in the room', parsePositiveInt, 5)
     .option('--hostile <n>', 'how many of them are hostile', parsePositiveInt, 1)
