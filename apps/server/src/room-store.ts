@@ -36,7 +36,16 @@ const memberKeyText = z.string().regex(/^(none|(Ed25519|ECDSA-P256):[A-Za-z0-9_-
 /** A SHA-256 digest as hex. */
 const digestHex = z.string().regex(/^[0-9a-f]{64}$/);
 
-/** A room record whose members and kicked ids number at most `maxMembers` each. */
+/** Peer id → `value`, at most `max` entries (what zod's record does not bound by itself). */
+function boundedRecord<T extends z.ZodType<string>>(value: T, max: number, what: string) {
+  return z.record(id, value).check((ctx) => {
+    if (Object.keys(ctx.value).length <= max) return;
+    const message = `more than ${max} ${what}`;
+    ctx.issues.push({ code: 'too_big', origin: 'object', maximum: max, inclusive: true, input: ctx.value, message });
+  });
+}
+
+/** A room record whose members, their keys and kicked ids number at most `maxMembers` each. */
 export function savedRoomSchemaFor(maxMembers: number) {
   return z.object({
     format: z.literal('shoal-signal-room'),
@@ -50,38 +59,14 @@ export function savedRoomSchemaFor(maxMembers: number) {
     watchKey: id,
     hadMember: z.boolean(),
     /** Members that may come back with their member secret: peer id → the secret's digest. */
-    members: z.record(id, digestHex).check((ctx) => {
-      if (Object.keys(ctx.value).length <= maxMembers) return;
-      const message = `more than ${maxMembers} members`;
-      ctx.issues.push({
-        code: 'too_big',
-        origin: 'object',
-        maximum: maxMembers,
-        inclusive: true,
-        input: ctx.value,
-        message,
-      });
-    }),
+    members: boundedRecord(digestHex, maxMembers, 'members'),
     /** Peer ids the host kicked: they may not come back. */
     kicked: z.array(id).max(maxMembers),
     /**
      * The key each remembered member joined with (`ALGORITHM:base64url`, or `none`), fixed for its
      * peer id across restarts too. Absent in records written before keys were kept.
      */
-    memberKeys: z
-      .record(id, memberKeyText)
-      .check((ctx) => {
-        if (Object.keys(ctx.value).length <= maxMembers) return;
-        ctx.issues.push({
-          code: 'too_big',
-          origin: 'object',
-          maximum: maxMembers,
-          inclusive: true,
-          input: ctx.value,
-          message: `more than ${maxMembers} member keys`,
-        });
-      })
-      .optional(),
+    memberKeys: boundedRecord(memberKeyText, maxMembers, 'member keys').optional(),
   });
 }
 
