@@ -1,12 +1,35 @@
 /**
- * Who may say what (issue 13): control messages from a peer that does not coordinate, and a
- * commit won by a fake hash. The forged commits name the attacker as the contributor, and it
+ * Who may say what: a worker that signs nothing (every room requires signatures), control
+ * messages from a peer that does not coordinate, and a commit won by a fake hash. The forged commits name the attacker as the contributor, and it
  * answers state requests with a made-up state (θ = m = 0) under that state's true hash.
  */
 import { everyoneBut, servePoisonedState } from './forge.ts';
 import type { Attack } from './types.ts';
 
+/** Drops a signed message's signature: what a client that announced no key sends. */
+function unsigned<M extends { signature?: string }>(message: M): M {
+  const { signature: _, ...rest } = message;
+  return rest as M;
+}
+
 export const AUTHORITY_ATTACKS: Attack[] = [
+  {
+    name: 'unsigned-worker',
+    family: 'authority',
+    summary: 'a worker announces no key and signs nothing it sends: contributions, shard results, hash reports',
+    install(context, hostile) {
+      let keyless = false;
+      // from the start on, the server's binding says it announced none (it rejoined without one)
+      context.every(1_000, () => {
+        if (keyless) return;
+        keyless = true;
+        hostile.member.peerKeys.bind(hostile.peer, null);
+      });
+      context.rewrite(hostile.peer, 'contribution', (_to, message) => unsigned(message));
+      context.rewrite(hostile.peer, 'shard-result', (_to, message) => unsigned(message));
+      context.rewrite(hostile.peer, 'hash-report', (_to, message) => unsigned(message));
+    },
+  },
   {
     name: 'forged-commit',
     family: 'authority',
