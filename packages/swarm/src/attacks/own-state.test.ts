@@ -2,8 +2,7 @@
  * Issue 27, item 6: a worker that scales its own Δ ×100 before encoding (every copy, hash and
  * signature consistent, each value within the owners' bound) passes every check; only the
  * aggregation rule stands between it and θ_global. In `shoal attacks`' room (nano, 5 workers,
- * 1 hostile) the plain mean shows what it does; the default rule keeps the room within 2% of its
- * clean run's validation loss, and owners count the Δ they scaled down against its sender.
+ * 1 hostile) the plain mean shows what it does, and that `shoal attacks` sees it by the loss.
  */
 import { loadMobyDick, splitCorpus, validationBatches } from '@shoal/data';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -28,8 +27,9 @@ afterEach(() => {
 });
 
 describe('a worker that scales its own Δ ×100 (1 of 5)', () => {
-  it('moves the plain mean far off, and the default rule not past 2%, noticed', { timeout: 300_000 }, async () => {
+  it('moves the plain mean far off, and shoal attacks says it was not stopped', { timeout: 300_000 }, async () => {
     // the room's rule comes from the run options' defaults (DEFAULT_DILOCO): the mean, for contrast
+    // (under the default rule it is stopped, detected as norm-clipped and within 2%: stopped.test.ts)
     DEFAULT_DILOCO.aggregation = { kind: 'mean' };
     const mean = await runAttacks(ROOM);
     const [underMean] = mean.attacks;
@@ -38,15 +38,5 @@ describe('a worker that scales its own Δ ×100 (1 of 5)', () => {
     // the referee sees honest contributions; the loss is what says it got through
     expect(underMean?.stopped).toBe(false);
     expect(underMean?.why.join(' ')).toMatch(/eval loss [\d.]+% above the clean run's/);
-
-    DEFAULT_DILOCO.aggregation = defaultRule;
-    const report = await runAttacks(ROOM);
-    const [result] = report.attacks;
-    expect(result?.attackErrors).toEqual([]);
-    expect(result?.why).toEqual([]);
-    expect(result?.evalLoss).toBeLessThanOrEqual(1.02 * (result?.cleanEvalLoss as number));
-    // no owner refused it (it is within every bound), but each one that scaled it down said so
-    expect(result?.signals.join(' ')).toMatch(/refusal\(s\) of w4 \(.*norm-clipped/);
-    expect(result?.detected).toBe(true);
   });
 });

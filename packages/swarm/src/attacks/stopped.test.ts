@@ -36,6 +36,8 @@ describe('every attack of the catalogue against a room of 5 with 1 hostile', () 
     // make it lower: the room trains on the honest workers' data alone). In the two-worker
     // tie-break room only the honest worker's Δ reaches θ_global once its hostile is marked (half
     // the clean run's tokens; measured 2.1–2.9% above clean), so there the bar is 4%.
+    // a worker that scales its own Δ passes every check: owners scaling it back say so
+    if (name === 'contribution-100x-own-state') expect(result?.signals.join(' ')).toMatch(/norm-clipped/);
     if (result?.evalLoss !== null && result?.cleanEvalLoss !== null && result) {
       const allowance = result.workers <= 2 ? 1.04 : 1.02;
       expect(result.evalLoss as number).toBeLessThanOrEqual(allowance * (result.cleanEvalLoss as number));
