@@ -9,9 +9,9 @@
  * kinds only when they verify with the key the signaling server bound to the sender (`peerKeys`);
  * from a peer without a key, unsigned, or with a key this runtime cannot check, they are refused
  * as 'signature', counted, and answered with a `rejected` (requireSignatures, on unless a test
- * room without key pairs turns it off). WebCrypto
- * is asynchronous, so a peer's messages wait behind its message being verified (and its peer-down
- * behind them), and sends wait behind a signature being made: both directions keep their order.
+ * room without key pairs turns it off). WebCrypto is asynchronous, so a peer's messages wait
+ * behind its message being verified (and its peer-down behind them), and sends wait behind a
+ * signature being made: both directions keep their order.
  * In the simulator the WebCrypto work is tracked by the clock, so runs stay deterministic. Kinds
  * that are not signed are dispatched synchronously when nothing of their sender waits ahead.
  */
