@@ -114,6 +114,8 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     void old.mesh.close().then(() => old.worker.worker.terminate());
     current = enter(anew);
     pauseFor();
+    const { summary } = store.getState();
+    if (summary) current.worker.post({ type: 'status', status: summary.status });
     setSession({ phase: `joined again as ${anew.peerId}: the server no longer knew ${old.peerId}` });
   });
 
