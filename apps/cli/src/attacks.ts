@@ -8,7 +8,15 @@
  */
 import { loadCorpus, validationBatches } from '@shoal/data';
 import { SERVER_ATTACKS, type ServerAttack, type ServerAttackFamily } from '@shoal/server/attacks';
-import { ATTACKS, type AttackReport, type AttackResult, formatBytes, ROOM_DEFAULTS, runAttacks } from '@shoal/swarm';
+import {
+  ATTACKS,
+  type AttackReport,
+  type AttackResult,
+  formatBytes,
+  noRoomRun,
+  ROOM_DEFAULTS,
+  runAttacks,
+} from '@shoal/swarm';
 import { presetOption, UsageError } from './usage.ts';
 
 export interface AttacksCliOptions {
@@ -121,21 +129,13 @@ async function runServerAttack(attack: ServerAttack): Promise<ServerAttackResult
     summary: attack.summary,
     stopped,
     detected,
+    ...noRoomRun(),
     evalLoss: null,
     cleanEvalLoss: null,
-    roundsCommitted: null,
-    roundsAborted: null,
     peakBytesHeld: null,
     scope: attack.family === 'store' ? 'the room store, on a fresh directory' : 'shoal server on loopback',
-    workers: 0,
-    hostile: [],
     why: stopped ? [] : [outcome?.detail ?? `the attack failed: ${error}`],
     signals: detected && outcome ? [`${outcome.refusals} refused: ${outcome.detail}`] : [],
-    commitsAfterStart: null,
-    cleanCommitsAfterStart: null,
-    maxInfluence: null,
-    amplification: null,
-    simSeconds: null,
     wallSeconds: (performance.now() - started) / 1000,
     attackErrors: error === null ? [] : [error],
   };

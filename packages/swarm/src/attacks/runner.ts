@@ -317,6 +317,32 @@ function judge(attack: Attack, run: RoomRun, clean: RoomRun, settings: RoomSetti
   };
 }
 
+/** The figures of a room run, for an attack that ran without one (a probe, an attack on the server). */
+export function noRoomRun(): Pick<
+  AttackResult,
+  | 'roundsCommitted'
+  | 'roundsAborted'
+  | 'workers'
+  | 'hostile'
+  | 'commitsAfterStart'
+  | 'cleanCommitsAfterStart'
+  | 'maxInfluence'
+  | 'amplification'
+  | 'simSeconds'
+> {
+  return {
+    roundsCommitted: null,
+    roundsAborted: null,
+    workers: 0,
+    hostile: [],
+    commitsAfterStart: null,
+    cleanCommitsAfterStart: null,
+    maxInfluence: null,
+    amplification: null,
+    simSeconds: null,
+  };
+}
+
 function judgeProbe(attack: Attack, config: RunConfig, budget: number, cleanEvalLoss: number | null): AttackResult {
   const started = performance.now();
   const outcome = (attack.probe as NonNullable<Attack['probe']>)(config);
@@ -328,21 +354,13 @@ function judgeProbe(attack: Attack, config: RunConfig, budget: number, cleanEval
     summary: attack.summary,
     stopped: why.length === 0,
     detected: outcome.refusals > 0,
+    ...noRoomRun(),
     evalLoss: null,
     cleanEvalLoss,
-    roundsCommitted: null,
-    roundsAborted: null,
     peakBytesHeld: outcome.bytesHeld,
     scope: outcome.scope,
-    workers: 0,
-    hostile: [],
     why,
     signals: outcome.refusals > 0 ? [`${outcome.refusals} input(s) refused`] : [],
-    commitsAfterStart: null,
-    cleanCommitsAfterStart: null,
-    maxInfluence: null,
-    amplification: null,
-    simSeconds: null,
     wallSeconds: (performance.now() - started) / 1000,
     attackErrors: [],
   };
