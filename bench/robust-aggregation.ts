@@ -1,7 +1,7 @@
 /**
- * Which aggregation rule holds against a worker that scales its own Δ (issue 27, item 6;
- * docs/robust-aggregation.md): for each rule and room size, `shoal attacks`' room (nano, the real
- * CPU engine, 1 hostile) clean and under each attack, and the final validation loss vs clean.
+ * Which aggregation rule holds against a worker that scales its own Δ (docs/robust-aggregation.md):
+ * for each rule and room size, `shoal attacks`' room (nano, the real CPU engine, 1 hostile) clean
+ * and under each attack, and the final validation loss vs clean.
  *
  *   node --import tsx --import ./bench/register-raw.mjs bench/robust-aggregation.ts \
  *     [--workers 4,5,8] [--rules mean,clipped-mean,trimmed-mean,centered-clip] \

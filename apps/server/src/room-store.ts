@@ -12,7 +12,7 @@
  * room in a directory (and one beside it for the kept view). A deployment that outgrows one
  * process puts another store (Redis, a database) behind the same interface: docs/deployment.md.
  *
- * FileRoomStore trusts nothing on disk (issue 27): whoever can write the directory could plant a
+ * FileRoomStore trusts nothing on disk: whoever can write the directory could plant a
  * record with their own host-secret digest (and reclaim a room), a link where the server writes
  * (and receive join tokens and watch keys), or a huge record. So the directory must be the
  * server's user's and writable by nobody else, nor movable by anyone else (room-dir.ts's checks

@@ -11,7 +11,7 @@
  * A room is what SavedRoom (room-store.ts) records plus who is connected now: a restarted server
  * builds each kept room again from its record, with nobody in it.
  *
- * Membership cannot be churned (issue 27): a room remembers at most `remembered` members and never
+ * Membership cannot be churned: a room remembers at most `remembered` members and never
  * forgets an absent one to make room for a new one (the join is refused instead), and joins are
  * paced per address and per room. A member's announced key is bound to its peer id for the room's
  * life: a rejoin with another key is refused ('key-changed').

@@ -1,5 +1,5 @@
 /**
- * No sender can get another connection closed (issue 27, item 3): a member floods a host and a
+ * No sender can get another connection closed: a member floods a host and a
  * member whose sockets are slow with large signals. The sender is held to a byte budget, frames to
  * a backlogged receiver are dropped, the sender is told which (signal-budget, receiver-busy) and
  * it is counted; the receivers stay connected and signal on once they read again.

@@ -1,5 +1,5 @@
 /**
- * Membership cannot be churned (issue 27, item 2): a token holder that joins and drops in a loop
+ * Membership cannot be churned: a token holder that joins and drops in a loop
  * never evicts absent members (right after a restart every member is absent), and joins are
  * paced per address and per room, each refusal with its own reason code and counter.
  */

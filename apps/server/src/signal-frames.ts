@@ -5,7 +5,7 @@
  * Size: frames are at most maxFrameBytes, except a host's publish (its room view; `ws` holds it to
  * maxPublishBytes). A frame over maxFrameBytes is refused unscanned and unparsed unless it comes
  * from a host and begins as a publish does (`{"kind":"publish",`, as every client writes it): a
- * host's other large frames cost a look at their first bytes, not a full parse (issue 27).
+ * host's other large frames cost a look at their first bytes, not a full parse.
  */
 import { jsonDepth } from '@shoal/protocol';
 import { CLIENT_MESSAGE_KINDS, type ClientMessage, clientMessageSchema, type SignalErrorCode } from '@shoal/signaling';

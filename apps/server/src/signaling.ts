@@ -14,7 +14,7 @@
  * maxConnectionsPerIp sockets and maxRoomsPerIp rooms, and creates rooms, joins and checks at a
  * bounded rate; a room nobody ever joined expires neverJoinedRoomGraceMs after its host left.
  *
- * No peer may take another's place or connection (issue 27): a room never forgets an absent
+ * No peer may take another's place or connection: a room never forgets an absent
  * member to seat a new one (rooms.ts), a member's key is fixed for its peer id, signals have a
  * byte budget per sender, and frames relayed from other peers are dropped, not queued, once a
  * receiver has half of maxBufferedBytes waiting (signal-connection.ts), so only a socket's failure

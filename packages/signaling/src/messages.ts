@@ -59,7 +59,7 @@
  * announces another key than it joined with) or 'room-full'. A member whose secret is refused may
  * join anew with the join token (a new peer id; reconnect.ts does so when it has the token).
  *
- * Membership (issue 27): a room remembers at most 4 × maxPeersPerRoom members for coming back and
+ * Membership: a room remembers at most 4 × maxPeersPerRoom members for coming back and
  * never forgets an absent one to make room for a new one: a join beyond that is refused with
  * 'room-full' (until members leave for good or the host kicks them). Joins are paced per address
  * (wrong tokens included) and per room ('join-rate-limited'), checks per address

@@ -1,5 +1,5 @@
 /**
- * Attacks on signaling (issue 27, items 2, 3 and the signaling part of 6), each by a token holder
+ * Attacks on signaling, each by a token holder
  * (or the host) against a fresh `shoal server` on loopback with its real limits: churning
  * membership after a restart to strand the members, flooding slow receivers with signals to get
  * them closed, announcing a new key on rejoin, guessing tokens with `check`, and sending a host's

@@ -1,5 +1,5 @@
 /**
- * Attacks on the rooms directory (issue 27, item 5): a stranger who can write the directory
+ * Attacks on the rooms directory: a stranger who can write the directory
  * plants links, records, huge files or FIFOs there, to receive join tokens and watch keys, take a
  * room over after a restart, read a file through the server's log, or stall or bloat the server.
  * The first line of defence is that the server refuses a directory anyone else can write or

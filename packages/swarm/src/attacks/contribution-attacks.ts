@@ -3,7 +3,7 @@
  * scaled Δ, a finite but enormous one, a reversed one every round, and an inflated token weight.
  * Each rewrites the hostile worker's real contribution on its way to the shard owners.
  *
- * And one that scales its own Δ (issue 27, item 6; docs/robust-aggregation.md): ×100 inside the
+ * And one that scales its own Δ (docs/robust-aggregation.md): ×100 inside the
  * worker, before encoding, clipped per value to what owners accept, so every copy of it (its own
  * shard included), its hash and its signature are those of an honest-looking worker whose Δ
  * happens to be large. No check can refuse it; only the aggregation rule can limit it.

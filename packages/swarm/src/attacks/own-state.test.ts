@@ -1,5 +1,5 @@
 /**
- * Issue 27, item 6: a worker that scales its own Δ ×100 before encoding (every copy, hash and
+ * A worker that scales its own Δ ×100 before encoding (every copy, hash and
  * signature consistent, each value within the owners' bound) passes every check; only the
  * aggregation rule stands between it and θ_global. In `shoal attacks`' room (nano, 5 workers,
  * 1 hostile) the plain mean shows what it does, and that `shoal attacks` sees it by the loss.

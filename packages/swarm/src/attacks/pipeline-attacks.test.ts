@@ -1,5 +1,5 @@
 /**
- * Issue 27, item 4: a peer outside a stage's group once got 16 activations of the run's largest
+ * A peer outside a stage's group once got 16 activations of the run's largest
  * message kept (version 1,000 ahead, no sender, size or version check) and re-queued on every
  * roster change. Stopped means the stage keeps no more than two steps of its own neighbour's
  * activations, and refuses the rest.

@@ -1,5 +1,5 @@
 /**
- * A pipeline neighbour pinning memory (issue 27, item 4): pipe messages a stage keeps for later
+ * A pipeline neighbour pinning memory: pipe messages a stage keeps for later
  * steps or for a newer version of its group. The in-memory attack room trains without a pipeline,
  * so the probe runs one mesh stage alone (pipeline/stage-harness.ts), in a two-stage pipeline of
  * the room's model and batch, and hands it what a hostile member would send.

@@ -1,5 +1,5 @@
 /**
- * What a mesh stage keeps of its group's traffic (issue 27, item 4): nothing it has not checked
+ * What a mesh stage keeps of its group's traffic: nothing it has not checked
  * (sender, shape, version, values) and never more per peer than an honest member of the group
  * can have in flight towards it. The stage under test is `me`, stage 1 of group 0 (3 stages);
  * `prev` and `next` hold stages 0 and 2; `far` is group 1's stage 0.

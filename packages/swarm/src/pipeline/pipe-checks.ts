@@ -1,5 +1,5 @@
 /**
- * What a mesh stage checks of a group member's pipe message before it keeps it (issue 27, item 4),
+ * What a mesh stage checks of a group member's pipe message before it keeps it,
  * as pure functions of the run's shapes: who may send each kind, its exact size, its values, how
  * far ahead its version may be, and how many bytes one peer may have waiting at a stage.
  */
