@@ -13,7 +13,7 @@ import { createIdentity } from '@shoal/protocol';
 import type { ServerMessage, ServerMessageOf } from '@shoal/signaling';
 import { WebSocket } from 'ws';
 import { type RunningServer, type ServerOptions, startServer } from '../index.ts';
-import { DEFAULT_SIGNALING_LIMITS, type SignalingLimits } from '../signal-config.ts';
+import { DEFAULT_SIGNALING_LIMITS, membersRemembered, type SignalingLimits } from '../signal-config.ts';
 import type { ServerAttack, ServerAttackOutcome } from './types.ts';
 
 /** A server on loopback (a fresh port unless `port`), silent, no web app. */
@@ -203,7 +203,7 @@ const churnEvictAfterRestart: ServerAttack = {
     );
     const rejoined = [...paced.rejoins, ...unpaced.rejoins].filter((outcome) => outcome === 'joined').length;
     const refused = [...paced.outcomes, ...unpaced.outcomes].filter((outcome) => outcome !== 'joined');
-    const remembered = 4 * DEFAULT_SIGNALING_LIMITS.maxPeersPerRoom;
+    const remembered = membersRemembered(DEFAULT_SIGNALING_LIMITS);
     return {
       stopped: rejoined === 6,
       detected: refused.length > 0,
