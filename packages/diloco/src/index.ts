@@ -8,3 +8,4 @@ export * from './fragments.ts';
 export * from './hash.ts';
 export * from './lowrank/index.ts';
 export * from './outer.ts';
+export * from './round-passes.ts';

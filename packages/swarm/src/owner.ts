@@ -15,6 +15,7 @@ import {
   type Codec,
   CodecError,
   type Contribution,
+  firstOutOfBounds,
 } from '@shoal/diloco';
 import type { ContributionVerdict } from '@shoal/protocol';
 
@@ -96,11 +97,10 @@ export class ShardCollector {
       throw error;
     }
     const bound = this.job.maxMagnitude ?? Number.POSITIVE_INFINITY;
-    for (let i = 0; i < values.length; i++) {
-      const value = values[i] as number;
-      if (!Number.isFinite(value)) return refuse('non-finite', `value ${value} at index ${i}`);
-      if (Math.abs(value) > bound) return refuse('magnitude', `|${value}| at index ${i} is over the bound ${bound}`);
-    }
+    const problem = firstOutOfBounds(values, bound);
+    if (problem?.reason === 'non-finite')
+      return refuse('non-finite', `value ${problem.value} at index ${problem.index}`);
+    if (problem) return refuse('magnitude', `|${problem.value}| at index ${problem.index} is over the bound ${bound}`);
     const cap = Math.min(this.job.maxWeight, this.job.weightCaps?.get(from) ?? Number.POSITIVE_INFINITY);
     this.received.set(from, { values, weight: Math.min(weight, cap) });
     return { accepted: true };

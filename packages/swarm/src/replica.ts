@@ -10,15 +10,16 @@
  */
 import {
   type Codec,
+  checkedOuterStep,
   type Fragment,
   type FragmentHasher,
   FragmentProjection,
+  firstOutOfBounds,
   gatherFragment,
   type LowRankSpec,
   lowRankSeed,
   type OuterOptimizerOptions,
   scatterFragment,
-  tentativeOuterStep,
 } from '@shoal/diloco';
 import type { ShardRange } from '@shoal/protocol';
 
@@ -253,12 +254,11 @@ export class ReplicaState {
     } else {
       if (source === 'owner' && slot.owner) return { status: 'ignored', reason: 'duplicate' };
       if (source === 'referee' && slot.referee) return { status: 'ignored', reason: 'duplicate' };
-      const decoded = this.keep(pending.codec.decode(payload, range.end - range.start));
-      for (let i = 0; i < decoded.length; i++) {
-        if (!Number.isFinite(decoded[i] as number)) return { status: 'ignored', reason: 'non-finite' };
-      }
-      if (source === 'owner') slot.owner = { values: decoded, hash: resultHash, accepted };
-      else slot.referee = { values: decoded, accepted };
+      const decoded = pending.codec.decode(payload, range.end - range.start);
+      if (firstOutOfBounds(decoded)) return { status: 'ignored', reason: 'non-finite' };
+      const values = this.keep(decoded);
+      if (source === 'owner') slot.owner = { values, hash: resultHash, accepted };
+      else slot.referee = { values, accepted };
     }
     if (!slot.referee && slot.owner && slot.checkHash !== null && slot.owner.hash !== slot.checkHash) {
       return { status: 'disputed', ownerHash: slot.owner.hash, checkHash: slot.checkHash };
@@ -277,12 +277,10 @@ export class ReplicaState {
       pending.refused = problem.message;
       return { status: 'refused', ...problem };
     }
-    const next = tentativeOuterStep(state.theta, state.momentum, delta, this.outer);
-    for (let i = 0; i < next.theta.length; i++) {
-      if (!Number.isFinite(next.theta[i] as number) || !Number.isFinite(next.momentum[i] as number)) {
-        pending.refused = `θ' is not finite at index ${i}`;
-        return { status: 'refused', reason: 'non-finite', message: pending.refused };
-      }
+    const next = checkedOuterStep(state.theta, state.momentum, delta, this.outer);
+    if ('index' in next) {
+      pending.refused = `θ' is not finite at index ${next.index}`;
+      return { status: 'refused', reason: 'non-finite', message: pending.refused };
     }
     const hash = this.hasher.hash(next.theta, next.momentum);
     pending.tentative = { theta: this.keep(next.theta), momentum: this.keep(next.momentum), hash };
@@ -291,14 +289,12 @@ export class ReplicaState {
 
   /** Why an aggregate Δ̄ must not be applied, or null: every value finite and within the bound. */
   private outOfBounds(delta: Float32Array): { reason: 'non-finite' | 'magnitude'; message: string } | null {
-    for (let i = 0; i < delta.length; i++) {
-      const value = delta[i] as number;
-      if (!Number.isFinite(value)) return { reason: 'non-finite', message: `Δ̄ is ${value} at index ${i}` };
-      if (Math.abs(value) > this.maxMagnitude) {
-        return { reason: 'magnitude', message: `|Δ̄| is ${Math.abs(value)} at index ${i}, over ${this.maxMagnitude}` };
-      }
-    }
-    return null;
+    const problem = firstOutOfBounds(delta, this.maxMagnitude);
+    if (!problem) return null;
+    const { reason, index, value } = problem;
+    return reason === 'non-finite'
+      ? { reason, message: `Δ̄ is ${value} at index ${index}` }
+      : { reason, message: `|Δ̄| is ${Math.abs(value)} at index ${index}, over ${this.maxMagnitude}` };
   }
 
   /** Shards of an open round whose verified result is not in yet (the host referees them). */

@@ -19,6 +19,7 @@
  */
 import {
   type Codec,
+  deltaInPlace,
   type ErrorFeedback,
   encodedSlice,
   type Fragment,
@@ -26,6 +27,7 @@ import {
   gatherFragment,
   LowRankFeedback,
   lowRankSeed,
+  mergeInPlace,
   scatterFragment,
 } from '@shoal/diloco';
 import type { Trainer } from '@shoal/model';
@@ -396,15 +398,7 @@ export class WorkerRounds {
     const fragment = this.options.fragments[p] as Fragment;
     const global = this.options.replica.state.fragment(p).theta;
     const local = gatherFragment(params, fragment);
-    if (base) {
-      for (let i = 0; i < local.length; i++) {
-        local[i] = (local[i] as number) + (1 - alpha) * ((global[i] as number) - (base[i] as number));
-      }
-    } else {
-      for (let i = 0; i < local.length; i++) {
-        local[i] = alpha * (local[i] as number) + (1 - alpha) * (global[i] as number);
-      }
-    }
+    mergeInPlace(local, global, alpha, base);
     scatterFragment(local, fragment, params);
     this.options.counters.merges++;
   }
@@ -424,21 +418,11 @@ export class WorkerRounds {
     if (!snapshot && !params) throw new Error(`fragment ${p}: no θ_local to contribute`);
     const delta = snapshot ? snapshot.theta : gatherFragment(params as Float32Array, fragment);
     round.base = this.delayed ? delta.slice() : null;
-    let largest = 0;
-    for (let i = 0; i < delta.length; i++) {
-      const value = (global[i] as number) - (delta[i] as number);
-      delta[i] = value;
-      if (!(Math.abs(value) <= largest)) largest = Math.abs(value); // NaN lands here too
-    }
-    if (!Number.isFinite(largest)) return false;
     // Owners refuse a Δ beyond the bound; one this large means θ_local trained alone for long
-    // (a lost coordinator, α near 1): scale it into range rather than be refused every round.
-    const limit = contributionBound(this.options.config) / 2;
-    if (largest > limit) {
-      const scale = limit / largest;
-      for (let i = 0; i < delta.length; i++) delta[i] = (delta[i] as number) * scale;
-      counters.clampedContributions++;
-    }
+    // (a lost coordinator, α near 1): it is scaled into range rather than refused every round.
+    const outcome = deltaInPlace(global, delta, contributionBound(this.options.config) / 2);
+    if (outcome === 'non-finite') return false;
+    if (outcome === 'clamped') counters.clampedContributions++;
     const { codec } = round;
     const encoded = round.open.lowRank
       ? this.encodeLowRank(round, delta)
