@@ -33,6 +33,9 @@
  * order, rounded once to float32, so every owner computes the same bits from the same inputs.
  */
 
+import { ClipKernels, type ClipPasses, clipPassesSimd } from './aggregate.simd.ts';
+import { columnMedian, lowerMiddle, pullsOf } from './clip-math.ts';
+
 export interface Contribution {
   values: Float32Array;
   /** Tokens behind this Δ; must be finite and > 0. */
@@ -78,6 +81,8 @@ export interface AggregateFailure {
 export interface AggregateOptions {
   /** The shard length; defaults to the first contribution's length. Pass it when known. */
   length?: number;
+  /** false: the scalar loops only (the reference the SIMD kernels are tested against). */
+  simd?: boolean;
 }
 
 export type AggregationRule =
@@ -180,15 +185,8 @@ export function l2Norm(values: Float32Array): number {
   return Math.sqrt(sum);
 }
 
-/** The lower middle of `values` (which it sorts). */
-function lowerMiddle(values: number[]): number {
-  values.sort((a, b) => a - b);
-  return values[Math.floor((values.length - 1) / 2)] as number;
-}
-
 /** The factor (≤ 1) that scales each accepted Δ_k to at most clipFactor × the median L2 norm. */
-function normClip(contributions: readonly Contribution[], accepted: number[], clipFactor: number) {
-  const norms = accepted.map((k) => l2Norm((contributions[k] as Contribution).values));
+function normClip(norms: readonly number[], accepted: number[], clipFactor: number) {
   const medianNorm = lowerMiddle([...norms]);
   const threshold = clipFactor * medianNorm;
   const clipped: ClippedMeanSuccess['clipped'] = [];
@@ -211,7 +209,8 @@ export function clippedMean(
   }
   const { accepted, rejected, length } = screenContributions(contributions, options);
   if (accepted.length === 0) return noneLeft(contributions, rejected);
-  const { medianNorm, threshold, clipped, factors } = normClip(contributions, accepted, clipFactor);
+  const norms = accepted.map((k) => l2Norm((contributions[k] as Contribution).values));
+  const { medianNorm, threshold, clipped, factors } = normClip(norms, accepted, clipFactor);
   const weights = weightsOf(contributions, accepted);
   const total = weights.reduce((a, b) => a + b, 0);
   const coefficients = weights.map((w, j) => (w / total) * (factors[j] as number));
@@ -287,23 +286,11 @@ export interface CenteredClipSuccess extends ClippedMeanSuccess {
 
 /** The coordinate-wise median of rows (scaled by factors), float64: the middle, or the mean of the two middles. */
 function coordinateMedian(rows: Float32Array[], factors: number[], length: number): Float64Array {
-  const K = rows.length;
-  const column = new Float64Array(K);
+  const column = new Float64Array(rows.length);
   const median = new Float64Array(length);
   for (let i = 0; i < length; i++) {
-    for (let j = 0; j < K; j++) column[j] = (factors[j] as number) * ((rows[j] as Float32Array)[i] as number);
-    // insertion sort: K is small, and the order of equal values does not change the middle
-    for (let j = 1; j < K; j++) {
-      const x = column[j] as number;
-      let at = j - 1;
-      while (at >= 0 && (column[at] as number) > x) {
-        column[at + 1] = column[at] as number;
-        at--;
-      }
-      column[at + 1] = x;
-    }
-    const mid = K >> 1;
-    median[i] = K % 2 === 1 ? (column[mid] as number) : ((column[mid - 1] as number) + (column[mid] as number)) / 2;
+    for (let j = 0; j < rows.length; j++) column[j] = (factors[j] as number) * ((rows[j] as Float32Array)[i] as number);
+    median[i] = columnMedian(column);
   }
   return median;
 }
@@ -316,6 +303,65 @@ function distanceTo(row: Float32Array, factor: number, centre: Float64Array): nu
     sum += d * d;
   }
   return Math.sqrt(sum);
+}
+
+/** CenteredClip's median and iterations the scalar way (pulledIn as positions in `rows`). */
+function clipPassesScalar(
+  rows: Float32Array[],
+  factors: number[],
+  shares: number[],
+  radiusFactor: number,
+  iterations: number,
+  length: number,
+): ClipPasses {
+  const centre = coordinateMedian(rows, factors, length);
+  const radius = radiusFactor * lowerMiddle(rows.map((row, j) => distanceTo(row, factors[j] as number, centre)));
+  const pulledIn: number[][] = [];
+  const step = new Float64Array(length);
+  for (let iteration = 0; iteration < iterations; iteration++) {
+    // each contribution's pull on the centre: its weight share, scaled into the radius
+    const distances = rows.map((row, j) => distanceTo(row, factors[j] as number, centre));
+    const { pulls, beyond } = pullsOf(distances, shares, radius);
+    pulledIn.push(beyond);
+    step.fill(0);
+    rows.forEach((row, j) => {
+      const c = pulls[j] as number;
+      const f = factors[j] as number;
+      for (let i = 0; i < length; i++)
+        step[i] = (step[i] as number) + c * (f * (row[i] as number) - (centre[i] as number));
+    });
+    for (let i = 0; i < length; i++) centre[i] = (centre[i] as number) + (step[i] as number);
+  }
+  return { values: new Float32Array(centre), radius, pulledIn }; // one rounding per coordinate
+}
+
+/**
+ * The screening and the norms with the SIMD kernels: null (the scalar way then) where they are
+ * missing, or where a value is not finite (the scalar screen words which).
+ */
+function screenSimd(contributions: readonly Contribution[], options: AggregateOptions) {
+  const length = options.length ?? contributions[0]?.values.length ?? 0;
+  const rejected: Rejection[] = [];
+  const accepted: number[] = [];
+  contributions.forEach(({ values, weight }, index) => {
+    if (!(Number.isFinite(weight) && weight > 0)) {
+      rejected.push({ index, reason: 'weight', message: `weight ${weight} is not a finite number > 0` });
+    } else if (values.length !== length) {
+      rejected.push({ index, reason: 'length', message: `${values.length} values, the shard has ${length}` });
+    } else accepted.push(index);
+  });
+  const rows = accepted.map((k) => (contributions[k] as Contribution).values);
+  const kernels = ClipKernels.create(rows, length & ~1);
+  if (!kernels) return null;
+  const sums = kernels.sumsOfSquares();
+  const norms = rows.map((row, j) => {
+    let sum = sums[j] as number;
+    if (length & 1) sum += (row[length - 1] as number) * (row[length - 1] as number);
+    return Math.sqrt(sum);
+  });
+  // a norm is finite exactly when every value is (float32 squares cannot overflow float64)
+  if (!norms.every(Number.isFinite)) return null;
+  return { screened: { accepted, rejected, length }, norms, kernels };
 }
 
 export function centeredClip(
@@ -334,35 +380,30 @@ export function centeredClip(
   if (!(Number.isInteger(iterations) && iterations >= 1 && iterations <= MAX_CLIP_ITERATIONS)) {
     throw new RangeError(`iterations must be an integer in 1 … ${MAX_CLIP_ITERATIONS}, got ${iterations}`);
   }
-  const { accepted, rejected, length } = screenContributions(contributions, options);
+  const fast = options.simd === false ? null : screenSimd(contributions, options);
+  const { accepted, rejected, length } = fast?.screened ?? screenContributions(contributions, options);
   if (accepted.length === 0) return noneLeft(contributions, rejected);
-  const { medianNorm, threshold, clipped, factors } = normClip(contributions, accepted, clipFactor);
   const rows = accepted.map((k) => (contributions[k] as Contribution).values);
+  const norms = fast?.norms ?? rows.map(l2Norm);
+  const { medianNorm, threshold, clipped, factors } = normClip(norms, accepted, clipFactor);
   const weights = weightsOf(contributions, accepted);
   const total = weights.reduce((a, b) => a + b, 0);
-  const centre = coordinateMedian(rows, factors, length);
-  const radius = radiusFactor * lowerMiddle(rows.map((row, j) => distanceTo(row, factors[j] as number, centre)));
-  const pulledIn: number[][] = [];
-  const step = new Float64Array(length);
-  for (let iteration = 0; iteration < iterations; iteration++) {
-    // each contribution's pull on the centre: its weight share, scaled into the radius
-    const distances = rows.map((row, j) => distanceTo(row, factors[j] as number, centre));
-    const pulls = distances.map((distance, j) => {
-      const share = (weights[j] as number) / total;
-      return distance <= radius ? share : share * (radius / distance);
-    });
-    pulledIn.push(accepted.filter((_, j) => (distances[j] as number) > radius));
-    step.fill(0);
-    rows.forEach((row, j) => {
-      const c = pulls[j] as number;
-      const f = factors[j] as number;
-      for (let i = 0; i < length; i++)
-        step[i] = (step[i] as number) + c * (f * (row[i] as number) - (centre[i] as number));
-    });
-    for (let i = 0; i < length; i++) centre[i] = (centre[i] as number) + (step[i] as number);
-  }
-  const values = new Float32Array(centre); // one rounding per coordinate
-  return { ok: true, values, accepted, rejected, medianNorm, threshold, clipped, radius, pulledIn };
+  const shares = weights.map((w) => w / total);
+  const passes =
+    (fast && clipPassesSimd(fast.kernels, rows, factors, shares, radiusFactor, iterations, length)) ??
+    clipPassesScalar(rows, factors, shares, radiusFactor, iterations, length);
+  const pulledIn = passes.pulledIn.map((positions) => positions.map((j) => accepted[j] as number));
+  return {
+    ok: true,
+    values: passes.values,
+    accepted,
+    rejected,
+    medianNorm,
+    threshold,
+    clipped,
+    radius: passes.radius,
+    pulledIn,
+  };
 }
 
 /** Dispatches on a rule, for configuration (`--aggregate trimmed-mean`). */

@@ -5,9 +5,12 @@
  * Shard owners' passes are the codec's checked decode (codecs/) and the aggregation (aggregate.ts).
  *
  * Every pass here is bitwise what its scalar form gives (round-passes.test.ts): the outer step's
- * order is part of the replicas' contract (outer.ts), and the rest must not move a loss.
+ * order is part of the replicas' contract (outer.ts), and the rest must not move a loss. The
+ * outer step and the merge run in WebAssembly SIMD where it is (round-passes.simd.ts);
+ * `simd: false` keeps them to the scalar loops, the reference.
  */
 import { type OuterOptimizerOptions, resolveOuterOptions } from './outer.ts';
+import { roundKernels } from './round-passes.simd.ts';
 
 /** Why a vector must not be used: its first non-finite or too-large value. */
 export interface BoundProblem {
@@ -34,7 +37,8 @@ export function deltaInPlace(
     const value = (global[i] as number) - (local[i] as number);
     local[i] = value;
     const a = Math.abs(value);
-    if (!(a <= largest)) largest = a; // NaN lands here too
+    // a NaN lands here and stays: a later, larger value must not hide it
+    if (!(a <= largest)) largest = a > largest ? a : Number.NaN;
   }
   if (!Number.isFinite(largest)) return 'non-finite';
   if (largest <= limit) return 'ok';
@@ -63,7 +67,7 @@ export function checkedOuterStep(
   theta: Float32Array,
   momentum: Float32Array,
   delta: Float32Array,
-  options: OuterOptimizerOptions = {},
+  options: OuterOptimizerOptions & { simd?: boolean } = {},
 ): { theta: Float32Array; momentum: Float32Array } | { index: number } {
   const n = theta.length;
   if (momentum.length !== n || delta.length !== n) {
@@ -73,7 +77,19 @@ export function checkedOuterStep(
   const nextTheta = new Float32Array(n);
   const nextMomentum = new Float32Array(n);
   let bad = -1;
-  for (let i = 0; i < n; i++) {
+  const simd = options.simd === false ? null : roundKernels();
+  const even = simd ? n & ~1 : 0;
+  if (simd && even > 0) {
+    const { arena, kernels } = simd;
+    arena.resetScratch();
+    const at = [theta, momentum, delta].map((x) => arena.place(x, 1, even));
+    const [t, m] = [arena.scratch(even), arena.scratch(even)] as [number, number];
+    const failed = kernels.outerStep(at[0] as number, at[1] as number, at[2] as number, t, m, even, lr, mu);
+    nextTheta.set(arena.f32.subarray(t >> 2, (t >> 2) + even));
+    nextMomentum.set(arena.f32.subarray(m >> 2, (m >> 2) + even));
+    if (failed) bad = firstNonFinite(nextTheta, nextMomentum, even);
+  }
+  for (let i = even; i < n; i++) {
     const d = delta[i] as number;
     const m = Math.fround(mu * (momentum[i] as number) + d);
     const t = Math.fround((theta[i] as number) - lr * (d + mu * m));
@@ -85,6 +101,14 @@ export function checkedOuterStep(
   return bad >= 0 ? { index: bad } : { theta: nextTheta, momentum: nextMomentum };
 }
 
+/** The first index below `end` where θ′ or m′ is not finite (−1 if none). */
+function firstNonFinite(theta: Float32Array, momentum: Float32Array, end: number): number {
+  for (let i = 0; i < end; i++) {
+    if (!Number.isFinite(theta[i] as number) || !Number.isFinite(momentum[i] as number)) return i;
+  }
+  return -1;
+}
+
 /**
  * The merge of a committed round into θ_local (in place): local ← α·local + (1 − α)·global; with
  * the one-step delay (`base`, θ_local as contributed) local += (1 − α)·(global − base).
@@ -94,15 +118,26 @@ export function mergeInPlace(
   global: Float32Array,
   alpha: number,
   base: Float32Array | null = null,
+  options: { simd?: boolean } = {},
 ): void {
   const n = local.length;
   if (global.length !== n || (base && base.length !== n)) {
     throw new RangeError(`merge needs equal lengths: θ_local ${n}, θ_global ${global.length}`);
   }
   const keep = 1 - alpha;
+  const simd = options.simd === false ? null : roundKernels();
+  const even = simd ? n & ~1 : 0;
+  if (simd && even > 0) {
+    const { arena, kernels } = simd;
+    arena.resetScratch();
+    const at = arena.place(local, 1, even);
+    kernels.merge(at, arena.place(global, 1, even), base ? arena.place(base, 1, even) : 0, even, alpha, keep);
+    local.set(arena.f32.subarray(at >> 2, (at >> 2) + even));
+  }
   if (base) {
-    for (let i = 0; i < n; i++) local[i] = (local[i] as number) + keep * ((global[i] as number) - (base[i] as number));
+    for (let i = even; i < n; i++)
+      local[i] = (local[i] as number) + keep * ((global[i] as number) - (base[i] as number));
   } else {
-    for (let i = 0; i < n; i++) local[i] = alpha * (local[i] as number) + keep * (global[i] as number);
+    for (let i = even; i < n; i++) local[i] = alpha * (local[i] as number) + keep * (global[i] as number);
   }
 }

@@ -32,6 +32,7 @@ import {
   checkScale,
   roundHalfAway,
 } from './codec.ts';
+import { Fp4Kernels } from './fp4.simd.ts';
 
 export const DEFAULT_BLOCK_SIZE = 64;
 
@@ -50,9 +51,61 @@ interface BlockFormat {
   decodeBlock(bytes: Uint8Array, at: number, start: number, end: number, scale: number, target: Float32Array): void;
 }
 
-function createBlockwiseCodec(format: BlockFormat, blockSize: number): Codec {
+/**
+ * Whole blocks the fast way (fp4.simd.ts): false where the scalar loops must run instead (a
+ * fault, which they word). Takes block sizes that are multiples of 8.
+ */
+interface FastBlocks {
+  encode(
+    values: Float32Array,
+    blocks: number,
+    size: number,
+    bytes: Uint8Array,
+    feedback?: { residual: Float32Array; staged: Float32Array },
+  ): boolean;
+  decode(bytes: Uint8Array, blocks: number, size: number, target: Float32Array): boolean;
+}
+
+function createBlockwiseCodec(format: BlockFormat, blockSize: number, fastBlocks: FastBlocks | null = null): Codec {
   const B = checkBlockSize(blockSize);
   const { name, codeBytes } = format;
+  const fast = B % 8 === 0 ? fastBlocks : null;
+  /** Encodes the blocks from value `from` (a block boundary) on, the scalar way. */
+  const encodeFrom = (values: Float32Array, bytes: Uint8Array, from: number) => {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    let at = codec.encodedSize(from);
+    for (let start = from; start < values.length; start += B) {
+      const end = Math.min(start + B, values.length);
+      const scale = blockAbsMax(name, values, start, end);
+      view.setFloat32(at, scale, true);
+      at += SCALE_BYTES;
+      format.encodeBlock(values, start, end, scale, bytes, at);
+      at += codeBytes(end - start);
+    }
+  };
+  /** Decodes the blocks from value `from` on, the scalar way (checking every scale and code). */
+  const decodeFrom = (bytes: Uint8Array, count: number, target: Float32Array, from: number) => {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    let at = codec.encodedSize(from);
+    for (let start = from; start < count; start += B) {
+      const end = Math.min(start + B, count);
+      const scale = view.getFloat32(at, true);
+      checkScale(name, scale, start / B);
+      at += SCALE_BYTES;
+      format.decodeBlock(bytes, at, start, end, scale, target);
+      at += codeBytes(end - start);
+    }
+  };
+  /** Whether every whole block's scale is finite and ≥ 0 (else the scalar decode words the fault). */
+  const scalesValid = (bytes: Uint8Array, blocks: number) => {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const stride = SCALE_BYTES + codeBytes(B);
+    for (let b = 0; b < blocks; b++) {
+      const scale = view.getFloat32(b * stride, true);
+      if (!(scale >= 0 && scale <= Number.MAX_VALUE)) return false;
+    }
+    return true;
+  };
   const codec: Codec = {
     name,
     id: CODEC_IDS[name],
@@ -65,33 +118,37 @@ function createBlockwiseCodec(format: BlockFormat, blockSize: number): Codec {
     },
     encode(values) {
       const bytes = new Uint8Array(codec.encodedSize(values.length));
-      const view = new DataView(bytes.buffer);
-      let at = 0;
-      for (let start = 0; start < values.length; start += B) {
-        const end = Math.min(start + B, values.length);
-        const scale = blockAbsMax(name, values, start, end);
-        view.setFloat32(at, scale, true);
-        at += SCALE_BYTES;
-        format.encodeBlock(values, start, end, scale, bytes, at);
-        at += codeBytes(end - start);
-      }
+      const full = Math.floor(values.length / B);
+      const done = fast && full > 0 && fast.encode(values, full, B, bytes) ? full * B : 0;
+      encodeFrom(values, bytes, done);
       return bytes;
     },
     decode(bytes, count, out) {
       const target = checkEncodedLength(codec, bytes, count, out);
-      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      let at = 0;
-      for (let start = 0; start < count; start += B) {
-        const end = Math.min(start + B, count);
-        const scale = view.getFloat32(at, true);
-        checkScale(name, scale, start / B);
-        at += SCALE_BYTES;
-        format.decodeBlock(bytes, at, start, end, scale, target);
-        at += codeBytes(end - start);
-      }
+      const full = Math.floor(count / B);
+      const done = fast && full > 0 && scalesValid(bytes, full) && fast.decode(bytes, full, B, target) ? full * B : 0;
+      decodeFrom(bytes, count, target, done);
       return target;
     },
   };
+  if (fast) {
+    codec.encodeWithFeedback = (values, residual, staged) => {
+      const bytes = new Uint8Array(codec.encodedSize(values.length));
+      const full = Math.floor(values.length / B);
+      if (full > 0 && !fast.encode(values, full, B, bytes, { residual, staged })) return null;
+      // the last, shorter block the scalar way, as ErrorFeedback would
+      const start = full * B;
+      if (start === values.length) return bytes;
+      for (let i = start; i < values.length; i++) staged[i] = (values[i] as number) + (residual[i] as number);
+      encodeFrom(staged, bytes, start);
+      const decoded = new Float32Array(values.length - start);
+      const at = codec.encodedSize(start) + SCALE_BYTES;
+      const scale = new DataView(bytes.buffer).getFloat32(at - SCALE_BYTES, true);
+      format.decodeBlock(bytes, at, 0, decoded.length, scale, decoded);
+      for (let i = start; i < values.length; i++) staged[i] = (staged[i] as number) - (decoded[i - start] as number);
+      return bytes;
+    };
+  }
   return codec;
 }
 
@@ -194,6 +251,11 @@ export function createInt4Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
   return createBlockwiseCodec(nibbleBlocks(INT4), blockSize);
 }
 
-export function createFp4Codec(blockSize = DEFAULT_BLOCK_SIZE): Codec {
-  return createBlockwiseCodec(nibbleBlocks(FP4), blockSize);
+/** fp4's midpoints (7 ascending multiples of the scale), for its SIMD kernels. */
+export const FP4_THRESHOLDS: Float64Array = FP4.thresholds;
+
+/** `simd: false` keeps to the scalar loops (the reference the SIMD kernels are tested against). */
+export function createFp4Codec(blockSize = DEFAULT_BLOCK_SIZE, options: { simd?: boolean } = {}): Codec {
+  const fast = options.simd === false ? null : Fp4Kernels.get(FP4.thresholds);
+  return createBlockwiseCodec(nibbleBlocks(FP4), blockSize, fast);
 }

@@ -40,6 +40,13 @@ export interface Codec {
    * given. Throws a CodecError on a wrong length, a bad scale or an impossible code.
    */
   decode(bytes: Uint8Array, count: number, out?: Float32Array): Float32Array;
+  /**
+   * Error feedback in one pass where the codec has it (fp4 in WebAssembly SIMD): encodes
+   * c = values + residual, writes c − decode(bytes) into `staged` and returns the bytes, exactly
+   * what ErrorFeedback's three steps give; null when it cannot (a non-finite c: the three steps
+   * word the error).
+   */
+  encodeWithFeedback?(values: Float32Array, residual: Float32Array, staged: Float32Array): Uint8Array | null;
 }
 
 /** Malformed encoded bytes: the message names the codec and the first fault. */

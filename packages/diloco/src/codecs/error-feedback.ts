@@ -51,6 +51,11 @@ export class ErrorFeedback {
     }
     if (this.staged) throw new Error('Error feedback: the previous contribution was neither committed nor discarded');
     const corrected = new Float32Array(this.length);
+    const fused = this.codec.encodeWithFeedback?.(values, this.residualValues, corrected);
+    if (fused) {
+      this.staged = corrected;
+      return fused;
+    }
     for (let i = 0; i < this.length; i++) corrected[i] = (values[i] as number) + (this.residualValues[i] as number);
     const bytes = this.codec.encode(corrected);
     const decoded = this.codec.decode(bytes, this.length);

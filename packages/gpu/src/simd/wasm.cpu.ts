@@ -12,8 +12,8 @@
 /** One instruction (or several), as bytes. */
 export type Instr = readonly number[];
 
-export type ValType = 'i32' | 'f32' | 'v128';
-const VALTYPE: Record<ValType, number> = { i32: 0x7f, f32: 0x7d, v128: 0x7b };
+export type ValType = 'i32' | 'f32' | 'f64' | 'v128';
+const VALTYPE: Record<ValType, number> = { i32: 0x7f, f32: 0x7d, f64: 0x7c, v128: 0x7b };
 
 /** Unsigned LEB128. */
 export function uleb(value: number): number[] {
@@ -44,12 +44,13 @@ export function sleb(value: number): number[] {
 }
 
 const f32Bytes = (value: number) => [...new Uint8Array(new Float32Array([value]).buffer)];
+const f64Bytes = (value: number) => [...new Uint8Array(new Float64Array([value]).buffer)];
 const i32Bytes = (value: number) => [...new Uint8Array(new Int32Array([value]).buffer)];
 const name = (text: string) => [...uleb(text.length), ...new TextEncoder().encode(text)];
 const vector = (items: readonly Instr[]) => [...uleb(items.length), ...items.flat()];
 const section = (id: number, bytes: readonly number[]) => [id, ...uleb(bytes.length), ...bytes];
-/** memarg: alignment hint 2^2 bytes (every access here is to f32 data), then the static offset. */
-const memarg = (offset: number) => [2, ...uleb(offset)];
+/** memarg: the alignment hint (2^align bytes: 2 for f32 data), then the static offset. */
+const memarg = (offset: number, align = 2) => [align, ...uleb(offset)];
 const simd = (opcode: number, ...immediates: number[]): Instr => [0xfd, ...uleb(opcode), ...immediates];
 
 /** The instructions the kernels use. Addresses are byte offsets into the imported memory. */
@@ -59,6 +60,28 @@ export const op = {
   localTee: (index: number): Instr => [0x22, ...uleb(index)],
   i32Const: (value: number): Instr => [0x41, ...sleb(value)],
   f32Const: (value: number): Instr => [0x43, ...f32Bytes(value)],
+  f64Const: (value: number): Instr => [0x44, ...f64Bytes(value)],
+  i32Sub: [0x6b] as Instr,
+  i32Or: [0x72] as Instr,
+  i32ShrU: [0x76] as Instr,
+  i32LtU: [0x49] as Instr,
+  i32Eqz: [0x45] as Instr,
+  i32Load: (offset = 0): Instr => [0x28, ...memarg(offset)],
+  i32Store: (offset = 0): Instr => [0x36, ...memarg(offset)],
+  f64Load: (offset = 0): Instr => [0x2b, ...memarg(offset, 3)],
+  f64Store: (offset = 0): Instr => [0x39, ...memarg(offset, 3)],
+  f64Add: [0xa0] as Instr,
+  f64Sub: [0xa1] as Instr,
+  f64Mul: [0xa2] as Instr,
+  f64Lt: [0x63] as Instr,
+  f32Eq: [0x5b] as Instr,
+  f32Ne: [0x5c] as Instr,
+  return: [0x0f] as Instr,
+  f64PromoteF32: [0xbb] as Instr,
+  f32DemoteF64: [0xb6] as Instr,
+  i32ReinterpretF32: [0xbc] as Instr,
+  f32ReinterpretI32: [0xbe] as Instr,
+  select: [0x1b] as Instr,
   i32Add: [0x6a] as Instr,
   i32Mul: [0x6c] as Instr,
   i32Eq: [0x46] as Instr,
@@ -74,6 +97,7 @@ export const op = {
   f32Div: [0x95] as Instr,
   f32Max: [0x97] as Instr,
   if: [0x04, 0x40] as Instr, // with no result
+  else: [0x05] as Instr,
   block: [0x02, 0x40] as Instr, // with no result
   loop: [0x03, 0x40] as Instr,
   end: [0x0b] as Instr,
@@ -93,6 +117,47 @@ export const op = {
   i32x4Splat: simd(0x11),
   f32x4Splat: simd(0x13),
   f32x4ExtractLane: (lane: number): Instr => simd(0x1f, lane),
+  /** Four bytes into lane 0, the rest 0. */
+  v128Load32Zero: (offset = 0): Instr => simd(0x5c, ...memarg(offset, 0)),
+  /** Eight bytes (two f32) into lanes 0–1, the rest 0. */
+  v128Load64Zero: (offset = 0): Instr => simd(0x5d, ...memarg(offset, 2)),
+  /** Stores lane `lane` of four 32-bit lanes. */
+  v128Store32Lane: (lane: number, offset = 0): Instr => simd(0x5a, ...memarg(offset, 0), lane),
+  /** Stores lane `lane` of two 64-bit lanes (lane 0: the low two f32). */
+  v128Store64Lane: (lane: number, offset = 0): Instr => simd(0x5b, ...memarg(offset, 2), lane),
+  /** Bytes of a ‖ b picked by 16 indices (0–15 from a, 16–31 from b). */
+  i8x16Shuffle: (...lanes: number[]): Instr => simd(0x0d, ...lanes),
+  i32x4ExtractLane: (lane: number): Instr => simd(0x1b, lane),
+  f64x2Splat: simd(0x14),
+  f64x2ExtractLane: (lane: number): Instr => simd(0x21, lane),
+  /** Two copies of one f64 constant. */
+  f64x2Const: (value: number): Instr => simd(0x0c, ...f64Bytes(value), ...f64Bytes(value)),
+  i32x4Eq: simd(0x37),
+  i32x4Ne: simd(0x38),
+  f32x4Eq: simd(0x41),
+  f32x4Lt: simd(0x43),
+  f32x4Ge: simd(0x46),
+  v128Andnot: simd(0x4f),
+  v128Or: simd(0x50),
+  v128AnyTrue: simd(0x53),
+  f32x4DemoteF64x2Zero: simd(0x5e),
+  f64x2PromoteLowF32x4: simd(0x5f),
+  i16x8ExtendLowI8x16U: simd(0x89),
+  i32x4ExtendLowI16x8U: simd(0xa9),
+  i32x4ShrU: simd(0xad),
+  i32x4Sub: simd(0xb1),
+  i64x2ShrU: simd(0xcd),
+  i64x2Eq: simd(0xd6),
+  f32x4Abs: simd(0xe0),
+  f64x2Abs: simd(0xec),
+  f64x2Add: simd(0xf0),
+  f64x2Sub: simd(0xf1),
+  f64x2Mul: simd(0xf2),
+  f64x2Div: simd(0xf3),
+  /** b < a ? b : a. */
+  f64x2Pmin: simd(0xf6),
+  /** a < b ? b : a. */
+  f64x2Pmax: simd(0xf7),
   i32x4LtS: simd(0x39),
   v128And: simd(0x4e),
   /** (a & mask) | (b & ~mask), operands a, b, mask. */
