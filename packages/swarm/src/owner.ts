@@ -97,7 +97,9 @@ export class ShardCollector {
       throw error;
     }
     const bound = this.job.maxMagnitude ?? Number.POSITIVE_INFINITY;
-    const problem = firstOutOfBounds(values, bound);
+    // a blockwise codec's scales bound every value: the values need a look only past the bound
+    const within = (this.job.codec.decodedBound?.(payload, this.job.length) ?? Number.NaN) <= bound;
+    const problem = within ? null : firstOutOfBounds(values, bound);
     if (problem?.reason === 'non-finite')
       return refuse('non-finite', `value ${problem.value} at index ${problem.index}`);
     if (problem) return refuse('magnitude', `|${problem.value}| at index ${problem.index} is over the bound ${bound}`);

@@ -41,11 +41,11 @@ export interface FragmentState {
 interface ShardSlot {
   /** Who may check it: without a checker (one participant, an older host) the owner's result stands. */
   checked: boolean;
-  owner: { values: Float32Array; hash: string; accepted: string[] } | null;
+  owner: { values: Float32Array; hash: string; accepted: string[]; bound: number } | null;
   checkHash: string | null;
   /** The peers the checker says it aggregated (its verdicts; bound by its hash). */
   checkAccepted: string[];
-  referee: { values: Float32Array; accepted: string[] } | null;
+  referee: { values: Float32Array; accepted: string[]; bound: number } | null;
 }
 
 interface PendingRound {
@@ -95,7 +95,7 @@ export type CommitOutcome = 'adopted' | 'diverged' | 'not-ready' | 'waiting';
 const key = (fragment: number, round: number) => `${fragment}:${round}`;
 
 /** The values a shard's replicas apply: the referee's, or the owner's once its checker agrees. */
-function verifiedResult(slot: ShardSlot): { values: Float32Array; accepted: string[] } | null {
+function verifiedResult(slot: ShardSlot): { values: Float32Array; accepted: string[]; bound: number } | null {
   if (slot.referee) return slot.referee;
   if (!slot.owner) return null;
   if (!slot.checked) return slot.owner;
@@ -255,10 +255,13 @@ export class ReplicaState {
       if (source === 'owner' && slot.owner) return { status: 'ignored', reason: 'duplicate' };
       if (source === 'referee' && slot.referee) return { status: 'ignored', reason: 'duplicate' };
       const decoded = pending.codec.decode(payload, range.end - range.start);
-      if (firstOutOfBounds(decoded)) return { status: 'ignored', reason: 'non-finite' };
+      // the largest |value| the encoding allows (its largest scale), when it has one: the values
+      // need a look only when that is not finite, and Δ̄'s bound check only when it is over
+      const bound = pending.codec.decodedBound?.(payload, decoded.length) ?? Number.POSITIVE_INFINITY;
+      if (!Number.isFinite(bound) && firstOutOfBounds(decoded)) return { status: 'ignored', reason: 'non-finite' };
       const values = this.keep(decoded);
-      if (source === 'owner') slot.owner = { values, hash: resultHash, accepted };
-      else slot.referee = { values, accepted };
+      if (source === 'owner') slot.owner = { values, hash: resultHash, accepted, bound };
+      else slot.referee = { values, accepted, bound };
     }
     if (!slot.referee && slot.owner && slot.checkHash !== null && slot.owner.hash !== slot.checkHash) {
       return { status: 'disputed', ownerHash: slot.owner.hash, checkHash: slot.checkHash };
@@ -272,7 +275,8 @@ export class ReplicaState {
     for (const [k, s] of pending.shards.entries())
       values.set(verifiedValues(pending.slots[k] as ShardSlot) as Float32Array, s.start);
     const delta: Float32Array = projection ? projection.decode(values) : values;
-    const problem = this.outOfBounds(delta);
+    const bounded = !projection && pending.slots.every((s) => (verifiedResult(s)?.bound ?? Number.NaN) <= this.maxMagnitude);
+    const problem = bounded ? null : this.outOfBounds(delta);
     if (problem) {
       pending.refused = problem.message;
       return { status: 'refused', ...problem };

@@ -110,6 +110,16 @@ function createBlockwiseCodec(format: BlockFormat, blockSize: number, fastBlocks
     name,
     id: CODEC_IDS[name],
     blockSize: B,
+    decodedBound(bytes, count) {
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const stride = SCALE_BYTES + codeBytes(B);
+      let largest = 0;
+      for (let at = 0; at < codec.encodedSize(count); at += stride) {
+        const scale = view.getFloat32(at, true);
+        if (!(scale <= largest)) largest = scale > largest ? scale : Number.NaN;
+      }
+      return largest;
+    },
     encodedSize(count) {
       assertCount(name, count);
       const full = Math.floor(count / B);

@@ -47,6 +47,12 @@ export interface Codec {
    * word the error).
    */
   encodeWithFeedback?(values: Float32Array, residual: Float32Array, staged: Float32Array): Uint8Array | null;
+  /**
+   * A bound on |value| of every value these bytes decode to, read off the encoding alone (the
+   * blockwise codecs: the largest scale, as every code is a multiple ≤ 1 of its block's scale),
+   * so a bound check can skip the values; call it on bytes that decoded. Absent: no such bound.
+   */
+  decodedBound?(bytes: Uint8Array, count: number): number;
 }
 
 /** Malformed encoded bytes: the message names the codec and the first fault. */
