@@ -38,6 +38,7 @@ import {
   gatherFragment,
   mergeInPlace,
   scatterFragment,
+  vectorPool,
 } from '../packages/diloco/src/index.ts';
 import { buildLayout, type GptConfig, PRESETS } from '../packages/model/src/index.ts';
 import { createIdentity, shardRanges, signedBytesOf, verifySignature } from '../packages/protocol/src/index.ts';
@@ -235,9 +236,12 @@ async function measure(name: string): Promise<ModelFigures> {
   const feedback = new ErrorFeedback(codec, F);
   let local: Float32Array = new Float32Array(0);
   const volunteer: Record<string, number> = {
-    readback: await time(() => {
-      local = gatherFragment(params, fragment);
-    }),
+    readback: await time(
+      () => {
+        local = gatherFragment(params, fragment, vectorPool.take(F));
+      },
+      () => vectorPool.give(local),
+    ),
     'delta+encode': await time(
       () => {
         deltaInPlace(global, local, BOUND / 2);
@@ -259,9 +263,10 @@ async function measure(name: string): Promise<ModelFigures> {
     'outer step': await time(outerStep),
     'state hash': await time(() => hasher.hash(next.theta, next.momentum)),
     merge: await time(() => {
-      const merged = gatherFragment(params, fragment);
+      const merged = gatherFragment(params, fragment, vectorPool.take(F));
       mergeInPlace(merged, next.theta, ALPHA);
       scatterFragment(merged, fragment, params);
+      vectorPool.give(merged);
     }),
   };
   const host: Record<string, number> = {

@@ -9,3 +9,4 @@ export * from './hash.ts';
 export * from './lowrank/index.ts';
 export * from './outer.ts';
 export * from './round-passes.ts';
+export * from './vector-pool.ts';

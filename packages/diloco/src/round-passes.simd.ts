@@ -89,7 +89,39 @@ function mergeKernel(): FunctionBuilder {
   return f;
 }
 
+/**
+ * delta(global, local, n) → the largest |global − local| (float64), NaN if one is not finite:
+ * local = fround(global − local); n even.
+ */
+function deltaKernel(): FunctionBuilder {
+  const f = new FunctionBuilder(
+    'delta',
+    [
+      ['global', 'i32'],
+      ['local', 'i32'],
+      ['n', 'i32'],
+    ],
+    'f64',
+  );
+  const { localGet: get, localSet: set } = op;
+  const { global, local, n } = f.params;
+  const i = f.local('i32');
+  const { d, largest, check } = f.named('v128', ['d', 'largest', 'check']);
+  f.emit(op.f64x2Const(0), set(largest), op.f64x2Const(0), set(check));
+  f.forLoop(i, op.i32Const(0), [...get(n), ...op.i32Const(4), ...op.i32Mul], 8, () => {
+    f.emit(...loadPair(global, i), ...loadPair(local, i), op.f64x2Sub, set(d));
+    f.emit(get(local), get(i), op.i32Add, get(d), op.f32x4DemoteF64x2Zero, op.v128Store64Lane(0));
+    f.emit(get(largest), get(d), op.f64x2Abs, op.f64x2Pmax, set(largest));
+    f.emit(get(check), get(d), get(d), op.f64x2Sub, op.f64x2Add, set(check));
+  });
+  // NaN when a d was not finite (d − d is NaN then, 0 otherwise), else the larger lane
+  f.emit(get(check), op.f64x2ExtractLane(0), get(check), op.f64x2ExtractLane(1), op.f64Add);
+  f.emit(get(largest), op.f64x2ExtractLane(0), get(largest), op.f64x2ExtractLane(1), op.f64Max, op.f64Add);
+  return f;
+}
+
 interface PassExports {
+  delta(global: number, local: number, n: number): number;
   outerStep(
     theta: number,
     momentum: number,
@@ -103,7 +135,7 @@ interface PassExports {
   merge(local: number, global: number, base: number, n: number, alpha: number, keep: number): void;
 }
 
-const family = compileOnce(() => [outerKernel(), mergeKernel()]);
+const family = compileOnce(() => [outerKernel(), mergeKernel(), deltaKernel()]);
 let made: { arena: WasmArena; kernels: PassExports } | null | undefined;
 
 /** The kernels on their arena, or null where WebAssembly SIMD is missing. */

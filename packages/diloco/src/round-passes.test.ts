@@ -74,6 +74,20 @@ describe('the merge in SIMD', () => {
 });
 
 describe('Δ and its bound', () => {
+  it('gives the scalar Δ bit for bit, with its outcome', () => {
+    for (const n of LENGTHS) {
+      for (const hostile of HOSTILE) {
+        const global = values(n, n + 7, 1);
+        const local = values(n, n + 8, 1, hostile);
+        for (const limit of [1e-3, 10, 1e39]) {
+          const [a, b] = [local.slice(), local.slice()];
+          expect(deltaInPlace(global, a, limit)).toBe(deltaInPlace(global, b, limit, { simd: false }));
+          expect(bits(a)).toEqual(bits(b));
+        }
+      }
+    }
+  });
+
   it('computes Δ = global − local, scales it into the limit, and finds a non-finite one', () => {
     const global = Float32Array.of(1, 2, 3, 4);
     const local = Float32Array.of(0.5, 2, 5, 4);
@@ -88,7 +102,11 @@ describe('Δ and its bound', () => {
   });
 
   it('names the first value out of bounds', () => {
-    expect(firstOutOfBounds(Float32Array.of(1, -3, Number.NaN), 2)).toEqual({ reason: 'magnitude', index: 1, value: -3 });
+    expect(firstOutOfBounds(Float32Array.of(1, -3, Number.NaN), 2)).toEqual({
+      reason: 'magnitude',
+      index: 1,
+      value: -3,
+    });
     expect(firstOutOfBounds(Float32Array.of(1, Number.NaN, -3), 2)).toEqual({
       reason: 'non-finite',
       index: 1,

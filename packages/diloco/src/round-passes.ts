@@ -28,11 +28,21 @@ export function deltaInPlace(
   global: Float32Array,
   local: Float32Array,
   limit: number,
+  options: { simd?: boolean } = {},
 ): 'ok' | 'clamped' | 'non-finite' {
   const n = local.length;
   if (global.length !== n) throw new RangeError(`Δ needs equal lengths: θ_global ${global.length}, θ_local ${n}`);
   let largest = 0;
-  for (let i = 0; i < n; i++) {
+  const simd = options.simd === false ? null : roundKernels();
+  const even = simd ? n & ~1 : 0;
+  if (simd && even > 0) {
+    const { arena, kernels } = simd;
+    arena.resetScratch();
+    const at = arena.place(local, 1, even);
+    largest = kernels.delta(arena.place(global, 1, even), at, even);
+    local.set(arena.f32.subarray(at >> 2, (at >> 2) + even));
+  }
+  for (let i = even; i < n; i++) {
     // the largest is the float64 difference's, before it is rounded into local
     const value = (global[i] as number) - (local[i] as number);
     local[i] = value;

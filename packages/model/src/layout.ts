@@ -110,3 +110,40 @@ export function unpadFromGpu(layout: ParamLayout, padded: Float32Array): Float32
   for (const t of layout.tensors) logical.set(padded.subarray(t.paddedOffset, t.paddedOffset + t.size), t.offset);
   return logical;
 }
+
+/** One run of values of logical ranges: where it sits logically, padded, and in the concatenation. */
+export interface RangePiece {
+  logical: number;
+  padded: number;
+  /** Offset in the ranges' values concatenated. */
+  at: number;
+  length: number;
+}
+
+/**
+ * The logical ranges [start, end) cut at tensor boundaries, each piece with its padded offset
+ * and its place in the ranges' values concatenated (a fragment's contiguous form): what a GPU
+ * engine copies to read or write just those values. Throws on a range outside the model.
+ */
+export function rangePieces(layout: ParamLayout, ranges: readonly (readonly [number, number])[]): RangePiece[] {
+  const pieces: RangePiece[] = [];
+  let at = 0;
+  for (const [start, end] of ranges) {
+    if (!(start >= 0 && start <= end && end <= layout.size)) {
+      throw new RangeError(`range [${start}, ${end}) is outside the model's ${layout.size} values`);
+    }
+    for (const t of layout.tensors) {
+      const from = Math.max(start, t.offset);
+      const to = Math.min(end, t.offset + t.size);
+      if (from >= to) continue;
+      pieces.push({
+        logical: from,
+        padded: t.paddedOffset + from - t.offset,
+        at: at + from - start,
+        length: to - from,
+      });
+    }
+    at += end - start;
+  }
+  return pieces;
+}

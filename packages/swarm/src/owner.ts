@@ -16,6 +16,7 @@ import {
   CodecError,
   type Contribution,
   firstOutOfBounds,
+  vectorPool,
 } from '@shoal/diloco';
 import type { ContributionVerdict } from '@shoal/protocol';
 
@@ -69,6 +70,7 @@ export class ShardCollector {
   private readonly received = new Map<string, { values: Float32Array; weight: number }>();
   private readonly refused = new Map<string, { reason: string; message: string }>();
   private readonly gone = new Set<string>();
+  private result: ShardResult | null = null;
 
   constructor(readonly job: ShardJob) {}
 
@@ -89,10 +91,11 @@ export class ShardCollector {
     // would be aggregated as values their sender never meant.
     if (codec !== this.job.codec.name)
       return refuse('codec', `header says ${codec}, the round's codec is ${this.job.codec.name}`);
-    let values: Float32Array;
+    let values = vectorPool.take(this.job.length);
     try {
-      values = this.job.codec.decode(payload, this.job.length);
+      values = this.job.codec.decode(payload, this.job.length, values);
     } catch (error) {
+      vectorPool.give(values);
       if (error instanceof CodecError || error instanceof RangeError) return refuse('codec', error.message);
       throw error;
     }
@@ -100,6 +103,7 @@ export class ShardCollector {
     // a blockwise codec's scales bound every value: the values need a look only past the bound
     const within = (this.job.codec.decodedBound?.(payload, this.job.length) ?? Number.NaN) <= bound;
     const problem = within ? null : firstOutOfBounds(values, bound);
+    if (problem) vectorPool.give(values);
     if (problem?.reason === 'non-finite')
       return refuse('non-finite', `value ${problem.value} at index ${problem.index}`);
     if (problem) return refuse('magnitude', `|${problem.value}| at index ${problem.index} is over the bound ${bound}`);
@@ -118,8 +122,16 @@ export class ShardCollector {
     return this.job.participants.every((p) => this.received.has(p) || this.refused.has(p) || this.gone.has(p));
   }
 
-  /** Aggregates what arrived (call when complete, or at the deadline). */
+  /**
+   * Aggregates what arrived (call when complete, or at the deadline). Once: the decoded
+   * contributions go back to the pool, and a later call gives the first one's result.
+   */
   finish(): ShardResult {
+    this.result ??= this.aggregate();
+    return this.result;
+  }
+
+  private aggregate(): ShardResult {
     const order = this.job.participants.filter((p) => this.received.has(p));
     const contributions: Contribution[] = order.map((p) => this.received.get(p) as Contribution);
     const verdicts: ContributionVerdict[] = [];
@@ -131,6 +143,7 @@ export class ShardCollector {
       contributions.length > 0 ? aggregate(contributions, this.job.rule, { length: this.job.length }) : null;
     if (result?.ok) {
       payload = this.job.codec.encode(result.values);
+      vectorPool.give(result.values);
       for (const index of result.accepted) {
         const weight = (contributions[index] as Contribution).weight;
         tokens += weight;
@@ -163,6 +176,7 @@ export class ShardCollector {
         });
       }
     }
+    for (const { values } of contributions) vectorPool.give(values);
     return { payload, verdicts, tokens, accepted, clipped };
   }
 }

@@ -24,14 +24,14 @@ import {
   encodedSlice,
   type Fragment,
   FragmentProjection,
-  gatherFragment,
   LowRankFeedback,
   lowRankSeed,
   mergeInPlace,
-  scatterFragment,
+  vectorPool,
 } from '@shoal/diloco';
 import type { Trainer } from '@shoal/model';
 import type { PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
+import { BoundaryParams } from './boundary-params.ts';
 import { contributionBound, payloadBound } from './config.ts';
 import type { Member } from './member.ts';
 import type { ReplicaNode } from './replica-node.ts';
@@ -268,6 +268,7 @@ export class WorkerRounds {
     if (!snapshot) return;
     this.tokensSince[p] = (this.tokensSince[p] as number) + snapshot.tokens;
     this.snapshots.delete(p);
+    vectorPool.give(snapshot.theta);
   }
 
   /** Stops waiting for fragment p's next round (none came): the wait resumes after its next contribution. */
@@ -310,10 +311,9 @@ export class WorkerRounds {
 
   /** Merges finished rounds and sends due contributions; runs between inner steps. */
   async atBoundary(trainer: Trainer): Promise<void> {
-    const { member, replica, config } = this.options;
+    const { member, replica, config, fragments } = this.options;
     const { clock } = member;
-    let params: Float32Array | null = null;
-    let merged = false;
+    const params = new BoundaryParams(trainer, clock);
     const step = this.options.counters.innerStep;
     // A round neither committed nor aborted long after the coordinator's own deadline (its abort
     // never reached this worker): give it up rather than wait on it forever.
@@ -330,17 +330,18 @@ export class WorkerRounds {
       const due = round.committedAt !== null && step >= round.contributionStep + merging;
       const forced = round.committedAt !== null && this.pendingOpens.has(p);
       if (!due && !forced) continue;
-      params ??= await clock.track(trainer.getParams());
-      this.merge(params, p, config.diloco.alpha, round.base);
-      merged = true;
+      const fragment = fragments[p] as Fragment;
+      const local = await params.read(fragment);
+      this.merge(local, p, config.diloco.alpha, round.base);
+      await params.write(fragment, local);
+      vectorPool.give(local);
       this.rounds.delete(p);
     }
     // a fragment whose round is due here: its θ_local is kept for the contribution, and the next
     // round is due H steps on
-    for (const p of this.options.fragments.keys()) {
+    for (const p of fragments.keys()) {
       if (this.snapshots.has(p) || this.pendingOpens.has(p) || this.rounds.has(p) || step < this.dueStep(p)) continue;
-      params ??= await clock.track(trainer.getParams());
-      const theta = gatherFragment(params, this.options.fragments[p] as Fragment);
+      const theta = await params.read(fragments[p] as Fragment);
       this.snapshots.set(p, { step, theta, tokens: this.tokensSince[p] as number });
       this.tokensSince[p] = 0;
       this.lastContribution[p] = step;
@@ -355,15 +356,15 @@ export class WorkerRounds {
       }
       this.pendingOpens.delete(p);
       // a kept θ_local is the contribution: no read of the engine's parameters for it
-      if (!this.snapshots.has(p)) params ??= await clock.track(trainer.getParams());
-      if (this.contribute(params, round)) {
+      const local = this.snapshots.has(p) ? null : await params.read(fragments[p] as Fragment);
+      if (this.contribute(local, round)) {
         this.rounds.set(p, round);
         continue;
       }
       await this.recover(trainer);
       return;
     }
-    if (params && merged) await clock.track(trainer.setParams(params));
+    await params.flush();
   }
 
   /** Sends shard k of a round's kept Δ to `to` (its owner and checker, or a reassigned owner). */
@@ -394,12 +395,8 @@ export class WorkerRounds {
    * as contributed) θ_local[p] += (1 − α)·(θ_global[p] − base): the round's outer update replaces
    * this worker's own contributed steps, and the steps trained since the contribution are kept.
    */
-  private merge(params: Float32Array, p: number, alpha: number, base: Float32Array | null): void {
-    const fragment = this.options.fragments[p] as Fragment;
-    const global = this.options.replica.state.fragment(p).theta;
-    const local = gatherFragment(params, fragment);
-    mergeInPlace(local, global, alpha, base);
-    scatterFragment(local, fragment, params);
+  private merge(local: Float32Array, p: number, alpha: number, base: Float32Array | null): void {
+    mergeInPlace(local, this.options.replica.state.fragment(p).theta, alpha, base);
     this.options.counters.merges++;
   }
 
@@ -408,20 +405,22 @@ export class WorkerRounds {
    * where the round was due or else taken from `params` (null only when one was kept). False,
    * sending nothing, when θ_local is not finite: the caller puts θ_global back in its place.
    */
-  private contribute(params: Float32Array | null, round: RoundInFlight): boolean {
+  private contribute(local: Float32Array | null, round: RoundInFlight): boolean {
     const { counters } = this.options;
     const p = round.open.fragment;
-    const fragment = this.options.fragments[p] as Fragment;
     const global = this.options.replica.state.fragment(p).theta;
     const snapshot = this.snapshots.get(p);
     this.snapshots.delete(p);
-    if (!snapshot && !params) throw new Error(`fragment ${p}: no θ_local to contribute`);
-    const delta = snapshot ? snapshot.theta : gatherFragment(params as Float32Array, fragment);
+    const delta = snapshot ? snapshot.theta : local;
+    if (!delta) throw new Error(`fragment ${p}: no θ_local to contribute`);
     round.base = this.delayed ? delta.slice() : null;
     // Owners refuse a Δ beyond the bound; one this large means θ_local trained alone for long
     // (a lost coordinator, α near 1): it is scaled into range rather than refused every round.
     const outcome = deltaInPlace(global, delta, contributionBound(this.options.config) / 2);
-    if (outcome === 'non-finite') return false;
+    if (outcome === 'non-finite') {
+      vectorPool.give(delta);
+      return false;
+    }
     if (outcome === 'clamped') counters.clampedContributions++;
     const { codec } = round;
     const encoded = round.open.lowRank
@@ -429,6 +428,8 @@ export class WorkerRounds {
       : this.options.config.diloco.lowRank
         ? this.encodeDenseInLowRank(round, delta)
         : this.encodeDense(p, codec, delta);
+    // the low-rank codecs may keep what they were given; the dense ones copy it into the encoding
+    if (!this.options.config.diloco.lowRank && !round.open.lowRank) vectorPool.give(delta);
     round.payloads = round.open.shards.map((shard) => encodedSlice(codec, encoded, shard.start, shard.end));
     if (snapshot) {
       round.weight = Math.max(1, snapshot.tokens);

@@ -19,6 +19,8 @@ import type { Codec } from './codec.ts';
 export class ErrorFeedback {
   private residualValues: Float32Array;
   private staged: Float32Array | null = null;
+  /** The buffer the next encode stages into (the residual of two rounds ago): no fresh one each round. */
+  private spare: Float32Array | null = null;
 
   constructor(
     readonly codec: Codec,
@@ -50,7 +52,8 @@ export class ErrorFeedback {
       throw new RangeError(`Error feedback holds ${this.length} values, contribution has ${values.length}`);
     }
     if (this.staged) throw new Error('Error feedback: the previous contribution was neither committed nor discarded');
-    const corrected = new Float32Array(this.length);
+    const corrected = this.spare ?? new Float32Array(this.length);
+    this.spare = null;
     const fused = this.codec.encodeWithFeedback?.(values, this.residualValues, corrected);
     if (fused) {
       this.staged = corrected;
@@ -67,12 +70,14 @@ export class ErrorFeedback {
   /** The contribution was applied: carry its residual into the next one. */
   commit(): void {
     if (!this.staged) throw new Error('Error feedback: nothing to commit');
+    this.spare = this.residualValues;
     this.residualValues = this.staged;
     this.staged = null;
   }
 
   /** The round aborted: keep the residual from before it. */
   discard(): void {
+    this.spare = this.staged;
     this.staged = null;
   }
 

@@ -74,6 +74,7 @@ export const op = {
   f64Sub: [0xa1] as Instr,
   f64Mul: [0xa2] as Instr,
   f64Lt: [0x63] as Instr,
+  f64Max: [0xa5] as Instr,
   f32Eq: [0x5b] as Instr,
   f32Ne: [0x5c] as Instr,
   return: [0x0f] as Instr,

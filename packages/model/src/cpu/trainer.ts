@@ -8,7 +8,7 @@
 import { clipScale, gradNorm } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
 import { buildLayout, type ParamLayout } from '../layout.ts';
-import type { Batch, OptimizerState, Trainer } from '../train/trainer.ts';
+import type { Batch, OptimizerState, ParamRange, Trainer } from '../train/trainer.ts';
 import type { TrainConfig } from '../train-config.ts';
 import { AdamWRuns } from './adamw-runs.ts';
 import { CpuGpt } from './gpt.ts';
@@ -149,6 +149,22 @@ export class CpuTrainer implements Trainer {
     if (params.length !== this.layout.size)
       throw new RangeError(`params have ${params.length} values, the model needs ${this.layout.size}`);
     this.params.set(params);
+  }
+
+  async readRanges(ranges: readonly ParamRange[], out: Float32Array): Promise<void> {
+    let at = 0;
+    for (const [start, end] of ranges) {
+      out.set(this.params.subarray(start, end), at);
+      at += end - start;
+    }
+  }
+
+  async writeRanges(ranges: readonly ParamRange[], values: Float32Array): Promise<void> {
+    let at = 0;
+    for (const [start, end] of ranges) {
+      this.params.set(values.subarray(at, at + end - start), start);
+      at += end - start;
+    }
   }
 
   async getOptimizerState(): Promise<OptimizerState> {

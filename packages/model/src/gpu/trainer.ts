@@ -15,9 +15,14 @@ import {
   readFloat32,
 } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
-import { GPU_ALIGN_FLOATS, type ParamLayout, padForGpu, unpadFromGpu } from '../layout.ts';
-import type { Batch, OptimizerState, StepOptions, Trainer } from '../train/trainer.ts';
+import { GPU_ALIGN_FLOATS, type ParamLayout, padForGpu, rangePieces, unpadFromGpu } from '../layout.ts';
+import type { Batch, OptimizerState, ParamRange, StepOptions, Trainer } from '../train/trainer.ts';
 import type { TrainConfig } from '../train-config.ts';
+
+// GPUBufferUsage / GPUMapMode values (not globals in every runtime)
+const MAP_READ = 0x1;
+const COPY_DST = 0x8;
+
 import { createGptKernels, type GptKernels, GpuGpt } from './gpt.ts';
 
 /**
@@ -131,6 +136,38 @@ export class GpuTrainer implements Trainer {
 
   async setParams(params: Float32Array): Promise<void> {
     this.model.writeParams(params);
+  }
+
+  /**
+   * Just the ranges' values, one staging copy (a piece per tensor they cross) and one map: a
+   * round's θ_local[p] crosses the bus, not the model. Queued after the steps submitted so far.
+   */
+  async readRanges(ranges: readonly ParamRange[], out: Float32Array): Promise<void> {
+    const { device, params } = this.model;
+    const pieces = rangePieces(this.layout, ranges);
+    const count = pieces.reduce((sum, piece) => sum + piece.length, 0);
+    if (out.length < count) throw new RangeError(`out holds ${out.length} values, the ranges have ${count}`);
+    const staging = device.createBuffer({
+      label: 'GpuTrainer.readRanges',
+      size: Math.max(4, 4 * count),
+      usage: MAP_READ | COPY_DST,
+    });
+    const encoder = device.createCommandEncoder({ label: 'GpuTrainer.readRanges' });
+    for (const piece of pieces)
+      encoder.copyBufferToBuffer(params, 4 * piece.padded, staging, 4 * piece.at, 4 * piece.length);
+    device.queue.submit([encoder.finish()]);
+    await staging.mapAsync(MAP_READ);
+    out.set(new Float32Array(staging.getMappedRange(), 0, count));
+    staging.unmap();
+    staging.destroy();
+  }
+
+  /** Writes the ranges' values in place: one queue write per piece, ordered after the steps submitted so far. */
+  async writeRanges(ranges: readonly ParamRange[], values: Float32Array): Promise<void> {
+    const { device, params } = this.model;
+    for (const piece of rangePieces(this.layout, ranges)) {
+      device.queue.writeBuffer(params, 4 * piece.padded, values, piece.at, piece.length);
+    }
   }
 
   /** The gradient norm of the last step, before clipping (one readback). */

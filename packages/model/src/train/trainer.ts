@@ -6,6 +6,9 @@
 import type { ParamLayout } from '../layout.ts';
 import type { TrainConfig } from '../train-config.ts';
 
+/** A logical range of parameters, [start, end). */
+export type ParamRange = readonly [number, number];
+
 export interface Batch {
   inputs: Int32Array;
   targets: Int32Array;
@@ -36,6 +39,13 @@ export interface Trainer {
   evaluate(batches: Batch[]): Promise<number>;
   getParams(): Promise<Float32Array>;
   setParams(params: Float32Array): Promise<void>;
+  /**
+   * The values of logical `ranges` (a fragment's), concatenated, into `out`: a round reads its
+   * fragment's θ_local, not the whole model. Optional: without it, getParams and a gather.
+   */
+  readRanges?(ranges: readonly ParamRange[], out: Float32Array): Promise<void>;
+  /** Writes `values` (the ranges' values, concatenated) into logical `ranges`: a round's merge. */
+  writeRanges?(ranges: readonly ParamRange[], values: Float32Array): Promise<void>;
   getOptimizerState(): Promise<OptimizerState>;
   setOptimizerState(state: OptimizerState): Promise<void>;
   destroy(): void;
