@@ -351,12 +351,12 @@ function screenSimd(contributions: readonly Contribution[], options: AggregateOp
     } else accepted.push(index);
   });
   const rows = accepted.map((k) => (contributions[k] as Contribution).values);
-  const kernels = ClipKernels.create(rows, length & ~1);
+  const kernels = ClipKernels.create(rows, length & ~3);
   if (!kernels) return null;
   const sums = kernels.sumsOfSquares();
   const norms = rows.map((row, j) => {
     let sum = sums[j] as number;
-    if (length & 1) sum += (row[length - 1] as number) * (row[length - 1] as number);
+    for (let i = length & ~3; i < length; i++) sum += (row[i] as number) * (row[i] as number);
     return Math.sqrt(sum);
   });
   // a norm is finite exactly when every value is (float32 squares cannot overflow float64)
