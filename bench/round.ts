@@ -25,6 +25,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
+import { createSHA256 } from 'hash-wasm';
 import {
   aggregationRuleOf,
   buildFragments,
@@ -132,6 +133,8 @@ interface ModelFigures {
   host: Record<string, number>;
   hostMs: number;
   hostParamsPerSecond: number;
+  /** One contribution shard's SHA-256 by hash-wasm and by WebCrypto (not in the totals). */
+  sha256: { bytes: number; hashWasmMs: number; webCryptoMs: number };
 }
 
 async function measure(name: string): Promise<ModelFigures> {
@@ -269,6 +272,18 @@ async function measure(name: string): Promise<ModelFigures> {
       vectorPool.give(merged);
     }),
   };
+  // the two SHA-256s a payload's signature can use (identity.ts picks by size): which is faster here
+  const sha = await createSHA256();
+  const payload = shardPayload(0, 0) as Uint8Array<ArrayBuffer>;
+  const sha256 = {
+    bytes: payload.length,
+    hashWasmMs: await time(() => {
+      sha.init();
+      sha.update(payload);
+      return sha.digest('hex');
+    }),
+    webCryptoMs: await time(() => crypto.subtle.digest('SHA-256', payload)),
+  };
   const host: Record<string, number> = {
     'verify results': await time(verifyResults),
     'result decode': volunteer['result decode'] as number,
@@ -288,6 +303,7 @@ async function measure(name: string): Promise<ModelFigures> {
     host,
     hostMs,
     hostParamsPerSecond: F / (hostMs / 1000),
+    sha256,
   };
 }
 
@@ -309,6 +325,10 @@ for (const name of args.models.split(',').filter(Boolean)) {
   line('volunteer total', row.volunteerMs);
   for (const stage of HOST_STAGES) if (stage === 'verify results') line(`host ${stage}`, row.host[stage] as number);
   line('host total', row.hostMs);
+  const { bytes, hashWasmMs, webCryptoMs } = row.sha256;
+  console.log(
+    `  SHA-256 of a ${(bytes / 1e6).toFixed(2)} MB shard: hash-wasm ${hashWasmMs.toFixed(2)} ms, WebCrypto ${webCryptoMs.toFixed(2)} ms`,
+  );
 }
 const report = {
   bench: 'round',
