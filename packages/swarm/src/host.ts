@@ -12,6 +12,7 @@ import { Coordinator, type CoordinatorEvent } from './coordinator.ts';
 import type { Member } from './member.ts';
 import { ReplicaState, type VectorInterner } from './replica.ts';
 import { ReplicaNode } from './replica-node.ts';
+import type { RoundMemo } from './round-memo.ts';
 import { ShardDuties } from './shard-duty.ts';
 
 export interface HostOptions {
@@ -32,6 +33,8 @@ export interface HostOptions {
   onEvent?: (event: CoordinatorEvent) => void;
   /** Shares its replica's vectors with the other replicas of this process (the simulator). */
   vectors?: VectorInterner;
+  /** Shares its replica's and its shard duties' work with the others of this process (the simulator). */
+  memo?: RoundMemo;
 }
 
 export class Host {
@@ -56,6 +59,7 @@ export class Host {
       options.momentum,
       contributionBound(config),
       options.vectors ?? null,
+      options.memo ?? null,
     );
     // The host referees shards whose owner and checker disagree or fail (docs/hostile-volunteers.md).
     const duties = new ShardDuties({
@@ -64,6 +68,7 @@ export class Host {
       config,
       replicas: () => member.transport.peers(),
       departed: () => new Set(),
+      memo: options.memo,
     });
     member.on('contribution', (from, message) => duties.onContribution(from, message));
     const { resume } = options;

@@ -289,8 +289,9 @@ export class ReplicaNode {
     }
     if (source !== 'checker' && message.payload.byteLength === 0) return; // nothing accepted: the round will abort
     const accepted = message.verdicts.filter((v) => v.reason === '').map((v) => v.peer);
-    const resultHash =
-      source === 'checker' ? (message.resultHash ?? '') : resultHashOf(this.state.hasher, message.payload, accepted);
+    const once = { memo: this.state.memo, scope: { fragment: p, round }, shard }; // per payload, with a memo
+    const hashed = () => resultHashOf(this.state.hasher, message.payload, accepted, once);
+    const resultHash = source === 'checker' ? (message.resultHash ?? '') : hashed();
     if (message.resultHash !== undefined && message.resultHash !== resultHash) {
       this.member.refuse(
         from,

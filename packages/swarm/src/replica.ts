@@ -6,7 +6,8 @@
  * hash; on commit it adopts θ' and m' if its hash is the committed one, else it is diverged.
  *
  * Every replica decodes the same encoded shard results and runs the same fixed-order f32 outer
- * step, so replicas agree bitwise whatever their GPUs.
+ * step, so replicas agree bitwise whatever their GPUs. Replicas of one process (the simulator) may
+ * share that work through a RoundMemo (round-memo.ts): each result under its exact inputs.
  */
 import {
   type Codec,
@@ -22,6 +23,9 @@ import {
   scatterFragment,
 } from '@shoal/diloco';
 import type { ShardRange } from '@shoal/protocol';
+import { codecKey, fragmentKey, type RoundMemo, type VectorInterner } from './round-memo.ts';
+
+export type { VectorInterner } from './round-memo.ts';
 
 export interface FragmentState {
   readonly fragment: Fragment;
@@ -61,6 +65,14 @@ interface PendingRound {
   refused: string | null;
 }
 
+/** A shard result's values, and the largest |value| its encoding allows (Infinity: not known). */
+type Decoded = { values: Float32Array; bound: number };
+
+/** What a round's outer step gives: θ' and m' with their hash, or why Δ̄ or θ' cannot be applied. */
+type StepOutcome =
+  | { theta: Float32Array; momentum: Float32Array; hash: string }
+  | { reason: 'non-finite' | 'magnitude'; message: string };
+
 /** An aggregator's claim about a shard: the hash of its result and the peers it aggregated. */
 export interface ShardClaim {
   hash: string;
@@ -80,15 +92,6 @@ export type ShardResultOutcome =
   | { status: 'refused'; reason: 'non-finite' | 'magnitude'; message: string }
   | { status: 'ignored'; reason: string };
 
-/**
- * Where replicas of one process keep the vectors they hold by value and never write to (θ_global,
- * m, decoded shard results, tentative states): one copy of each content (the simulator's
- * sim/shared-vectors.ts). `intern` returns a vector with the same bits, this one or one held already.
- */
-export interface VectorInterner {
-  intern(values: Float32Array): Float32Array;
-}
-
 /** 'waiting': the round's results are still arriving; the caller applies the commit once they are in. */
 export type CommitOutcome = 'adopted' | 'diverged' | 'not-ready' | 'waiting';
 
@@ -107,6 +110,9 @@ const verifiedValues = (slot: ShardSlot) => verifiedResult(slot)?.values ?? null
 export class ReplicaState {
   readonly fragments: FragmentState[];
   private readonly pending = new Map<string, PendingRound>();
+  /** With a memo: each fragment's layout and this replica's step settings, as memo keys. */
+  private readonly fragmentKeys: string[];
+  private readonly settingsKey: string;
   /**
    * The fragments this replica follows (applies rounds of, holds θ_global and m of); null: all.
    * A pipeline stage follows its stage's fragments only: the others' state is released.
@@ -125,7 +131,11 @@ export class ReplicaState {
     private readonly maxMagnitude = Number.POSITIVE_INFINITY,
     /** Shares the vectors it holds with other replicas of this process (the simulator); none by default. */
     private readonly vectors: VectorInterner | null = null,
+    /** Shares decoded results, projections and outer steps with other replicas of this process (the simulator). */
+    readonly memo: RoundMemo | null = null,
   ) {
+    this.fragmentKeys = memo ? fragments.map(fragmentKey) : [];
+    this.settingsKey = `${hasher.algorithm} ${outer.lr} ${outer.momentum} ${maxMagnitude}`;
     this.fragments = fragments.map((fragment) => {
       const theta = this.keep(gatherFragment(params, fragment));
       const m = this.keep(momentum ? gatherFragment(momentum, fragment) : new Float32Array(fragment.size));
@@ -197,9 +207,7 @@ export class ReplicaState {
   ): void {
     const state = this.fragment(p);
     if (round <= state.round) throw new RangeError(`round ${round} of fragment ${p} is not after ${state.round}`);
-    const projection = lowRank
-      ? new FragmentProjection(state.fragment.tensors, state.momentum, lowRank, lowRankSeed(p, round))
-      : null;
+    const projection = lowRank ? this.projectionOf(p, round, lowRank) : null;
     this.pending.set(key(p, round), {
       fragment: p,
       round,
@@ -216,6 +224,16 @@ export class ReplicaState {
       tentative: null,
       refused: null,
     });
+  }
+
+  /** Round `round`'s projection of fragment p, from m[p] as it stands (built once per m where a memo is shared). */
+  private projectionOf(p: number, round: number, spec: LowRankSpec): FragmentProjection {
+    const { fragment, momentum } = this.fragment(p);
+    const seed = lowRankSeed(p, round);
+    const build = () => new FragmentProjection(fragment.tensors, momentum, { ...spec }, seed);
+    if (!this.memo) return build();
+    const key = `projection ${this.fragmentKeys[p]} m${this.memo.id(momentum)} ${spec.rank} ${spec.side} ${seed}`;
+    return this.memo.recall({ fragment: p, round }, key, [], build);
   }
 
   isOpen(p: number, round: number): boolean {
@@ -254,12 +272,9 @@ export class ReplicaState {
     } else {
       if (source === 'owner' && slot.owner) return { status: 'ignored', reason: 'duplicate' };
       if (source === 'referee' && slot.referee) return { status: 'ignored', reason: 'duplicate' };
-      const decoded = pending.codec.decode(payload, range.end - range.start);
-      // the largest |value| the encoding allows (its largest scale), when it has one: the values
-      // need a look only when that is not finite, and Δ̄'s bound check only when it is over
-      const bound = pending.codec.decodedBound?.(payload, decoded.length) ?? Number.POSITIVE_INFINITY;
-      if (!Number.isFinite(bound) && firstOutOfBounds(decoded)) return { status: 'ignored', reason: 'non-finite' };
-      const values = this.keep(decoded);
+      const decoded = this.decodeResult(pending, shard, payload);
+      if (!decoded) return { status: 'ignored', reason: 'non-finite' };
+      const { values, bound } = decoded;
       if (source === 'owner') slot.owner = { values, hash: resultHash, accepted, bound };
       else slot.referee = { values, accepted, bound };
     }
@@ -270,25 +285,68 @@ export class ReplicaState {
     const missing = pending.slots.filter((s) => verifiedValues(s) === null).length;
     if (missing > 0) return { status: 'waiting', missing, shards };
     const state = this.fragment(p);
+    const step = () => this.outerStep(state, pending);
+    const memo = this.memo;
+    const outcome = memo ? memo.recall({ fragment: p, round }, this.stepKey(state, pending), [], step) : step();
+    if ('reason' in outcome) {
+      pending.refused = outcome.message;
+      return { status: 'refused', reason: outcome.reason, message: outcome.message };
+    }
+    const { theta, momentum, hash } = outcome;
+    pending.tentative = { theta, momentum, hash };
+    return { status: 'complete', hash, shards };
+  }
+
+  /** Shard k's result's values, or null when one is not finite (decoded once per payload where a memo is shared). */
+  private decodeResult(pending: PendingRound, shard: number, payload: Uint8Array): Decoded | null {
+    const { codec } = pending;
+    const range = pending.shards[shard] as ShardRange;
+    const count = range.end - range.start;
+    const decode = (): Decoded | null => {
+      const decoded = codec.decode(payload, count);
+      // the largest |value| the encoding allows (its largest scale), when it has one: the values
+      // need a look only when that is not finite, and Δ̄'s bound check only when it is over
+      const bound = codec.decodedBound?.(payload, decoded.length) ?? Number.POSITIVE_INFINITY;
+      if (!Number.isFinite(bound) && firstOutOfBounds(decoded)) return null;
+      return { values: this.keep(decoded), bound };
+    };
+    if (!this.memo) return decode();
+    const scope = { fragment: pending.fragment, round: pending.round };
+    return this.memo.recall(scope, `decoded ${shard} ${codecKey(codec)} ${count}`, [payload], decode);
+  }
+
+  /** The tentative outer step of a round whose verified results are all in: Δ̄ from them, then θ', m' and their hash. */
+  private outerStep(state: FragmentState, pending: PendingRound): StepOutcome {
     const { projection } = pending;
     const values = new Float32Array(projection ? projection.payloadSize : state.fragment.size);
     for (const [k, s] of pending.shards.entries())
       values.set(verifiedValues(pending.slots[k] as ShardSlot) as Float32Array, s.start);
     const delta: Float32Array = projection ? projection.decode(values) : values;
-    const bounded = !projection && pending.slots.every((s) => (verifiedResult(s)?.bound ?? Number.NaN) <= this.maxMagnitude);
+    // every verified shard's encoding bounds its values within the bound: Δ̄ needs no look
+    const bounded =
+      !projection && pending.slots.every((s) => (verifiedResult(s)?.bound ?? Number.NaN) <= this.maxMagnitude);
     const problem = bounded ? null : this.outOfBounds(delta);
-    if (problem) {
-      pending.refused = problem.message;
-      return { status: 'refused', ...problem };
-    }
+    if (problem) return problem;
     const next = checkedOuterStep(state.theta, state.momentum, delta, this.outer);
-    if ('index' in next) {
-      pending.refused = `θ' is not finite at index ${next.index}`;
-      return { status: 'refused', reason: 'non-finite', message: pending.refused };
-    }
+    if ('index' in next) return { reason: 'non-finite', message: `θ' is not finite at index ${next.index}` };
     const hash = this.hasher.hash(next.theta, next.momentum);
-    pending.tentative = { theta: this.keep(next.theta), momentum: this.keep(next.momentum), hash };
-    return { status: 'complete', hash, shards };
+    return { theta: this.keep(next.theta), momentum: this.keep(next.momentum), hash };
+  }
+
+  /**
+   * Every input of `outerStep`, exactly: θ, m, the shards' values and the projection by identity, the
+   * shards' ranges, the layout, the settings (a bound only spares a check whose outcome it implies).
+   */
+  private stepKey(state: FragmentState, pending: PendingRound): string {
+    const memo = this.memo as RoundMemo;
+    const shards = pending.shards.map(
+      (s, k) => `${s.start}-${s.end}:${memo.id(verifiedValues(pending.slots[k] as ShardSlot) as Float32Array)}`,
+    );
+    const projection = pending.projection ? memo.id(pending.projection) : 'dense';
+    return (
+      `step ${this.settingsKey} ${this.fragmentKeys[pending.fragment]} θ${memo.id(state.theta)} m${memo.id(state.momentum)} ` +
+      `${projection} ${shards.join(',')}`
+    );
   }
 
   /** Why an aggregate Δ̄ must not be applied, or null: every value finite and within the bound. */

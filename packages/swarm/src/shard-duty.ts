@@ -16,12 +16,20 @@
  * Contributions that arrive before their round-open (links differ in latency) wait in a small
  * buffer, but only for the round after the last one opened here, and at most a few per peer: a
  * peer cannot park megabytes here for rounds that may never open.
+ *
+ * In the simulator a shard's owner and checker are in one process, and given the same
+ * contributions (the same bytes the network delivered to both) they aggregate to the same bits:
+ * with a RoundMemo (round-memo.ts) the second takes the first's result instead of aggregating
+ * again. Its key is everything the collector was given, exactly (`Given`), so an equivocating
+ * contributor, a drop or a deadline that one of them saw and the other did not makes them compute
+ * apart, as they would in two processes.
  */
 import type { Codec, FragmentHasher } from '@shoal/diloco';
 import type { ContributionMessage, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
 import { payloadBound } from './config.ts';
 import type { Member } from './member.ts';
-import { ShardCollector, type ShardResult } from './owner.ts';
+import { type AddOutcome, ShardCollector, type ShardContribution, type ShardResult } from './owner.ts';
+import { codecKey, exactJson, type RoundMemo, type RoundScope } from './round-memo.ts';
 
 export type ShardRole = 'owner' | 'checker' | 'referee';
 
@@ -33,6 +41,8 @@ export interface ShardDutyOptions {
   replicas(): PeerId[];
   /** Peers known to be gone (said leave): not waited for. */
   departed(): ReadonlySet<PeerId>;
+  /** Shares a shard's aggregate between its owner and checker in this process (the simulator). */
+  memo?: RoundMemo;
 }
 
 export interface FinishedDuty {
@@ -49,6 +59,19 @@ interface Duty {
   collector: ShardCollector;
   role: ShardRole;
   cancel: () => void;
+  /** What its collector was given, where its result may be shared (a checked shard, with a memo). */
+  given: Given | null;
+}
+
+/**
+ * The inputs a collector's result depends on (owner.ts): per participant its first contribution
+ * (later ones change nothing: its header's codec and weight, and its bytes), the order in which
+ * the refused ones came (the verdicts' order), and who went down (a missing peer's verdict says so).
+ */
+interface Given {
+  first: Map<PeerId, { header: string; payload: Uint8Array }>;
+  refused: PeerId[];
+  gone: Set<PeerId>;
 }
 
 type Early = Pick<ContributionMessage, 'fragment' | 'round' | 'shard' | 'codec' | 'weight' | 'payload'> & {
@@ -60,9 +83,21 @@ const dutyKey = (fragment: number, round: number, shard: number) => `${fragment}
 /** Early contributions kept per sender: one per shard it may send here, for two fragments. */
 const EARLY_PER_PEER = 4;
 
-/** The result hash: hash(payload ‖ the accepted peers, newline-separated, in round order). */
-export function resultHashOf(hasher: FragmentHasher, payload: Uint8Array, accepted: readonly string[]): string {
-  return hasher.hashBytes([payload, new TextEncoder().encode(accepted.join('\n'))]);
+/**
+ * The result hash: hash(payload ‖ the accepted peers, newline-separated, in round order). With a
+ * memo and the shard's round, once per payload's bytes (every replica of the process hashes them).
+ */
+export function resultHashOf(
+  hasher: FragmentHasher,
+  payload: Uint8Array,
+  accepted: readonly string[],
+  shared?: { memo: RoundMemo | null | undefined; scope: RoundScope; shard: number },
+): string {
+  const peers = accepted.join('\n');
+  const hash = () => hasher.hashBytes([payload, new TextEncoder().encode(peers)]);
+  if (!shared?.memo) return hash();
+  const key = `result-hash ${shared.shard} ${hasher.algorithm} ${peers}`;
+  return shared.memo.recall(shared.scope, key, [payload], hash);
 }
 
 export class ShardDuties {
@@ -126,20 +161,46 @@ export class ShardDuties {
     // A participant already down (a shard taken over after its owner crashed) is not waited for:
     // the peer-down that drops it from collectors came before this one existed.
     const { member } = this.options;
+    // owner and checker both aggregate a checked shard; a referee's inputs are its own
+    const shared = this.options.memo && shard.checker !== undefined && role !== 'referee';
+    const cancel = member.clock.setTimer(deadlineMs, () => this.finish(key, collector));
+    const duty: Duty = {
+      collector,
+      role,
+      cancel,
+      given: shared ? { first: new Map(), refused: [], gone: new Set() } : null,
+    };
     const up = new Set(member.transport.peers());
     const departed = this.options.departed();
     for (const peer of participants) {
-      if (peer !== member.self && (!up.has(peer) || departed.has(peer))) collector.drop(peer);
+      if (peer !== member.self && (!up.has(peer) || departed.has(peer))) this.dropFrom(duty, peer);
     }
-    const cancel = member.clock.setTimer(deadlineMs, () => this.finish(key, collector));
-    this.duties.set(key, { collector, role, cancel });
+    this.duties.set(key, duty);
     for (const entry of this.early.filter(
       (e) => e.fragment === open.fragment && e.round === open.round && e.shard === k,
     )) {
       this.early.splice(this.early.indexOf(entry), 1);
-      collector.add(entry.from, entry);
+      this.add(duty, entry.from, entry);
     }
     this.maybeFinish(key, collector);
+  }
+
+  /** A contribution into a duty's collector, noted among what it was given. */
+  private add(duty: Duty, from: PeerId, contribution: ShardContribution): AddOutcome {
+    const outcome = duty.collector.add(from, contribution);
+    const { given } = duty;
+    // a participant's first contribution is the one the collector judged; any later one is a duplicate
+    if (given && duty.collector.job.participants.includes(from) && !given.first.has(from)) {
+      const { codec, weight, payload } = contribution;
+      given.first.set(from, { header: exactJson([codec, weight]), payload });
+      if (!outcome.accepted) given.refused.push(from);
+    }
+    return outcome;
+  }
+
+  private dropFrom(duty: Duty, peer: PeerId): void {
+    duty.collector.drop(peer);
+    duty.given?.gone.add(peer);
   }
 
   onContribution(from: PeerId, message: ContributionMessage): void {
@@ -154,7 +215,7 @@ export class ShardDuties {
       else member.refuse(from, 'contribution', round > latest + 1 ? 'future-round' : 'not-owner', key);
       return;
     }
-    const outcome = duty.collector.add(from, message);
+    const outcome = this.add(duty, from, message);
     if (!outcome.accepted) {
       member.rejectBack(from, 'contribution', outcome.reason, outcome.message, { fragment, round, shard });
     }
@@ -165,7 +226,7 @@ export class ShardDuties {
   drop(peer: PeerId): void {
     for (let i = this.early.length - 1; i >= 0; i--) if (this.early[i]?.from === peer) this.early.splice(i, 1);
     for (const [key, duty] of this.duties) {
-      duty.collector.drop(peer);
+      this.dropFrom(duty, peer);
       this.maybeFinish(key, duty.collector);
     }
   }
@@ -201,9 +262,11 @@ export class ShardDuties {
     if (!duty || duty.collector !== collector) return;
     this.duties.delete(key);
     duty.cancel();
-    const result: ShardResult = collector.finish();
+    const result: ShardResult = this.aggregate(duty);
     const { fragment, round, shard, codec } = collector.job;
-    const resultHash = resultHashOf(this.options.hasher, result.payload, result.accepted);
+    const { memo } = this.options;
+    const scope = { fragment, round };
+    const resultHash = resultHashOf(this.options.hasher, result.payload, result.accepted, { memo, scope, shard });
     const check = duty.role === 'checker';
     const { member } = this.options;
     // A Δ far beyond the others' norm is scaled down, not refused: counted against its sender
@@ -226,5 +289,18 @@ export class ShardDuties {
     });
     for (const listener of this.finishedListeners)
       listener({ fragment, round, shard, role: duty.role, resultHash, accepted: result.accepted });
+  }
+
+  /** The duty's aggregate: its collector's, or the one its shard's other aggregator made of the same inputs. */
+  private aggregate(duty: Duty): ShardResult {
+    const { collector, given } = duty;
+    const { memo } = this.options;
+    if (!given || !memo) return collector.finish();
+    const { job } = collector;
+    const headers = job.participants.map((p) => given.first.get(p)?.header ?? (given.gone.has(p) ? 'gone' : 'missing'));
+    const bytes = job.participants.map((p) => given.first.get(p)?.payload ?? new Uint8Array(0));
+    const jobKey = exactJson({ ...job, codec: codecKey(job.codec), weightCaps: job.weightCaps && [...job.weightCaps] });
+    const key = `aggregate ${jobKey} ${exactJson(headers)} ${exactJson(given.refused)}`;
+    return memo.handOff({ fragment: job.fragment, round: job.round }, key, bytes, () => collector.finish());
   }
 }

@@ -57,6 +57,7 @@ import {
   VirtualClock,
 } from './sim/index.ts';
 import { NullTrainer, SharedParams } from './sim/null-trainer.ts';
+import { SharedRounds } from './sim/shared-rounds.ts';
 import { SharedVectors } from './sim/shared-vectors.ts';
 import { Worker } from './worker.ts';
 
@@ -367,6 +368,8 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   const dryParams = new SharedParams();
   // The replicas (host and workers) hold one copy of each θ_global, m and round result they agree on.
   const vectors = options.vectors === undefined ? new SharedVectors() : (options.vectors ?? undefined);
+  // and each round's decoded results, outer step and aggregates once (round-memo.ts), and one init
+  const memo = new SharedRounds();
   const codec = await createWireCodec();
   // Signed and checked as in every real room: each member has a key pair, bound to its id.
   const keys = await SimKeys.create(1 + M);
@@ -376,7 +379,9 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   const host = await Host.create({
     member: new Member(network.join('host'), codec, clock, RUN_ID, keys.memberOptions('host')),
     config,
+    params: memo.seededInit(model, train.seed),
     vectors,
+    memo,
     // Generous: a dry run of `base` over 1 Mbit/s moves ~100 MB per round.
     deadlineMs: 3_600_000 / 2,
     onEvent: (event) => {
@@ -425,6 +430,8 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => stepComputeMs,
       vectors,
+      memo,
+      initialParams: (run) => memo.seededInit(run.model, run.train.seed),
     });
   });
   try {

@@ -36,6 +36,7 @@ import { fragmentStages } from './pipeline/groups.ts';
 import { MeshStageTrainer, PipelineInterrupted } from './pipeline/mesh-stage.ts';
 import { ReplicaState, type VectorInterner } from './replica.ts';
 import { type ReplicaEvents, ReplicaNode } from './replica-node.ts';
+import type { RoundMemo } from './round-memo.ts';
 import { median } from './roster.ts';
 import { roundCodec } from './round-codec.ts';
 import { ShardDuties } from './shard-duty.ts';
@@ -72,6 +73,13 @@ export interface WorkerOptions {
   sleepAfterStepMs?: (measuredStepMs: number) => number;
   /** Shares its replica's vectors with the other replicas of this process (the simulator). */
   vectors?: VectorInterner;
+  /** Shares its replica's and its shard duties' work with the others of this process (the simulator). */
+  memo?: RoundMemo;
+  /**
+   * The run's seeded init (initParameters) where the workers of one process share one (the
+   * simulator): read, never written. Made here when omitted.
+   */
+  initialParams?(config: RunConfig): Float32Array;
 }
 
 export interface WorkerMetrics extends RoundCounters {
@@ -482,7 +490,7 @@ export class Worker {
     const layout = buildLayout(config.model);
     const fragments = buildFragments(layout, config.diloco.fragments, config.diloco.fragmentMode);
     if (fragments.length !== welcomed.length) throw new Error('the welcome disagrees with the fragment count');
-    const init = initParameters(layout, config.train.seed);
+    const init = this.options.initialParams?.(config) ?? initParameters(layout, config.train.seed);
     // a stage hears the roster from the start: the coordinator places it before it has synced
     if (config.pipeline) {
       await this.options.prepare?.(config);
@@ -497,6 +505,7 @@ export class Worker {
       undefined,
       contributionBound(config),
       this.options.vectors ?? null,
+      this.options.memo ?? null,
     );
     this.duties = new ShardDuties({
       member,
@@ -504,6 +513,7 @@ export class Worker {
       config,
       replicas: () => [this.options.coordinator, ...member.transport.peers()],
       departed: () => this.departed,
+      memo: this.options.memo,
     });
     const pendingSync = this.pendingSync;
     for (const f of stateFrom ? fragments : []) pendingSync.add(f.index);

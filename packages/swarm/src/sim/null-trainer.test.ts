@@ -42,4 +42,30 @@ describe('NullTrainer (a dry run’s engine)', () => {
     expect(Object.is((await trainer.getParams())[3], -0)).toBe(true);
     await expect(trainer.setParams(new Float32Array(3))).rejects.toThrow(/3 values/);
   });
+
+  it('reads and writes a fragment’s ranges: a write of the shared values keeps nothing of its own', async () => {
+    const sharing = new SharedParams();
+    const init = initParameters(layout, 1);
+    const [first, second] = [0, 1].map(() => new NullTrainer(model, train, init, sharing)) as [
+      NullTrainer,
+      NullTrainer,
+    ];
+    const ranges = [
+      [10, 20],
+      [100, 105],
+    ] as const;
+    const out = new Float32Array(15);
+    await first.readRanges(ranges, out);
+    expect(sameBits(out, Float32Array.of(...init.subarray(10, 20), ...init.subarray(100, 105)))).toBe(true);
+    await first.writeRanges(ranges, out);
+    expect(first.ownBytes).toBe(0);
+
+    out[12] = -1; // init[102]
+    await first.writeRanges(ranges, out);
+    expect(first.ownBytes).toBe(4 * layout.size);
+    const expected = init.slice();
+    expected[102] = -1;
+    expect(sameBits(await first.getParams(), expected)).toBe(true);
+    expect(sameBits(await second.getParams(), init)).toBe(true); // the shared copy is untouched
+  });
 });

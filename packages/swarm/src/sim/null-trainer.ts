@@ -8,8 +8,21 @@
  * back. So the workers of one run share one frozen copy (`SharedParams`); a trainer holds its own
  * only once `setParams` hands it values that differ from it (compared bit for bit, so −0 and NaN
  * payloads count as different). What callers see is unchanged: `getParams` is always a fresh copy.
+ *
+ * Time. A round reads and merges one fragment (`readRanges`, `writeRanges`): here a copy of the
+ * fragment's ranges out of the shared copy, and a compare of what a merge writes back with it,
+ * which in a dry run is what is there already, so nothing is copied or written. A whole model per
+ * worker per round (`getParams`' copy, `setParams`' compare) would be most of a dry run's time.
  */
-import { buildLayout, type GptConfig, type ParamLayout, type TrainConfig, type Trainer } from '@shoal/model';
+import {
+  buildLayout,
+  type GptConfig,
+  type ParamLayout,
+  type ParamRange,
+  type TrainConfig,
+  type Trainer,
+} from '@shoal/model';
+import { sameBytes } from './same-bytes.ts';
 
 /** One run's frozen θ_local that its dry-run trainers share while theirs equals it. */
 export class SharedParams {
@@ -28,14 +41,7 @@ export class SharedParams {
 }
 
 /** Whether two vectors hold the same bits (not the same numbers: −0 ≠ 0, NaNs by payload). */
-export function sameBits(a: Float32Array, b: Float32Array): boolean {
-  if (a.length !== b.length) return false;
-  if (a === b) return true;
-  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
-  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
-  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
-  return true;
-}
+export const sameBits = sameBytes;
 
 export class NullTrainer implements Trainer {
   readonly backend = 'cpu' as const;
@@ -80,6 +86,31 @@ export class NullTrainer implements Trainer {
     this.check(params);
     this.shared = this.sharing.adopt(params);
     this.own = this.shared ? null : params.slice();
+  }
+  async readRanges(ranges: readonly ParamRange[], out: Float32Array): Promise<void> {
+    const params = (this.own ?? this.shared) as Float32Array;
+    let at = 0;
+    for (const [start, end] of ranges) {
+      out.set(params.subarray(start, end), at);
+      at += end - start;
+    }
+  }
+  async writeRanges(ranges: readonly ParamRange[], values: Float32Array): Promise<void> {
+    let at = 0;
+    const parts = ranges.map(([start, end]) => {
+      const part = { start, values: values.subarray(at, at + end - start) };
+      at += end - start;
+      return part;
+    });
+    if (!this.own) {
+      const shared = this.shared as Float32Array;
+      // the shared copy's values already: nothing to write (a dry run's every merge)
+      if (parts.every((part) => sameBits(shared.subarray(part.start, part.start + part.values.length), part.values)))
+        return;
+      this.own = shared.slice();
+      this.shared = null;
+    }
+    for (const part of parts) this.own.set(part.values, part.start);
   }
   async getOptimizerState() {
     return { m: new Float32Array(0), v: new Float32Array(0), step: 0 };

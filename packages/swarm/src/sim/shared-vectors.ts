@@ -11,9 +11,10 @@
  * are held weakly: one that no replica keeps any more is collected, and its entry with it.
  *
  * Lookup: a fingerprint of the length and 64 words spread over the vector picks a bucket; a
- * candidate counts only when every word is equal (Uint32 compare: −0 and 0, or two NaNs, differ).
+ * candidate counts only when every byte is equal (sim/same-bytes.ts: −0 and 0, or two NaNs, differ).
  */
 import type { VectorInterner } from '../replica.ts';
+import { sameBytes } from './same-bytes.ts';
 
 /** Words of a vector the fingerprint reads. */
 const SAMPLES = 64;
@@ -32,7 +33,7 @@ export class SharedVectors implements VectorInterner {
     for (const ref of bucket) {
       const held = ref.deref();
       if (held === values) return held;
-      if (held && sameWords(held, values)) {
+      if (held && sameBytes(held, values)) {
         this.hits++;
         this.savedBytes += values.byteLength;
         return held;
@@ -71,12 +72,4 @@ function fingerprint(values: Float32Array): string {
     }
   }
   return `${values.length}:${(hash >>> 0).toString(16)}`;
-}
-
-function sameWords(a: Float32Array, b: Float32Array): boolean {
-  if (a.length !== b.length) return false;
-  const x = words(a);
-  const y = words(b);
-  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
-  return true;
 }
