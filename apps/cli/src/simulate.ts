@@ -30,6 +30,7 @@ import {
 import { RUN_OPTION_DEFAULTS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
+import { TokenEta } from './simulate-eta.ts';
 import { UsageError } from './usage.ts';
 
 /**
@@ -165,9 +166,16 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     };
   }
 
+  // the ETA: this method's wall time per simulated token so far (simulate-eta.ts), at each redraw
+  let eta = new TokenEta();
+  const format = '{method} |{bar}| {value}/{total} tokens | ETA {left}';
   const bar = new cliProgress.SingleBar(
     {
-      format: '{method} |{bar}| {value}/{total} tokens | ETA {eta_formatted}',
+      format: (options, params, payload) => {
+        const seconds = eta.secondsLeft(Date.now(), params.value, params.total);
+        const left = seconds === null ? '—' : cliProgress.Format.TimeFormat(Math.ceil(seconds), options, 5);
+        return cliProgress.Format.Formatter({ ...options, format }, params, { ...payload, left });
+      },
       stream: process.stderr,
       hideCursor: true,
       noTTYOutput: true,
@@ -178,6 +186,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   const results: MethodResult[] = [];
   try {
     for (const name of methods) {
+      eta = new TokenEta();
       bar.start(options.tokens, 0, { method: name.padEnd(13) });
       // a method's own computes: dp's holds M workers' batches, not kept for the methods after it
       const cpu = sharedCpuTrainers();
@@ -208,7 +217,10 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
         createTrainer: gpuTrainer ?? cpu.createTrainer,
         trainTokens: corpus.train,
         evalBatches,
-        onProgress: (tokens) => bar.update(tokens),
+        onProgress: (tokens) => {
+          eta.note(tokens, Date.now());
+          bar.update(tokens);
+        },
       }).finally(() => cpu.destroy());
       bar.update(options.tokens);
       bar.stop();
