@@ -26,10 +26,9 @@
  * bytes the whole model's (per replica, all stages together).
  */
 import { BatchSampler } from '@shoal/data';
-import { type AggregationRule, type CodecName, DEFAULT_LOW_RANK, LOW_RANK_TARGET } from '@shoal/diloco';
+import { DEFAULT_LOW_RANK, LOW_RANK_TARGET } from '@shoal/diloco';
 import { learningRate } from '@shoal/gpu';
 import {
-  type Batch,
   buildLayout,
   buildStageLayout,
   defaultTrainConfig,
@@ -39,110 +38,22 @@ import {
   presetConfig,
   splitStages,
   type TrainConfig,
-  type Trainer,
   trainingStepFlops,
 } from '@shoal/model';
 import { createWireCodec, MESSAGE_SPECS, type RunConfig } from '@shoal/protocol';
 import { createRunConfig, DEFAULT_DILOCO } from './config.ts';
-import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
 import { Member } from './member.ts';
 import { METHODS, type MethodName } from './methods.ts';
-import {
-  type PipelineTiming,
-  pipelineTiming,
-  SimKeys,
-  SimNetwork,
-  type SimPipeline,
-  VirtualClock,
-} from './sim/index.ts';
+import { type PipelineTiming, pipelineTiming, SimKeys, SimNetwork, VirtualClock } from './sim/index.ts';
 import { NullTrainer, SharedParams } from './sim/null-trainer.ts';
 import { SharedRounds } from './sim/shared-rounds.ts';
 import { SharedVectors } from './sim/shared-vectors.ts';
+import type { CurvePoint, MethodResult, SimulateOptions } from './simulate-options.ts';
 import { Worker } from './worker.ts';
 
+export type { CurvePoint, MethodResult, SimulateOptions } from './simulate-options.ts';
 export { METHODS, type MethodName };
-
-export interface SimulateOptions {
-  preset: string;
-  workers: number;
-  /** Sequences per worker per inner step (b). */
-  batch: number;
-  seqLen?: number;
-  lr: number;
-  innerSteps: number;
-  fragments: number;
-  overlap: number;
-  alpha: number;
-  codec: CodecName;
-  /** Outer Nesterov learning rate and momentum (the run options' defaults when omitted). */
-  outerLr?: number;
-  outerMomentum?: number;
-  /** Values per codec scale (the run options' default when omitted). */
-  codecBlockSize?: number;
-  /** How shard owners combine the Δ (the run config's default when omitted). */
-  aggregation?: AggregationRule;
-  /** The low-rank codec of the low-rank methods: most rank and error target (DEFAULT_LOW_RANK when omitted). */
-  lowRank?: { rank: number; target: number };
-  /** Total training tokens per method, across all workers. */
-  tokens: number;
-  seed: number;
-  gpuTflops: number;
-  /**
-   * The modelled compute time of one inner step, ms (`--step-ms`), instead of the FLOPs at
-   * gpuTflops. Each worker's clock sleeps this long after a step.
-   */
-  stepMs?: number;
-  linkMbps: number;
-  latencyMs: number;
-  /** Model time and bytes without training (no evaluation). */
-  dryRun: boolean;
-  /**
-   * Copy every message at send, as a wire would (SimNetworkOptions.copyOnSend). Default false:
-   * nothing modifies a sent message (it is encoded once and decoded into new arrays), and the
-   * copies are a fragment's worth per replica per round of an fp32 method. Tests turn it on to
-   * check that the results do not depend on it.
-   */
-  copyMessages?: boolean;
-  /**
-   * Where the replicas keep one copy of each vector they agree on (θ_global, m, shard results,
-   * tentative states: sim/shared-vectors.ts). Default: a store of the run's own; null: none, each
-   * replica its own copies (tests check that the results are the same).
-   */
-  vectors?: SharedVectors | null;
-  /**
-   * Each worker a replica of S ≥ 2 stage volunteers (`planPipeline` picks S for a memory cap);
-   * absent: one volunteer holds the whole model. Its stages train on the CPU, whatever createTrainer is.
-   */
-  pipeline?: SimPipeline;
-  /** The engine (cpu or webgpu); unused under dryRun. */
-  createTrainer(model: GptConfig, train: TrainConfig, params: Float32Array): Promise<Trainer>;
-  trainTokens: Uint8Array;
-  evalBatches: Batch[];
-  onProgress?(tokens: number): void;
-  /** The host's coordinator events, with the virtual time (ms): rounds opened, committed, aborted. */
-  onEvent?(event: CoordinatorEvent, atMs: number): void;
-}
-
-export interface CurvePoint {
-  tokens: number;
-  simSeconds: number;
-  trainLoss: number | null;
-}
-
-export interface MethodResult {
-  name: MethodName;
-  evalLoss: number | null;
-  bytesPerWorker: number;
-  peakSyncBytes: number;
-  simSeconds: number;
-  computeUtilization: number;
-  curve: CurvePoint[];
-  committedRounds: number;
-  abortedRounds: number;
-  /** The replica's modelled inner step under `pipeline`, else null. */
-  pipeline: PipelineTiming | null;
-}
 
 const RUN_ID = 1;
 
