@@ -21,6 +21,7 @@ import {
   lowRankSeed,
   type OuterOptimizerOptions,
   scatterFragment,
+  vectorPool,
 } from '@shoal/diloco';
 import type { ShardRange } from '@shoal/protocol';
 import { codecKey, fragmentKey, type RoundMemo, type VectorInterner } from './round-memo.ts';
@@ -318,7 +319,9 @@ export class ReplicaState {
   /** The tentative outer step of a round whose verified results are all in: Δ̄ from them, then θ', m' and their hash. */
   private outerStep(state: FragmentState, pending: PendingRound): StepOutcome {
     const { projection } = pending;
-    const values = new Float32Array(projection ? projection.payloadSize : state.fragment.size);
+    // the shards' values side by side (they cover the fragment, or the low-rank payload), in a
+    // pool buffer: nothing keeps them past this step
+    const values = vectorPool.take(projection ? projection.payloadSize : state.fragment.size);
     for (const [k, s] of pending.shards.entries())
       values.set(verifiedValues(pending.slots[k] as ShardSlot) as Float32Array, s.start);
     const delta: Float32Array = projection ? projection.decode(values) : values;
@@ -326,8 +329,12 @@ export class ReplicaState {
     const bounded =
       !projection && pending.slots.every((s) => (verifiedResult(s)?.bound ?? Number.NaN) <= this.maxMagnitude);
     const problem = bounded ? null : this.outOfBounds(delta);
-    if (problem) return problem;
+    if (problem) {
+      vectorPool.give(values);
+      return problem;
+    }
     const next = checkedOuterStep(state.theta, state.momentum, delta, this.outer);
+    vectorPool.give(values);
     if ('index' in next) return { reason: 'non-finite', message: `θ' is not finite at index ${next.index}` };
     const hash = this.hasher.hash(next.theta, next.momentum);
     return { theta: this.keep(next.theta), momentum: this.keep(next.momentum), hash };
