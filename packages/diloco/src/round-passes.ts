@@ -78,14 +78,18 @@ export function checkedOuterStep(
   momentum: Float32Array,
   delta: Float32Array,
   options: OuterOptimizerOptions & { simd?: boolean } = {},
+  /** Where θ′ and m′ go (fresh arrays when omitted); written even when the step fails. */
+  out?: { theta: Float32Array; momentum: Float32Array },
 ): { theta: Float32Array; momentum: Float32Array } | { index: number } {
   const n = theta.length;
   if (momentum.length !== n || delta.length !== n) {
     throw new RangeError(`Outer step needs equal lengths: θ ${n}, m ${momentum.length}, Δ̄ ${delta.length} values`);
   }
   const { lr, momentum: mu } = resolveOuterOptions(options);
-  const nextTheta = new Float32Array(n);
-  const nextMomentum = new Float32Array(n);
+  const nextTheta = out?.theta ?? new Float32Array(n);
+  const nextMomentum = out?.momentum ?? new Float32Array(n);
+  if (nextTheta.length !== n || nextMomentum.length !== n)
+    throw new RangeError(`Outer step outputs must hold ${n} values`);
   let bad = -1;
   const simd = options.simd === false ? null : roundKernels();
   const even = simd ? n & ~1 : 0;

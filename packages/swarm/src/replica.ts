@@ -64,6 +64,8 @@ interface PendingRound {
   tentative: { theta: Float32Array; momentum: Float32Array; hash: string } | null;
   /** The aggregate was out of bounds or not finite: no hash is reported, the round cannot commit here. */
   refused: string | null;
+  /** Buffers of the pool this round holds (decoded results, θ′, m′): handed back when it ends. */
+  pooled: Float32Array[];
 }
 
 /** A shard result's values, and the largest |value| its encoding allows (Infinity: not known). */
@@ -168,7 +170,7 @@ export class ReplicaState {
       if (this.follows(p)) continue;
       state.theta = new Float32Array(0);
       state.momentum = new Float32Array(0);
-      for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.pending.delete(k);
+      for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.end(k);
     }
     return stale;
   }
@@ -224,6 +226,7 @@ export class ReplicaState {
       })),
       tentative: null,
       refused: null,
+      pooled: [],
     });
   }
 
@@ -304,7 +307,7 @@ export class ReplicaState {
     const range = pending.shards[shard] as ShardRange;
     const count = range.end - range.start;
     const decode = (): Decoded | null => {
-      const decoded = codec.decode(payload, count);
+      const decoded = codec.decode(payload, count, this.pooled(pending, count));
       // the largest |value| the encoding allows (its largest scale), when it has one: the values
       // need a look only when that is not finite, and Δ̄'s bound check only when it is over
       const bound = codec.decodedBound?.(payload, decoded.length) ?? Number.POSITIVE_INFINITY;
@@ -314,6 +317,30 @@ export class ReplicaState {
     if (!this.memo) return decode();
     const scope = { fragment: pending.fragment, round: pending.round };
     return this.memo.recall(scope, `decoded ${shard} ${codecKey(codec)} ${count}`, [payload], decode);
+  }
+
+  /**
+   * A replica alone in its process (no memo, no interner: a real volunteer) takes the vectors of
+   * its rounds from the pool and hands them back when they are done with; shared ones may be
+   * held by other replicas, so they are left to the garbage collector.
+   */
+  private get unshared(): boolean {
+    return this.memo === null && this.vectors === null;
+  }
+
+  /** A buffer for `pending` (from the pool when unshared, handed back when the round ends). */
+  private pooled(pending: PendingRound, length: number): Float32Array {
+    if (!this.unshared) return new Float32Array(length);
+    const buffer = vectorPool.take(length);
+    pending.pooled.push(buffer);
+    return buffer;
+  }
+
+  /** Forgets a round: its pool buffers go back, but for those `kept` (θ′ and m′ adopted). */
+  private end(k: string, kept: readonly Float32Array[] = []): void {
+    const pending = this.pending.get(k);
+    this.pending.delete(k);
+    for (const buffer of pending?.pooled ?? []) if (!kept.includes(buffer)) vectorPool.give(buffer);
   }
 
   /** The tentative outer step of a round whose verified results are all in: Δ̄ from them, then θ', m' and their hash. */
@@ -333,7 +360,9 @@ export class ReplicaState {
       vectorPool.give(values);
       return problem;
     }
-    const next = checkedOuterStep(state.theta, state.momentum, delta, this.outer);
+    const size = state.fragment.size;
+    const out = this.unshared ? { theta: this.pooled(pending, size), momentum: this.pooled(pending, size) } : undefined;
+    const next = checkedOuterStep(state.theta, state.momentum, delta, this.outer, out);
     vectorPool.give(values);
     if ('index' in next) return { reason: 'non-finite', message: `θ' is not finite at index ${next.index}` };
     const hash = this.hasher.hash(next.theta, next.momentum);
@@ -402,27 +431,34 @@ export class ReplicaState {
   commit(p: number, round: number, hash: string): CommitOutcome {
     const pending = this.pending.get(key(p, round));
     if (pending && !pending.tentative && !pending.refused) return 'waiting';
-    this.pending.delete(key(p, round));
     const state = this.fragment(p);
+    const adopted = pending?.tentative?.hash === hash ? pending.tentative : null;
+    this.end(key(p, round), adopted ? [adopted.theta, adopted.momentum] : []);
     if (!pending?.tentative) {
       // Missed shard results (joined mid-round, or a lost owner): the state must be fetched.
       return round > state.round ? 'diverged' : 'not-ready';
     }
-    if (pending.tentative.hash !== hash) return 'diverged';
-    state.theta = pending.tentative.theta;
-    state.momentum = pending.tentative.momentum;
+    if (!adopted) return 'diverged';
+    // the state it replaces goes back to the pool (a pooled replica holds it alone; a projection
+    // of a round still open may read m: then it stays)
+    if (this.unshared && ![...this.pending.values()].some((r) => r.fragment === p && r.projection)) {
+      vectorPool.give(state.theta);
+      vectorPool.give(state.momentum);
+    }
+    state.theta = adopted.theta;
+    state.momentum = adopted.momentum;
     state.round = round;
     state.hash = hash;
     return 'adopted';
   }
 
   abort(p: number, round: number): void {
-    this.pending.delete(key(p, round));
+    this.end(key(p, round));
   }
 
   /** Forgets every round in flight (their coordinator is gone). */
   abortAll(): void {
-    this.pending.clear();
+    for (const k of [...this.pending.keys()]) this.end(k);
   }
 
   /** Values [start, end) of θ and then m, fp32 (a state-transfer payload). */
@@ -451,7 +487,7 @@ export class ReplicaState {
     state.momentum = kept ? this.keep(momentum) : new Float32Array(0);
     state.round = round;
     state.hash = hash;
-    for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.pending.delete(k);
+    for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.end(k);
     return true;
   }
 }
