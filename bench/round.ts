@@ -214,23 +214,26 @@ async function measure(name: string): Promise<ModelFigures> {
   const verifyResults = () =>
     Promise.all(ranges.map((_, shard) => verify(resultMessage(shard), resultSignatures[shard] as string)));
   const bounds = ranges.map(() => Number.NaN);
-  const decodeResults = () => {
-    const delta = new Float32Array(F);
-    for (const [shard, range] of ranges.entries()) {
+  // as a volunteer's replica does (replica.ts): each result decoded into a pool buffer, Δ̄ put
+  // together in another, θ′ and m′ into two more; all handed back when the round ends
+  const decodeResults = () =>
+    ranges.map((range, shard) => {
       const result = results[shard] as (typeof results)[number];
-      const values = codec.decode(result.payload, range.end - range.start);
+      const values = codec.decode(result.payload, range.end - range.start, vectorPool.take(range.end - range.start));
       const bound = codec.decodedBound?.(result.payload, values.length) ?? Number.NaN;
       if (!Number.isFinite(bound) && firstOutOfBounds(values)) throw new Error('an aggregate is not finite');
       bounds[shard] = bound;
       resultHashOf(hasher, result.payload, result.accepted);
-      delta.set(values, range.start);
-    }
-    return delta;
-  };
-  const delta = decodeResults();
+      return values;
+    });
+  const decoded = decodeResults();
   const outerStep = () => {
+    const delta = vectorPool.take(F);
+    for (const [shard, range] of ranges.entries()) delta.set(decoded[shard] as Float32Array, range.start);
     if (!bounds.every((b) => b <= BOUND) && firstOutOfBounds(delta, BOUND)) throw new Error('Δ̄ is out of bounds');
-    const next = checkedOuterStep(global, momentum, delta, outer);
+    const out = { theta: vectorPool.take(F), momentum: vectorPool.take(F) };
+    const next = checkedOuterStep(global, momentum, delta, outer, out);
+    vectorPool.give(delta);
     if ('index' in next) throw new Error('θ′ is not finite');
     return next;
   };
@@ -262,8 +265,14 @@ async function measure(name: string): Promise<ModelFigures> {
     verify: await time(async () => {
       await Promise.all([...incoming.map((m, j) => verify(m, incomingSignatures[j] as string)), verifyResults()]);
     }),
-    'result decode': await time(decodeResults),
-    'outer step': await time(outerStep),
+    'result decode': await time(() => {
+      for (const values of decodeResults()) vectorPool.give(values);
+    }),
+    'outer step': await time(() => {
+      const step = outerStep();
+      vectorPool.give(step.theta);
+      vectorPool.give(step.momentum);
+    }),
     'state hash': await time(() => hasher.hash(next.theta, next.momentum)),
     merge: await time(() => {
       const merged = gatherFragment(params, fragment, vectorPool.take(F));
