@@ -57,6 +57,8 @@ type SavedRun = {
 /** How often a webgpu run reads its loss back (every step would stall the GPU queue each step). */
 const LOSS_EVERY = 10;
 
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
 const statePath = (weightsPath: string) => `${weightsPath.replace(/\.safetensors$/, '')}.state.safetensors`;
 
 async function createTrainer(
@@ -196,6 +198,8 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   // Training throughput: time in steps only (validation and checkpoints are not training).
   let stepSeconds = 0;
   const firstStep = step;
+  // how busy the GPU queue is over the loop (validation and checkpoints included, as idle time)
+  trainer.queue?.reset();
   while (step < lastStep) {
     const lr = learningRate(step, {
       maxLr: train.maxLr,
@@ -226,6 +230,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
     });
   }
   bar.stop();
+  const queue = trainer.queue?.stats() ?? null;
   await checkpoint();
   trainer.destroy();
   engine.release();
@@ -245,13 +250,15 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
         backend: options.backend,
         adapter: engine.adapter,
         checkpoint: weightsPath,
+        ...(queue ? { queued: round3(queue.fraction) } : {}),
       }),
     );
   } else {
     console.log(
       `trained ${step} steps (${tokens.toLocaleString()} tokens) in ${seconds.toFixed(1)} s on ${options.backend} ` +
         `(${tokensPerSecond.toLocaleString()} tokens/s in training steps): ` +
-        `train loss ${trainLoss.toFixed(4)}, validation loss ${valLoss?.toFixed(4)}; checkpoint ${weightsPath}`,
+        `train loss ${trainLoss.toFixed(4)}, validation loss ${valLoss?.toFixed(4)}; checkpoint ${weightsPath}` +
+        (queue ? `; a step queued on the GPU ${(100 * queue.fraction).toFixed(1)}% of the loop's time` : ''),
     );
   }
 }

@@ -18,6 +18,7 @@ import type { GptConfig } from '../config.ts';
 import { GPU_ALIGN_FLOATS, type ParamLayout, padForGpu, rangePieces, unpadFromGpu } from '../layout.ts';
 import type { Batch, OptimizerState, ParamRange, StepOptions, Trainer } from '../train/trainer.ts';
 import type { TrainConfig } from '../train-config.ts';
+import { QueueMeter } from './queue-meter.ts';
 
 // GPUBufferUsage / GPUMapMode values (not globals in every runtime)
 const MAP_READ = 0x1;
@@ -48,6 +49,8 @@ export class GpuTrainer implements Trainer {
   private readonly stepUniform: GPUBuffer;
   private readonly optimizer: BoundKernel[];
   private adamStep = 0;
+  /** How busy the queue is with this trainer's steps (the swarm worker and `shoal train` report it). */
+  readonly queue = new QueueMeter();
 
   private constructor(
     readonly model: GpuGpt,
@@ -115,7 +118,10 @@ export class GpuTrainer implements Trainer {
     this.adamStep++;
     const { beta1, beta2, eps } = this.train;
     this.adamw.writeStep(this.stepUniform, { lr, t: this.adamStep, beta1, beta2, eps });
-    return this.model.submit(true, this.optimizer, options.readLoss ?? true);
+    // the submit happens before submit() first awaits: the queue's done-promise asked next covers it
+    const loss = this.model.submit(true, this.optimizer, options.readLoss ?? true);
+    this.queue.submitted(this.model.device.queue.onSubmittedWorkDone());
+    return loss;
   }
 
   async evaluate(batches: Batch[]): Promise<number> {

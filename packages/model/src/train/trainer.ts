@@ -29,6 +29,30 @@ export interface StepOptions {
   readLoss?: boolean;
 }
 
+/** How busy an engine's step queue has been since its last reset (QueueMeter). */
+export interface StepQueueStats {
+  /** Wall time during which at least one submitted step had not finished, ms. */
+  busyMs: number;
+  wallMs: number;
+  /** busyMs / wallMs: the fraction of the time the engine had a step queued. */
+  fraction: number;
+  /** Steps submitted and not yet finished. */
+  inFlight: number;
+  /** Steps finished since the reset. */
+  steps: number;
+  /** The last finished step's time on the engine (from its submit, or its predecessor's end), ms. */
+  lastStepMs: number;
+}
+
+/** A GPU engine's queue of submitted steps, which may run while JavaScript does other work. */
+export interface StepQueue {
+  stats(): StepQueueStats;
+  /** Starts the figures of stats() afresh (steps in flight count from now). */
+  reset(): void;
+  /** Resolves once at most `steps` submitted steps are unfinished. */
+  atMost(steps: number): Promise<void>;
+}
+
 export interface Trainer {
   readonly backend: 'cpu' | 'webgpu';
   readonly layout: ParamLayout;
@@ -46,6 +70,8 @@ export interface Trainer {
   readRanges?(ranges: readonly ParamRange[], out: Float32Array): Promise<void>;
   /** Writes `values` (the ranges' values, concatenated) into logical `ranges`: a round's merge. */
   writeRanges?(ranges: readonly ParamRange[], values: Float32Array): Promise<void>;
+  /** Present where steps are queued and finish later (WebGPU): how busy the queue is. */
+  readonly queue?: StepQueue;
   getOptimizerState(): Promise<OptimizerState>;
   setOptimizerState(state: OptimizerState): Promise<void>;
   destroy(): void;
