@@ -22,6 +22,7 @@ import { Host } from './host.ts';
 import { Member } from './member.ts';
 import type { RoomCheckpoint } from './room-checkpoint.ts';
 import { SimKeys, SimNetwork, VirtualClock } from './sim/index.ts';
+import { queuedEngine } from './test-queued-engine.ts';
 import { Worker } from './worker.ts';
 
 export const RUN = 7;
@@ -35,6 +36,8 @@ export interface WorkerSpec {
   simd?: boolean;
   /** Which batch stream it trains on. Default: its own index. */
   dataWorker?: number;
+  /** Its engine poses as a GPU's that queues steps (queuedEngine): the worker pipelines its steps. */
+  queued?: boolean;
 }
 
 export interface RoomOptions {
@@ -135,8 +138,10 @@ export async function createRoom(options: RoomOptions) {
       member,
       coordinator: 'host',
       capabilities: { backend: 'cpu', adapter: 'test', tokensPerSecond: 1000 },
-      createTrainer: async (run, params) =>
-        new CpuTrainer(run.model, run.train, params, spec.simd === undefined ? {} : { simd: spec.simd }),
+      createTrainer: async (run, params) => {
+        const cpu = new CpuTrainer(run.model, run.train, params, spec.simd === undefined ? {} : { simd: spec.simd });
+        return spec.queued ? queuedEngine(cpu, clock) : cpu;
+      },
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => spec.computeMsPerStep ?? 100,
     });

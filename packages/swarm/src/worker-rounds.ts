@@ -309,8 +309,14 @@ export class WorkerRounds {
     this.excuseAll();
   }
 
-  /** Merges finished rounds and sends due contributions; runs between inner steps. */
-  async atBoundary(trainer: Trainer): Promise<void> {
+  /**
+   * Merges finished rounds and sends due contributions; runs between inner steps. Every read of
+   * θ_local past the merges is queued before any is awaited, and then `overlap`, when given, is
+   * called if the loop will not wait here: a GPU engine's next step may be queued from then on,
+   * behind those reads, while the rest (Δ, its encoding, the sends) runs. A merge is written before
+   * `overlap` is called, so the step after it trains on the merged θ_local.
+   */
+  async atBoundary(trainer: Trainer, overlap?: () => void): Promise<void> {
     const { member, replica, config, fragments } = this.options;
     const { clock } = member;
     const params = new BoundaryParams(trainer, clock);
@@ -339,13 +345,10 @@ export class WorkerRounds {
     }
     // a fragment whose round is due here: its θ_local is kept for the contribution, and the next
     // round is due H steps on
-    for (const p of fragments.keys()) {
-      if (this.snapshots.has(p) || this.pendingOpens.has(p) || this.rounds.has(p) || step < this.dueStep(p)) continue;
-      const theta = await params.read(fragments[p] as Fragment);
-      this.snapshots.set(p, { step, theta, tokens: this.tokensSince[p] as number });
-      this.tokensSince[p] = 0;
-      this.lastContribution[p] = step;
-    }
+    const keeping = [...fragments.keys()].filter(
+      (p) => !(this.snapshots.has(p) || this.pendingOpens.has(p) || this.rounds.has(p) || step < this.dueStep(p)),
+    );
+    const contributing: RoundInFlight[] = [];
     for (const [p, round] of this.pendingOpens) {
       // the previous round of p is still open, or (low-rank) this replica has not opened this one
       // yet, so its projection is not known: contribute later
@@ -355,16 +358,51 @@ export class WorkerRounds {
         continue;
       }
       this.pendingOpens.delete(p);
-      // a kept θ_local is the contribution: no read of the engine's parameters for it
-      const local = this.snapshots.has(p) ? null : await params.read(fragments[p] as Fragment);
-      if (this.contribute(local, round)) {
-        this.rounds.set(p, round);
+      contributing.push(round);
+    }
+    const kept = keeping.map((p) => params.read(fragments[p] as Fragment));
+    // a kept θ_local is the contribution: no read of the engine's parameters for it
+    const locals = contributing.map((round) => {
+      const p = round.open.fragment;
+      return this.snapshots.has(p) ? null : params.read(fragments[p] as Fragment);
+    });
+    // (a merge held back for a whole-model write would land behind the next step)
+    if (overlap && !params.unflushed && !this.waitsAfter(keeping, contributing)) overlap();
+    for (const [i, p] of keeping.entries()) {
+      const theta = await (kept[i] as Promise<Float32Array>);
+      this.snapshots.set(p, { step, theta, tokens: this.tokensSince[p] as number });
+      this.tokensSince[p] = 0;
+      this.lastContribution[p] = step;
+    }
+    for (const [i, round] of contributing.entries()) {
+      const local = await locals[i];
+      if (this.contribute(local ?? null, round)) {
+        this.rounds.set(round.open.fragment, round);
         continue;
       }
+      // θ_local is not finite: the rounds not contributed yet wait for the next boundary
+      for (const later of contributing.slice(i + 1)) this.pendingOpens.set(later.open.fragment, later);
+      await Promise.allSettled(locals);
       await this.recover(trainer);
       return;
     }
     await params.flush();
+  }
+
+  /**
+   * Whether the inner loop will wait for a round before its next step once this boundary has kept
+   * θ_local for `keeping` and contributed to `contributing` (see blocking and overdue): then no
+   * step may be queued past it. Errs towards waiting (a stuck round still counts).
+   */
+  private waitsAfter(keeping: number[], contributing: RoundInFlight[]): boolean {
+    const step = this.options.counters.innerStep;
+    if (this.blocking() || this.overdue().length > 0) return true;
+    if (contributing.length > 0 && this.options.config.diloco.overlap === 0) return true;
+    if (keeping.some((p) => this.tauPatience(this.mergeSlack[p] ?? 0) === 0)) return true;
+    return contributing.some((round) => {
+      const from = this.snapshots.get(round.open.fragment)?.step ?? step;
+      return step >= from + this.mergePatience(round.mergeSlack);
+    });
   }
 
   /** Sends shard k of a round's kept Δ to `to` (its owner and checker, or a reassigned owner). */

@@ -19,6 +19,7 @@ import {
   initParameters,
   type StageSpec,
   type StageTrainer,
+  type StepQueueStats,
   type Trainer,
 } from '@shoal/model';
 import {
@@ -36,10 +37,11 @@ import { fragmentStages } from './pipeline/groups.ts';
 import { MeshStageTrainer, PipelineInterrupted } from './pipeline/mesh-stage.ts';
 import { ReplicaState, type VectorInterner } from './replica.ts';
 import { type ReplicaEvents, ReplicaNode } from './replica-node.ts';
-import type { RoundMemo } from './round-memo.ts';
 import { median } from './roster.ts';
 import { roundCodec } from './round-codec.ts';
+import type { RoundMemo } from './round-memo.ts';
 import { ShardDuties } from './shard-duty.ts';
+import { DEFAULT_PIPELINE_DEPTH, type StepPipeline, stepPipelineFor } from './step-pipeline.ts';
 import { type RoundCounters, WorkerRounds } from './worker-rounds.ts';
 
 export interface WorkerOptions {
@@ -71,6 +73,11 @@ export interface WorkerOptions {
    * its duty cycle, 0 (or omitted) for a worker that trains flat out.
    */
   sleepAfterStepMs?: (measuredStepMs: number) => number;
+  /**
+   * Steps a WebGPU engine keeps queued while round work runs (step-pipeline.ts; default
+   * DEFAULT_PIPELINE_DEPTH); 1 awaits each step's loss. Other engines await every step.
+   */
+  pipelineDepth?: number;
   /** Shares its replica's vectors with the other replicas of this process (the simulator). */
   vectors?: VectorInterner;
   /** Shares its replica's and its shard duties' work with the others of this process (the simulator). */
@@ -115,6 +122,8 @@ export class Worker {
   config: RunConfig | null = null;
   replica: ReplicaNode | null = null;
   private trainer: Trainer | null = null;
+  /** The engine's queued steps, where it keeps some (a WebGPU engine; built at the first step). */
+  private pipeline: StepPipeline | null | undefined;
   /** Its rounds as a contributor (created with the run's config). */
   private rounds: WorkerRounds | null = null;
   /** Peers that said leave (until they come up again): not waited for as participants. */
@@ -351,6 +360,19 @@ export class Worker {
         await member.clock.sleep(50);
         continue;
       }
+      const pipeline = this.pipelineFor(this.trainer);
+      if (pipeline) {
+        const { trainer, rounds, config } = this;
+        await pipeline.step({
+          boundary: (overlap) => rounds.atBoundary(trainer, overlap),
+          waitForRounds: () => this.waitForRounds(),
+          next: () => ({ batch: this.options.nextBatch(), lr: learningRate(this.scheduleStep(), config.train) }),
+          counted: (elapsedMs) => this.stepped(config, rounds, elapsedMs),
+          restAfter: (stepMs) => this.options.sleepAfterStepMs?.(stepMs) ?? 0,
+          sleep: (ms) => member.clock.sleep(ms),
+        });
+        continue;
+      }
       await this.atBoundary();
       await this.waitForRounds();
       const { train } = this.config;
@@ -369,20 +391,48 @@ export class Worker {
       // On a real clock at least a zero-length sleep, so timers, the mesh and signals get served
       // between steps of a synchronous (CPU) engine.
       await member.clock.sleep(this.options.sleepAfterStepMs?.(member.clock.now() - started) ?? 0);
-      const tokens = train.batchSize * train.seqLen;
-      this.metrics.innerStep++;
-      this.metrics.tokens += tokens;
-      // NaN (a dry run, or a diverged step) is reported as unknown: the wire carries finite numbers only.
-      this.metrics.loss = Number.isFinite(loss) ? loss : null;
-      const elapsed = member.clock.now() - started;
-      if (elapsed > 0) this.metrics.tokensPerSecond = (tokens * 1000) / elapsed;
-      this.rounds.trained(tokens);
-      // Progress also every H/5 steps: the coordinator opens rounds from it, and fast steps would
-      // otherwise cross several H between two timed heartbeats.
-      const everySteps = Math.max(1, Math.floor(this.config.diloco.innerSteps / 5));
-      const due = member.clock.now() - this.lastHeartbeat >= this.config.heartbeatMs;
-      if (due || this.metrics.innerStep % everySteps === 0) this.heartbeat();
+      this.stepped(this.config, this.rounds, member.clock.now() - started, loss);
     }
+    await this.pipeline?.drain();
+  }
+
+  /**
+   * Counts an inner step, trained or queued on the engine: metrics (with its loss, where known),
+   * the tokens each fragment's next contribution weighs, heartbeats.
+   */
+  private stepped(config: RunConfig, rounds: WorkerRounds, elapsedMs: number, loss?: number): void {
+    const tokens = config.train.batchSize * config.train.seqLen;
+    this.metrics.innerStep++;
+    this.metrics.tokens += tokens;
+    if (loss !== undefined) this.noteLoss(loss);
+    if (elapsedMs > 0) this.metrics.tokensPerSecond = (tokens * 1000) / elapsedMs;
+    rounds.trained(tokens);
+    // Progress also every H/5 steps: the coordinator opens rounds from it, and fast steps would
+    // otherwise cross several H between two timed heartbeats.
+    const everySteps = Math.max(1, Math.floor(config.diloco.innerSteps / 5));
+    const due = this.options.member.clock.now() - this.lastHeartbeat >= config.heartbeatMs;
+    if (due || this.metrics.innerStep % everySteps === 0) this.heartbeat();
+  }
+
+  /** NaN (a dry run, or a diverged step) is reported as unknown: the wire carries finite numbers only. */
+  private noteLoss(loss: number): void {
+    this.metrics.loss = Number.isFinite(loss) ? loss : null;
+  }
+
+  /** The engine's step pipeline, built at the first step; null where each step is awaited. */
+  private pipelineFor(trainer: Trainer): StepPipeline | null {
+    if (trainer instanceof MeshStageTrainer) return null;
+    if (this.pipeline === undefined) {
+      trainer.queue?.reset(); // the queue's figures count from the first step, pipelined or not
+      const depth = this.options.pipelineDepth ?? DEFAULT_PIPELINE_DEPTH;
+      this.pipeline = stepPipelineFor(trainer, depth, (loss) => this.noteLoss(loss));
+    }
+    return this.pipeline;
+  }
+
+  /** How busy the engine's step queue has been since its first queued step (a WebGPU engine's only). */
+  get queue(): StepQueueStats | null {
+    return this.trainer?.queue?.stats() ?? null;
   }
 
   /** Waits while a round blocks the inner loop (WorkerRounds.blocking): the simulator's lost compute time. */
