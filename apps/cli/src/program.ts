@@ -5,6 +5,7 @@ import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import { DEFAULT_STAGE_LINK, METHODS } from '@shoal/swarm/methods';
 import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { parseRunOption } from '@shoal/swarm/run-options';
+import { DEFAULT_PIPELINE_DEPTH } from '@shoal/swarm/step-pipeline';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
@@ -314,6 +315,12 @@ export function createProgram(): Command {
       'leave once the host has been gone this long (its link down and the server not seeing it)',
       parsePositiveInt,
       HOST_GRACE_MS / 1000,
+    )
+    .option(
+      '--pipeline-depth <n>',
+      'steps the GPU keeps queued while round work runs (--backend webgpu; 1: wait for each step)',
+      parsePositiveInt,
+      DEFAULT_PIPELINE_DEPTH,
     )
     .option('--json', 'one JSON line per event on stdout')
     .action(guarded(workerCommand));

@@ -45,6 +45,8 @@ export interface WorkerCliOptions {
   data?: string;
   /** Seconds to wait for a host that has gone before leaving (default HOST_GRACE_MS). */
   hostGrace?: number;
+  /** Steps the GPU keeps queued while round work runs (--backend webgpu). */
+  pipelineDepth?: number;
   json?: boolean;
 }
 
@@ -67,6 +69,8 @@ export interface RoomWorkerOptions {
   onCorpus?: (corpus: Corpus, source: 'moby-dick' | 'file' | 'mesh') => void;
   /** How long the host may be gone before the room counts as ended, ms (default HOST_GRACE_MS). */
   hostGraceMs?: number;
+  /** Steps a WebGPU engine keeps queued (WorkerOptions.pipelineDepth). */
+  pipelineDepth?: number;
 }
 
 /**
@@ -193,6 +197,7 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
     },
     createEngine: options.createEngine,
     createStage: options.createStage,
+    pipelineDepth: options.pipelineDepth,
   });
 
   // Hello only once the mesh reaches every member already in the room: the coordinator names a
@@ -263,6 +268,7 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
       createStage: (config, spec, params, o) => stageFor(device, config, spec, params, o),
       data: options.data,
       hostGraceMs: options.hostGrace === undefined ? undefined : options.hostGrace * 1000,
+      pipelineDepth: options.pipelineDepth,
       onCorpus: (corpus, source) =>
         log(
           { event: 'corpus', name: corpus.name, bytes: corpus.bytes.length, fingerprint: corpus.fingerprint, source },
@@ -283,9 +289,11 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
     if (stoppedBy instanceof RoomEnded)
       log({ event: 'room-ended', why: stoppedBy.why }, `the room has ended: ${stoppedBy.why}`);
     await room.leave();
+    const queue = worker.queue;
     log(
-      { event: 'left', peer: joined.peerId, metrics: worker.metrics },
-      `left after ${worker.metrics.innerStep} steps`,
+      { event: 'left', peer: joined.peerId, metrics: worker.metrics, ...(queue ? { queue } : {}) },
+      `left after ${worker.metrics.innerStep} steps` +
+        (queue ? ` (a step queued on the GPU ${(100 * queue.fraction).toFixed(1)}% of the time)` : ''),
     );
     if (!(stoppedBy instanceof Forgotten)) break;
     log(

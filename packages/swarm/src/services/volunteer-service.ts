@@ -89,6 +89,8 @@ export interface VolunteerServiceOptions {
    * the signaling socket and signals be served between steps that settle without a macrotask.
    */
   dutyCycle?: () => number;
+  /** Steps a WebGPU engine keeps queued (WorkerOptions.pipelineDepth). */
+  pipelineDepth?: number;
 }
 
 export class VolunteerService {
@@ -148,6 +150,7 @@ export class VolunteerService {
         return sampler.next();
       },
       sleepAfterStepMs: (measuredStepMs) => (dutyCycle ? restAfterStep(measuredStepMs, dutyCycle()) : 0),
+      pipelineDepth: options.pipelineDepth,
     });
   }
 
