@@ -25,6 +25,8 @@ import { createRunConfig } from '../config.ts';
 import { Host } from '../host.ts';
 import { Member } from '../member.ts';
 import { SimKeys, SimNetwork, VirtualClock } from '../sim/index.ts';
+import { SharedRounds } from '../sim/shared-rounds.ts';
+import { SharedVectors } from '../sim/shared-vectors.ts';
 import { Worker } from '../worker.ts';
 import { Forger } from './forge.ts';
 import { FutureRoundMeter, UplinkMeter } from './meters.ts';
@@ -144,6 +146,10 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
   let oracle: RoundOracle | null = null;
   const meter = new FutureRoundMeter(hostileIds, (p) => oracle?.latestRound(p) ?? 0);
 
+  // Its replicas share what they agree on as `shoal simulate`'s do (round-memo.ts): each result
+  // under its exact inputs, so what a hostile peer sends one member is never what another computes from.
+  const vectors = new SharedVectors();
+  const memo = new SharedRounds();
   const hostMember = memberOf('host');
   meter.watch(hostMember);
   // the host may aggregate too (a referee of disputed shards): what it had, before its handlers
@@ -151,6 +157,9 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
   const host = await Host.create({
     member: hostMember,
     config,
+    params: memo.seededInit(model, config.train.seed),
+    vectors,
+    memo,
     deadlineMs: settings.deadlineMs,
     onEvent: (event) => {
       if (event.event === 'round-committed') {
@@ -190,6 +199,9 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
       createTrainer: (run, params) => settings.createTrainer(run.model, run.train, params),
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => settings.computeMsPerStep,
+      vectors,
+      memo,
+      initialParams: (run) => memo.seededInit(run.model, run.train.seed),
     });
     return { peer, member, worker };
   });
