@@ -238,13 +238,17 @@ export function signedBytes(claim: SignedClaim): Uint8Array<ArrayBuffer> {
   return new TextEncoder().encode(JSON.stringify([...common, ...claims]));
 }
 
-/** signedBytes of `message` as `signer` sends (or sent) it in run `runId`, its payload hashed. */
+/**
+ * signedBytes of `message` as `signer` sends (or sent) it in run `runId`, its payload hashed with
+ * `digest` (sha256Hex, or one that gives sha256Hex's answer: the simulator's members share theirs).
+ */
 export async function signedBytesOf(
   runId: number,
   signer: PeerId,
   message: SignedMessage,
+  digest: (bytes: Uint8Array<ArrayBuffer>) => Promise<string> = sha256Hex,
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const payloadHash = 'payload' in message ? await sha256Hex(message.payload as Uint8Array<ArrayBuffer>) : null;
+  const payloadHash = 'payload' in message ? await digest(message.payload as Uint8Array<ArrayBuffer>) : null;
   return signedBytes({ runId, signer, message, payloadHash });
 }
 

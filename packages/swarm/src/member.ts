@@ -76,6 +76,11 @@ export interface MemberOptions {
    * `identities: 'none'`) turn it off.
    */
   requireSignatures?: boolean;
+  /**
+   * SHA-256 of a signed message's payload (sha256Hex by default): the simulator's members, all in
+   * one process, share one that hashes each payload's bytes once (sim/shared-crypto.ts).
+   */
+  payloadDigest?: (bytes: Uint8Array<ArrayBuffer>) => Promise<string>;
 }
 
 const SETTLED = Promise.resolve();
@@ -259,7 +264,7 @@ export class Member {
     const { runId, self } = this;
     const signing = (async (): Promise<Message | Unsigned> => {
       try {
-        const signature = await identity.sign(await signedBytesOf(runId, self, signed));
+        const signature = await identity.sign(await signedBytesOf(runId, self, signed, this.options.payloadDigest));
         return { ...signed, signature };
       } catch (error) {
         return { unsigned: signed, error: new Error(`signing failed: ${String(error)}`) };
@@ -350,7 +355,7 @@ export class Member {
     const runId = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(HEADER_OFFSETS.runId, true);
     const signed = message;
     const signature = signed.signature;
-    return signedBytesOf(runId, from, signed).then(
+    return signedBytesOf(runId, from, signed, this.options.payloadDigest).then(
       (claim) => this.peerKeys.check(key, claim, signature),
       (error: unknown): SignatureCheck => ({ verdict: 'invalid', detail: `cannot hash it: ${String(error)}` }),
     );

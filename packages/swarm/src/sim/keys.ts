@@ -2,14 +2,18 @@
  * The signaling server's part in a simulated room: every member gets a key pair of its own, bound
  * to its peer id in one registry that every member reads, so that a simulated room signs and
  * verifies what a real room does (MemberOptions.requireSignatures is on). Key pairs are made ahead,
- * since WebCrypto is asynchronous and members are made synchronously (a late joiner too).
+ * since WebCrypto is asynchronous and members are made synchronously (a late joiner too). The
+ * members, all in one process, hash each signed payload and check each signature once between them
+ * (sim/shared-crypto.ts).
  */
-import { createIdentity, type Identity, type KeyAlgorithm, type PeerId, PeerKeyRegistry } from '@shoal/protocol';
+import { createIdentity, type Identity, type KeyAlgorithm, type PeerId } from '@shoal/protocol';
 import type { MemberOptions } from '../member.ts';
+import { SharedDigests, SharedKeyRegistry } from './shared-crypto.ts';
 
 export class SimKeys {
   /** What the server bound: peer id → key. */
-  readonly peerKeys = new PeerKeyRegistry();
+  readonly peerKeys = new SharedKeyRegistry();
+  readonly digests = new SharedDigests();
   /** Each member's key pair (an attacker signs with its own). */
   readonly identities = new Map<PeerId, Identity>();
 
@@ -29,6 +33,6 @@ export class SimKeys {
       this.identities.set(peer, identity);
       this.peerKeys.bind(peer, identity.key);
     }
-    return { identity, peerKeys: this.peerKeys };
+    return { identity, peerKeys: this.peerKeys, payloadDigest: this.digests.digest };
   }
 }
