@@ -312,7 +312,7 @@ export class ReplicaState {
       // need a look only when that is not finite, and Δ̄'s bound check only when it is over
       const bound = codec.decodedBound?.(payload, decoded.length) ?? Number.POSITIVE_INFINITY;
       if (!Number.isFinite(bound) && firstOutOfBounds(decoded)) return null;
-      return { values: this.keep(decoded), bound };
+      return { values: this.keepOrGive(decoded), bound };
     };
     if (!this.memo) return decode();
     const scope = { fragment: pending.fragment, round: pending.round };
@@ -330,7 +330,8 @@ export class ReplicaState {
 
   /** A buffer for `pending` (from the pool when unshared, handed back when the round ends). */
   private pooled(pending: PendingRound, length: number): Float32Array {
-    if (!this.unshared) return new Float32Array(length);
+    // shared: from the pool too, but kept (or handed back by keepOrGive) rather than at the round's end
+    if (!this.unshared) return vectorPool.take(length);
     const buffer = vectorPool.take(length);
     pending.pooled.push(buffer);
     return buffer;
@@ -361,12 +362,22 @@ export class ReplicaState {
       return problem;
     }
     const size = state.fragment.size;
-    const out = this.unshared ? { theta: this.pooled(pending, size), momentum: this.pooled(pending, size) } : undefined;
+    const out = { theta: this.pooled(pending, size), momentum: this.pooled(pending, size) };
     const next = checkedOuterStep(state.theta, state.momentum, delta, this.outer, out);
     vectorPool.give(values);
     if ('index' in next) return { reason: 'non-finite', message: `θ' is not finite at index ${next.index}` };
     const hash = this.hasher.hash(next.theta, next.momentum);
-    return { theta: this.keep(next.theta), momentum: this.keep(next.momentum), hash };
+    return { theta: this.keepOrGive(next.theta), momentum: this.keepOrGive(next.momentum), hash };
+  }
+
+  /**
+   * `keep`, and where the interner held the same bits already (a dry run's every round) the fresh
+   * vector, which nothing else holds, goes to the pool: the next round takes it, not new memory.
+   */
+  private keepOrGive(values: Float32Array): Float32Array {
+    const kept = this.keep(values);
+    if (kept !== values && !this.unshared) vectorPool.give(values);
+    return kept;
   }
 
   /**
