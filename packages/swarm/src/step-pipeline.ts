@@ -89,9 +89,9 @@ export class StepPipeline {
     );
   }
 
-  /** The engine's time for its last finished step, ms (0 before one has finished). */
+  /** The engine's time for a step, ms (0 before one has finished). */
   get stepMs(): number {
-    return this.queue.stats().lastStepMs;
+    return this.queue.stats().stepMs;
   }
 
   /** Resolves once every queued step has finished. */

@@ -23,12 +23,12 @@ describe('QueueMeter', () => {
     now = 30;
     a.finish();
     await settle();
-    expect(meter.stats()).toMatchObject({ inFlight: 1, steps: 1, lastStepMs: 20 });
+    expect(meter.stats()).toMatchObject({ inFlight: 1, steps: 1, stepMs: 20 });
     now = 45;
     b.finish();
     await settle();
-    // b ran from a's end (30) to 45; the queue was busy 10 … 45, idle before
-    expect(meter.stats()).toMatchObject({ inFlight: 0, steps: 2, lastStepMs: 15, busyMs: 35 });
+    // b ran from a's end (30) to 45, a step 17.5 ms on average; the queue was busy 10 … 45
+    expect(meter.stats()).toMatchObject({ inFlight: 0, steps: 2, stepMs: 17.5, busyMs: 35 });
     now = 50;
     const c = step();
     meter.submitted(c.done);
@@ -39,8 +39,21 @@ describe('QueueMeter', () => {
     now = 120;
     c.finish();
     await settle();
-    // after a reset, only what follows it: c's spell counts from the reset
-    expect(meter.stats()).toMatchObject({ busyMs: 20, wallMs: 20, fraction: 1, steps: 1, lastStepMs: 70 });
+    // after a reset, only what follows it: c's spell counts from the reset (c ran 50 … 120)
+    expect(meter.stats()).toMatchObject({ busyMs: 20, wallMs: 20, fraction: 1, steps: 1, stepMs: (20 + 15 + 70) / 3 });
+  });
+
+  it('averages step times, so steps whose ends are seen in one turn do not read as instant', async () => {
+    let now = 0;
+    const meter = new QueueMeter(() => now);
+    const [a, b] = [step(), step()];
+    meter.submitted(a.done);
+    meter.submitted(b.done);
+    now = 40;
+    a.finish();
+    b.finish();
+    await settle();
+    expect(meter.stats()).toMatchObject({ steps: 2, stepMs: 20 });
   });
 
   it('resolves atMost(n) once at most n steps are unfinished', async () => {

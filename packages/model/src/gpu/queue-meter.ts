@@ -6,6 +6,9 @@
  */
 import type { StepQueue, StepQueueStats } from '../train/trainer.ts';
 
+/** Finished steps whose times make up StepQueueStats.stepMs. */
+const STEPS_AVERAGED = 8;
+
 export class QueueMeter implements StepQueue {
   private inFlight = 0;
   /** When the queue last went from idle to busy, ms. */
@@ -15,7 +18,11 @@ export class QueueMeter implements StepQueue {
   private since: number;
   /** When the last step finished, ms (its successor's time on the engine starts no earlier). */
   private lastFinish = Number.NEGATIVE_INFINITY;
-  private lastStep = 0;
+  /**
+   * The last STEPS_AVERAGED steps' times on the engine, ms. One alone can read 0: the done-promises
+   * of steps that finished close together may resolve in one turn, the first getting their time.
+   */
+  private readonly stepTimes: number[] = [];
   private finished = 0;
   private readonly waiters: { most: number; resolve: () => void }[] = [];
 
@@ -37,7 +44,8 @@ export class QueueMeter implements StepQueue {
     this.inFlight--;
     this.finished++;
     // queued behind its predecessor, a step starts on the engine when that one finishes
-    this.lastStep = at - Math.max(submittedAt, this.lastFinish);
+    this.stepTimes.push(at - Math.max(submittedAt, this.lastFinish));
+    if (this.stepTimes.length > STEPS_AVERAGED) this.stepTimes.shift();
     this.lastFinish = at;
     if (this.inFlight === 0) this.busyMs += at - Math.max(this.busySince, this.since);
     for (const waiter of this.waiters.filter((w) => this.inFlight <= w.most)) {
@@ -57,7 +65,7 @@ export class QueueMeter implements StepQueue {
       fraction: wallMs > 0 ? busyMs / wallMs : 0,
       inFlight: this.inFlight,
       steps: this.finished,
-      lastStepMs: this.lastStep,
+      stepMs: this.stepTimes.length > 0 ? this.stepTimes.reduce((a, b) => a + b) / this.stepTimes.length : 0,
     };
   }
 

@@ -40,8 +40,11 @@ export interface StepQueueStats {
   inFlight: number;
   /** Steps finished since the reset. */
   steps: number;
-  /** The last finished step's time on the engine (from its submit, or its predecessor's end), ms. */
-  lastStepMs: number;
+  /**
+   * A step's time on the engine, ms: the mean over the last few finished steps, each from its
+   * submit or its predecessor's end (whichever is later) to its own end.
+   */
+  stepMs: number;
 }
 
 /** A GPU engine's queue of submitted steps, which may run while JavaScript does other work. */
