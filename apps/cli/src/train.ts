@@ -17,6 +17,7 @@ import {
   type GptConfig,
   GpuTrainer,
   initParameters,
+  type StepQueueStats,
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
@@ -198,8 +199,10 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   // Training throughput: time in steps only (validation and checkpoints are not training).
   let stepSeconds = 0;
   const firstStep = step;
-  // how busy the GPU queue is over the loop (validation and checkpoints included, as idle time)
+  // how busy the GPU queue is over the loop, to its last step (validation and checkpoints on the
+  // way count as idle time; the final validation does not count)
   trainer.queue?.reset();
+  let queue: StepQueueStats | null = null;
   while (step < lastStep) {
     const lr = learningRate(step, {
       maxLr: train.maxLr,
@@ -220,6 +223,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
       recent.push(loss);
       if (recent.length > 20) recent.shift();
     }
+    if (step === lastStep) queue = trainer.queue?.stats() ?? null;
     if ((options.evalEvery > 0 && step % options.evalEvery === 0) || step === lastStep)
       valLoss = await trainer.evaluate(evalSet);
     if (options.checkpointEvery > 0 && step % options.checkpointEvery === 0) await checkpoint();
@@ -230,7 +234,6 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
     });
   }
   bar.stop();
-  const queue = trainer.queue?.stats() ?? null;
   await checkpoint();
   trainer.destroy();
   engine.release();
