@@ -10,11 +10,19 @@ describe('the volunteer service', () => {
     // θ_global merged in must reach the engine that trains, not a copy of it
     const merges: boolean[] = [];
     const v0 = room.addVolunteer('v0', { onRun: (config) => runs.push(config.data.corpus) }, (engine) => {
+      // a merge is written a fragment at a time where the engine can (writeRanges), else whole
       const setParams = engine.setParams.bind(engine);
       engine.setParams = function (this: unknown, next: Float32Array) {
         merges.push(this === engine);
         return setParams(next);
       };
+      const writeRanges = engine.writeRanges?.bind(engine);
+      if (writeRanges) {
+        engine.writeRanges = function (this: unknown, ranges, values) {
+          merges.push(this === engine);
+          return writeRanges(ranges, values);
+        };
+      }
     });
     const running = v0.start();
     expect(v0.welcomed).toBe(false);
