@@ -6,6 +6,7 @@ import type { Batch, GptConfig, TrainConfig, Trainer } from '@shoal/model';
 import type { CoordinatorEvent } from './coordinator.ts';
 import type { MethodName } from './methods.ts';
 import type { PipelineTiming, SimPipeline } from './sim/index.ts';
+import type { SharedRounds } from './sim/shared-rounds.ts';
 import type { SharedVectors } from './sim/shared-vectors.ts';
 
 export interface SimulateOptions {
@@ -55,6 +56,12 @@ export interface SimulateOptions {
    * replica its own copies (tests check that the results are the same).
    */
   vectors?: SharedVectors | null;
+  /**
+   * Where the replicas and shard aggregators do each round's work once between them (decoded
+   * results, outer steps, aggregates: round-memo.ts). Default: one of the run's own; tests pass one
+   * to read what it shared.
+   */
+  rounds?: SharedRounds;
   /**
    * Each worker a replica of S ≥ 2 stage volunteers (`planPipeline` picks S for a memory cap);
    * absent: one volunteer holds the whole model. Its stages train on the CPU, whatever createTrainer is.

@@ -280,7 +280,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   // The replicas (host and workers) hold one copy of each θ_global, m and round result they agree on.
   const vectors = options.vectors === undefined ? new SharedVectors() : (options.vectors ?? undefined);
   // and each round's decoded results, outer step and aggregates once (round-memo.ts), and one init
-  const memo = new SharedRounds();
+  const memo = options.rounds ?? new SharedRounds();
   const codec = await createWireCodec();
   // Signed and checked as in every real room: each member has a key pair, bound to its id.
   const keys = await SimKeys.create(1 + M);

@@ -34,6 +34,8 @@ export class SharedRounds implements RoundMemo {
   hits = 0;
   /** Results computed here. */
   misses = 0;
+  /** Per kind of work (a key's first word: decoded, step, aggregate…), results found and computed. */
+  readonly tally = new Map<string, { hits: number; misses: number }>();
 
   /**
    * The seeded init of a model (initParameters), made once for the host and every worker of the
@@ -66,14 +68,19 @@ export class SharedRounds implements RoundMemo {
     const entries = this.entriesOf(scope);
     const list = entries?.get(key) ?? [];
     const index = list.findIndex((entry) => sameInputs(entry.bytes, bytes));
+    const kind = key.split(' ', 1)[0] as string;
+    const tally = this.tally.get(kind) ?? { hits: 0, misses: 0 };
+    this.tally.set(kind, tally);
     if (index >= 0) {
       this.hits++;
+      tally.hits++;
       const { value } = list[index] as Entry;
       if (take) list.splice(index, 1);
       return value as T;
     }
     const value = compute();
     this.misses++;
+    tally.misses++;
     if (entries) {
       list.push({ bytes, value });
       if (list.length > PER_KEY) list.shift();
