@@ -18,7 +18,7 @@ import { sameBytes } from './same-bytes.ts';
 /** Payloads (and verdicts) remembered: the messages of a round in flight, the oldest let go first. */
 const KEPT = 64;
 /** At most this many bytes of payloads kept (a round of fp32 messages of a large model is more). */
-const KEPT_BYTES = 128 * 2 ** 20;
+const KEPT_BYTES = 64 * 2 ** 20;
 /** Bytes sampled for a payload's fingerprint. */
 const SAMPLES = 32;
 
