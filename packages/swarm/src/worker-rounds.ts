@@ -380,7 +380,8 @@ export class WorkerRounds {
         this.rounds.set(round.open.fragment, round);
         continue;
       }
-      // θ_local is not finite: the rounds not contributed yet wait for the next boundary
+      // θ_local is not finite: the rounds not contributed yet wait for the next boundary (a step
+      // queued already, after `overlap`, trained on it: the recovery overwrites what it did)
       for (const later of contributing.slice(i + 1)) this.pendingOpens.set(later.open.fragment, later);
       await Promise.allSettled(locals);
       await this.recover(trainer);
