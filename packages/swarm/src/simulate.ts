@@ -315,15 +315,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   const workers = Array.from({ length: M }, (_, i) => {
     const peer = `w${i}`;
     const transport = network.join(peer);
-    network.onSend(peer, (_to, bytes) => {
-      const kind = bytes[6];
-      if (kind === CONTRIBUTION || kind === SHARD_RESULT) {
-        const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-        const key = `${peer}:${view.getUint16(16, true)}:${view.getUint32(12, true)}`;
-        syncBytes.set(key, (syncBytes.get(key) ?? 0) + bytes.byteLength);
-      }
-      return 'deliver';
-    });
+    countSyncBytes(network, peer, syncBytes);
     const sampler = new BatchSampler(options.trainTokens, {
       batchSize: options.batch,
       seqLen: train.seqLen,
@@ -366,21 +358,7 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
     await clock.runAsync({ stopWhen: () => stopped });
     const trainingEnd = clock.now();
 
-    // Final sync: one more round of every fragment, then evaluate θ_global.
-    const fragments = host.fragments.map((f) => f.index);
-    const pending = new Set(fragments);
-    let done = false;
-    const finalSync = (async () => {
-      while (pending.size > 0 || fragments.some((p) => host.coordinator.isInFlight(p))) {
-        for (const p of [...pending]) if (host.coordinator.openNow(p)) pending.delete(p);
-        for (const w of workers) await w.boundary();
-        await clock.sleep(10);
-      }
-      for (const w of workers) await w.boundary();
-      done = true;
-    })();
-    await clock.runAsync({ stopWhen: () => done });
-    await finalSync;
+    await finalSync(host, workers, clock);
 
     const bytesPerWorker = workers.reduce((n, _, i) => n + network.stats(`w${i}`).bytesSent, 0) / M;
     const computeMs = workers.reduce((n, w) => n + w.metrics.innerStep * stepComputeMs, 0);
@@ -400,4 +378,35 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
   } finally {
     for (const w of workers) w.destroy();
   }
+}
+
+/** Counts `peer`'s bytes of the collective per (fragment, round): the sync's peak. */
+function countSyncBytes(network: SimNetwork, peer: string, syncBytes: Map<string, number>): void {
+  network.onSend(peer, (_to, bytes) => {
+    const kind = bytes[6];
+    if (kind === CONTRIBUTION || kind === SHARD_RESULT) {
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      const key = `${peer}:${view.getUint16(16, true)}:${view.getUint32(12, true)}`;
+      syncBytes.set(key, (syncBytes.get(key) ?? 0) + bytes.byteLength);
+    }
+    return 'deliver';
+  });
+}
+
+/** The final sync: one more round of every fragment, after the inner loops have stopped. */
+async function finalSync(host: Host, workers: Worker[], clock: VirtualClock): Promise<void> {
+  const fragments = host.fragments.map((f) => f.index);
+  const pending = new Set(fragments);
+  let done = false;
+  const syncing = (async () => {
+    while (pending.size > 0 || fragments.some((p) => host.coordinator.isInFlight(p))) {
+      for (const p of [...pending]) if (host.coordinator.openNow(p)) pending.delete(p);
+      for (const w of workers) await w.boundary();
+      await clock.sleep(10);
+    }
+    for (const w of workers) await w.boundary();
+    done = true;
+  })();
+  await clock.runAsync({ stopWhen: () => done });
+  await syncing;
 }
