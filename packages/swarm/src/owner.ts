@@ -71,6 +71,7 @@ export class ShardCollector {
   private readonly refused = new Map<string, { reason: string; message: string }>();
   private readonly gone = new Set<string>();
   private result: ShardResult | null = null;
+  private released = false;
 
   constructor(readonly job: ShardJob) {}
 
@@ -127,8 +128,20 @@ export class ShardCollector {
    * contributions go back to the pool, and a later call gives the first one's result.
    */
   finish(): ShardResult {
+    if (this.released) throw new Error('ShardCollector: finish after release (its contributions are gone)');
     this.result ??= this.aggregate();
     return this.result;
+  }
+
+  /**
+   * Hands the decoded contributions back to the pool without aggregating them: for an aggregator
+   * that takes another's result computed from the same bytes (the simulator's RoundMemo). No-op
+   * after finish, which hands them back itself.
+   */
+  release(): void {
+    if (this.result || this.released) return;
+    this.released = true;
+    for (const { values } of this.received.values()) vectorPool.give(values);
   }
 
   private aggregate(): ShardResult {

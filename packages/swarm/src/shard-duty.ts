@@ -301,6 +301,8 @@ export class ShardDuties {
     const bytes = job.participants.map((p) => given.first.get(p)?.payload ?? new Uint8Array(0));
     const jobKey = exactJson({ ...job, codec: codecKey(job.codec), weightCaps: job.weightCaps && [...job.weightCaps] });
     const key = `aggregate ${jobKey} ${exactJson(headers)} ${exactJson(given.refused)}`;
-    return memo.handOff({ fragment: job.fragment, round: job.round }, key, bytes, () => collector.finish());
+    const result = memo.handOff({ fragment: job.fragment, round: job.round }, key, bytes, () => collector.finish());
+    collector.release(); // the other aggregator's result was taken: this one's decodes go back unused
+    return result;
   }
 }
