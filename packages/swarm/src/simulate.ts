@@ -332,6 +332,9 @@ async function simulateSwarm(name: Exclude<MethodName, 'dp'>, options: SimulateO
           : createEngine(options, run.model, run.train, params),
       nextBatch: () => sampler.next(),
       sleepAfterStepMs: () => stepComputeMs,
+      // the clock models each step's time: a WebGPU engine's steps are awaited one by one, as the
+      // CPU engine's, so the run does not depend on how far its real queue runs ahead
+      pipelineDepth: 1,
       vectors,
       memo,
       initialParams: (run) => memo.seededInit(run.model, run.train.seed),
