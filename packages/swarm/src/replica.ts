@@ -393,12 +393,8 @@ export class ReplicaState {
       return round > state.round ? 'diverged' : 'not-ready';
     }
     if (!adopted) return 'diverged';
-    // the state it replaces goes back to the pool (a pooled replica holds it alone; a projection
-    // of a round still open may read m: then it stays)
-    if (this.unshared && ![...this.pending.values()].some((r) => r.fragment === p && r.projection)) {
-      vectorPool.give(state.theta);
-      vectorPool.give(state.momentum);
-    }
+    // the state it replaces is left to the garbage collector, not the pool: θ_global and m are
+    // handed out (checkpoints, state transfers, the host's evaluation) and may still be read
     state.theta = adopted.theta;
     state.momentum = adopted.momentum;
     state.round = round;
