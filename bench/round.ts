@@ -214,8 +214,8 @@ async function measure(name: string): Promise<ModelFigures> {
   const verifyResults = () =>
     Promise.all(ranges.map((_, shard) => verify(resultMessage(shard), resultSignatures[shard] as string)));
   const bounds = ranges.map(() => Number.NaN);
-  // as a volunteer's replica does (replica.ts): each result decoded into a pool buffer, Δ̄ put
-  // together in another, θ′ and m′ into two more; all handed back when the round ends
+  // as a volunteer's replica does (replica.ts): each result decoded into a buffer of the pool, Δ̄
+  // put together in another (handed back), θ′ and m′ into two more
   const decodeResults = () =>
     ranges.map((range, shard) => {
       const result = results[shard] as (typeof results)[number];
@@ -265,14 +265,9 @@ async function measure(name: string): Promise<ModelFigures> {
     verify: await time(async () => {
       await Promise.all([...incoming.map((m, j) => verify(m, incomingSignatures[j] as string)), verifyResults()]);
     }),
-    'result decode': await time(() => {
-      for (const values of decodeResults()) vectorPool.give(values);
-    }),
-    'outer step': await time(() => {
-      const step = outerStep();
-      vectorPool.give(step.theta);
-      vectorPool.give(step.momentum);
-    }),
+    // a volunteer's replica keeps these until the garbage collector takes them (replica.ts)
+    'result decode': await time(decodeResults),
+    'outer step': await time(outerStep),
     'state hash': await time(() => hasher.hash(next.theta, next.momentum)),
     merge: await time(() => {
       const merged = gatherFragment(params, fragment, vectorPool.take(F));

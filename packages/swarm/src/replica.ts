@@ -263,12 +263,13 @@ export class ReplicaState {
   }
 
   /**
-   * A replica alone in its process (no memo, no interner: a real volunteer) takes the vectors of
-   * its rounds from the pool and hands them back when they are done with; shared ones may be
-   * held by other replicas, so they are left to the garbage collector.
+   * Whether this replica takes its rounds' vectors from the pool. Off for a replica alone in its
+   * process (a real volunteer or host): with it on, a host resumed from a checkpoint stopped
+   * committing in some runs (host-crash.test), and what still read a handed-back vector was not
+   * found. Shared replicas (the simulator) pool through the interner's copies instead.
    */
   private get unshared(): boolean {
-    return this.memo === null && this.vectors === null;
+    return false;
   }
 
   /** A buffer for `pending` (from the pool when unshared, handed back when the round ends). */
