@@ -30,8 +30,6 @@ export interface PendingRound {
   tentative: { theta: Float32Array; momentum: Float32Array; hash: string } | null;
   /** The aggregate was out of bounds or not finite: no hash is reported, the round cannot commit here. */
   refused: string | null;
-  /** Buffers of the pool this round holds (decoded results, θ′, m′): handed back when it ends. */
-  pooled: Float32Array[];
 }
 
 /** A shard result's values, and the largest |value| its encoding allows (Infinity: not known). */

@@ -113,7 +113,7 @@ export class ReplicaState {
       if (this.follows(p)) continue;
       state.theta = new Float32Array(0);
       state.momentum = new Float32Array(0);
-      for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.end(k);
+      for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.pending.delete(k);
     }
     return stale;
   }
@@ -169,7 +169,6 @@ export class ReplicaState {
       })),
       tentative: null,
       refused: null,
-      pooled: [],
     });
   }
 
@@ -250,7 +249,7 @@ export class ReplicaState {
     const range = pending.shards[shard] as ShardRange;
     const count = range.end - range.start;
     const decode = (): Decoded | null => {
-      const decoded = codec.decode(payload, count, this.pooled(pending, count));
+      const decoded = codec.decode(payload, count, vectorPool.take(count));
       // the largest |value| the encoding allows (its largest scale), when it has one: the values
       // need a look only when that is not finite, and Δ̄'s bound check only when it is over
       const bound = codec.decodedBound?.(payload, decoded.length) ?? Number.POSITIVE_INFINITY;
@@ -260,32 +259,6 @@ export class ReplicaState {
     if (!this.memo) return decode();
     const scope = { fragment: pending.fragment, round: pending.round };
     return this.memo.recall(scope, `decoded ${shard} ${codecKey(codec)} ${count}`, [payload], decode);
-  }
-
-  /**
-   * Whether this replica takes its rounds' vectors from the pool. Off for a replica alone in its
-   * process (a real volunteer or host): with it on, a host resumed from a checkpoint stopped
-   * committing in some runs (host-crash.test), and what still read a handed-back vector was not
-   * found. Shared replicas (the simulator) pool through the interner's copies instead.
-   */
-  private get unshared(): boolean {
-    return false;
-  }
-
-  /** A buffer for `pending` (from the pool when unshared, handed back when the round ends). */
-  private pooled(pending: PendingRound, length: number): Float32Array {
-    // shared: from the pool too, but kept (or handed back by keepOrGive) rather than at the round's end
-    if (!this.unshared) return vectorPool.take(length);
-    const buffer = vectorPool.take(length);
-    pending.pooled.push(buffer);
-    return buffer;
-  }
-
-  /** Forgets a round: its pool buffers go back, but for those `kept` (θ′ and m′ adopted). */
-  private end(k: string, kept: readonly Float32Array[] = []): void {
-    const pending = this.pending.get(k);
-    this.pending.delete(k);
-    for (const buffer of pending?.pooled ?? []) if (!kept.includes(buffer)) vectorPool.give(buffer);
   }
 
   /** The tentative outer step of a round whose verified results are all in: Δ̄ from them, then θ', m' and their hash. */
@@ -306,7 +279,10 @@ export class ReplicaState {
       return problem;
     }
     const size = state.fragment.size;
-    const out = { theta: this.pooled(pending, size), momentum: this.pooled(pending, size) };
+    // θ′ and m′ (as the decoded results) come from the pool and are not handed back when the round
+    // ends: with that hand-back a host resumed from a checkpoint stopped committing in some runs
+    // (host-crash.test), and what still read a handed-back vector was not found
+    const out = { theta: vectorPool.take(size), momentum: vectorPool.take(size) };
     const next = checkedOuterStep(state.theta, state.momentum, delta, this.outer, out);
     vectorPool.give(values);
     if ('index' in next) return { reason: 'non-finite', message: `θ' is not finite at index ${next.index}` };
@@ -320,7 +296,7 @@ export class ReplicaState {
    */
   private keepOrGive(values: Float32Array): Float32Array {
     const kept = this.keep(values);
-    if (kept !== values && !this.unshared) vectorPool.give(values);
+    if (kept !== values) vectorPool.give(values);
     return kept;
   }
 
@@ -388,7 +364,7 @@ export class ReplicaState {
     if (pending && !pending.tentative && !pending.refused) return 'waiting';
     const state = this.fragment(p);
     const adopted = pending?.tentative?.hash === hash ? pending.tentative : null;
-    this.end(key(p, round), adopted ? [adopted.theta, adopted.momentum] : []);
+    this.pending.delete(key(p, round));
     if (!pending?.tentative) {
       // Missed shard results (joined mid-round, or a lost owner): the state must be fetched.
       return round > state.round ? 'diverged' : 'not-ready';
@@ -404,12 +380,12 @@ export class ReplicaState {
   }
 
   abort(p: number, round: number): void {
-    this.end(key(p, round));
+    this.pending.delete(key(p, round));
   }
 
   /** Forgets every round in flight (their coordinator is gone). */
   abortAll(): void {
-    for (const k of [...this.pending.keys()]) this.end(k);
+    for (const k of [...this.pending.keys()]) this.pending.delete(k);
   }
 
   /** Values [start, end) of θ and then m, fp32 (a state-transfer payload). */
@@ -438,7 +414,7 @@ export class ReplicaState {
     state.momentum = kept ? this.keep(momentum) : new Float32Array(0);
     state.round = round;
     state.hash = hash;
-    for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.end(k);
+    for (const k of [...this.pending.keys()]) if (k.startsWith(`${p}:`)) this.pending.delete(k);
     return true;
   }
 }
