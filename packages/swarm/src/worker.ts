@@ -104,6 +104,8 @@ export interface WorkerMetrics extends RoundCounters {
 const EQUAL_PACE = 1.25;
 /** How long a worker waits for an overdue round before training on, in heartbeat periods. */
 const OVERDUE_PATIENCE_HEARTBEATS = 3;
+/** How long a worker waits for the welcome before it says hello again, ms. */
+const HELLO_AGAIN_MS = 2_000;
 
 export class Worker {
   readonly metrics: WorkerMetrics = {
@@ -208,11 +210,13 @@ export class Worker {
       this.duties?.drop(from);
     });
     // The coordinator dropped this worker (its link failed for a moment): as after a restart,
-    // its rounds are gone; say hello again.
+    // its rounds are gone; say hello again. One that came back and still does not know this
+    // worker never had its hello: a restarted host drops what arrives while it is still setting
+    // up (its link is up before its coordinator listens), so each refused heartbeat says it again.
     member.on('rejected', (from, message) => {
       if (from !== options.coordinator || message.about !== 'heartbeat' || message.reason !== 'not-member') return;
-      if (!this.config || this.coordinatorLost) return;
-      this.onCoordinatorLost();
+      if (!this.config) return;
+      if (!this.coordinatorLost) this.onCoordinatorLost();
       void this.hello();
     });
     member.on('rejected', (from, message) => {
@@ -311,8 +315,17 @@ export class Worker {
    * welcome's run cannot start here (the text or the engine failed).
    */
   async join(): Promise<void> {
-    await this.options.member.waitForPeer(this.options.coordinator);
+    const { member, coordinator } = this.options;
+    await member.waitForPeer(coordinator);
     await this.hello();
+    // A host still setting up (its link is up before its coordinator listens) drops the hello:
+    // say it again until a welcome comes.
+    const again = () => {
+      if (this.config || this.stopped) return;
+      void this.hello();
+      member.clock.setTimer(HELLO_AGAIN_MS, again);
+    };
+    member.clock.setTimer(HELLO_AGAIN_MS, again);
     await Promise.race([this.welcome, this.setupFailed]);
   }
 
