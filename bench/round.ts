@@ -64,8 +64,7 @@ const { values: args } = parseArgs({
 });
 
 /** GPT-2 small's shape with the byte vocabulary: 86M parameters (L12 C768, T 1024). */
-const GPT2: GptConfig = { nLayer: 12, nHead: 12, nEmbd: 768, blockSize: 1024, vocabSize: 256 };
-const MODELS: Record<string, GptConfig> = { ...PRESETS, gpt2: GPT2 };
+const MODELS: Record<string, GptConfig> = PRESETS;
 
 const M = Number(args.workers);
 const P = Number(args.fragments);

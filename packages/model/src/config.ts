@@ -28,6 +28,12 @@ export const PRESETS = {
   small: { nLayer: 6, nHead: 6, nEmbd: 384, blockSize: 256, vocabSize: BYTE_VOCAB },
   /** ≈48M; head size 88. */
   base: { nLayer: 8, nHead: 8, nEmbd: 704, blockSize: 512, vocabSize: BYTE_VOCAB },
+  /**
+   * ≈86M: GPT-2 small's shape (12 layers, 12 heads, 768 wide, 1,024 tokens of context) on bytes,
+   * for volunteers with a real GPU; the WebGPU engine needs ≈6.3 GiB for it at batch 8 × 1,024
+   * (gpu/memory.ts), checked against the adapter's limits before a volunteer trains.
+   */
+  gpt2: { nLayer: 12, nHead: 12, nEmbd: 768, blockSize: 1024, vocabSize: BYTE_VOCAB },
 } as const satisfies Record<string, GptConfig>;
 
 export type PresetName = keyof typeof PRESETS;

@@ -5,6 +5,7 @@ export { type CpuBackendOptions, defaultCpuThreads, MAX_DEFAULT_CPU_THREADS } fr
 export * from './cpu/trainer.ts';
 export * from './gpu/arena.ts';
 export * from './gpu/gpt.ts';
+export * from './gpu/memory.ts';
 export * from './gpu/queue-meter.ts';
 export * from './gpu/trainer.ts';
 export * from './gradient-check.ts';

@@ -14,10 +14,11 @@ describe('presets', () => {
     expect(count('small')).toBeLessThan(13e6);
     expect(count('base')).toBeGreaterThan(40e6);
     expect(count('base')).toBeLessThan(60e6);
+    expect(count('gpt2')).toBe(86_039_040); // GPT-2 small's 124M less its 50,257-token embedding
   });
 
   it('reject unknown names and impossible shapes with one-line errors', () => {
-    expect(() => presetConfig('huge')).toThrow(/Unknown preset "huge": choose one of nano, tiny, small, base/);
+    expect(() => presetConfig('huge')).toThrow(/Unknown preset "huge": choose one of nano, tiny, small, base, gpt2/);
     expect(() => validateConfig({ ...PRESETS.nano, nHead: 3 })).toThrow(/not divisible by n_head 3/);
     expect(() => validateConfig({ ...PRESETS.nano, nLayer: 0 })).toThrow(/nLayer must be a positive integer/);
   });

@@ -81,7 +81,7 @@ const OUTER_LR_AT_H30: readonly [number, number][] = [
 const OUTER_LR_CEILING = 1;
 
 export const planInputSchema = z.object({
-  /** A preset name (nano, tiny, small, base), or … */
+  /** A preset name (nano, tiny, small, base, gpt2), or … */
   preset: z.string().optional(),
   /** … a parameter count N. */
   params: z

@@ -11,6 +11,7 @@ describe("the Run panel: the room's configuration as a person reads it", () => {
     expect(rows[RUN_OPTIONS.preset.label]).toBe('nano: 121k parameters, 2 layers × 64 wide, 64 tokens of context');
     expect(rows.Text).toBe('Moby Dick');
     expect(rows['Batch × sequence']).toBe('8 × 32 tokens per volunteer per step');
+    expect(rows['GPU memory']).toMatch(/^\d+\.\d\d MiB per WebGPU volunteer$/);
     expect(rows[RUN_OPTIONS.innerSteps.label]).toBe('30');
     expect(rows[RUN_OPTIONS.overlap.label]).toBe('3');
     expect(rows[RUN_OPTIONS.codec.label]).toBe('fp4, blocks of 1024');

@@ -3,7 +3,7 @@
  * settings a host chose, labelled as the host form labels them (RUN_OPTIONS). Built from the room
  * view's RunConfig, so the dashboard and the watch page show the same.
  */
-import { buildLayout, type GptConfig, PRESETS, presetConfig } from '@shoal/model';
+import { buildLayout, formatMemory, type GptConfig, gpuTrainingMemory, PRESETS, presetConfig } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
 import { formatCount } from '@shoal/swarm/plan';
 import { RUN_OPTIONS } from '@shoal/swarm/run-options';
@@ -46,6 +46,10 @@ export function runConfigRows(config: RunConfig): [string, string][] {
     [
       `${label('batch')} × ${label('seq').toLowerCase()}`,
       `${train.batchSize} × ${train.seqLen} tokens per volunteer per step`,
+    ],
+    [
+      'GPU memory',
+      `${formatMemory(gpuTrainingMemory(model, train.batchSize, train.seqLen).total)} per WebGPU volunteer`,
     ],
     [label('innerSteps'), String(diloco.innerSteps)],
     [label('fragments'), String(diloco.fragments)],

@@ -56,14 +56,13 @@ export function blockView(layout: ParamLayout, buffer: GPUBuffer, l: number, suf
   return paramView(layout, buffer, `transformer.h.${l}.${suffix}`);
 }
 
-/** The activation arena (what forward writes and backward reads) and the activation-gradient arena. */
-export function createActivationArenas(
-  device: GPUDevice,
+/** The tensors of the activation arena and of the activation-gradient arena, `[name, floats]`. */
+export function activationTensors(
   config: GptConfig,
   B: number,
   T: number,
   stage: StageSpec = wholeModelStage(config),
-): { acts: TensorArena; dacts: TensorArena } {
+): { acts: [string, number][]; dacts: [string, number][] } {
   const { nEmbd: C, nHead: NH, vocabSize: V } = config;
   const BT = B * T;
   const perLayer: [string, number][] = [
@@ -91,15 +90,15 @@ export function createActivationArenas(
         ['losses', BT],
       ]
     : [];
-  const acts = TensorArena.create(device, 'GpuGpt.acts', [
+  const acts: [string, number][] = [
     // The embedding's output, or a later stage's input (the previous stage's output).
     ['encoded', BT * C],
     ['attproj', BT * C], // scratch: read once by the residual add of the same layer
     ['fcproj', BT * C],
     ...blocks.flatMap((l) => perLayer.map(([name, n]) => [`${l}.${name}`, n] as [string, number])),
     ...head,
-  ]);
-  const dacts = TensorArena.create(device, 'GpuGpt.dacts', [
+  ];
+  const dacts: [string, number][] = [
     // ∂L/∂residual; after backward, on a stage that does not embed, the input gradient.
     ['dresidual', BT * C],
     ...(stage.head ? ([['dlnf', BT * C]] as [string, number][]) : []),
@@ -109,6 +108,21 @@ export function createActivationArenas(
     ['datty', BT * C],
     ['dqkv', BT * 3 * C],
     ['dln1', BT * C],
-  ]);
+  ];
   return { acts, dacts };
+}
+
+/** The activation arena (what forward writes and backward reads) and the activation-gradient arena. */
+export function createActivationArenas(
+  device: GPUDevice,
+  config: GptConfig,
+  B: number,
+  T: number,
+  stage: StageSpec = wholeModelStage(config),
+): { acts: TensorArena; dacts: TensorArena } {
+  const tensors = activationTensors(config, B, T, stage);
+  return {
+    acts: TensorArena.create(device, 'GpuGpt.acts', tensors.acts),
+    dacts: TensorArena.create(device, 'GpuGpt.dacts', tensors.dacts),
+  };
 }

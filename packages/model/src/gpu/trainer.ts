@@ -25,6 +25,7 @@ const MAP_READ = 0x1;
 const COPY_DST = 0x8;
 
 import { createGptKernels, type GptKernels, GpuGpt } from './gpt.ts';
+import { assertGpuFits } from './memory.ts';
 
 /**
  * AdamW ranges over the padded layout: each tensor with its alignment padding, so neighbours with
@@ -92,6 +93,7 @@ export class GpuTrainer implements Trainer {
     params: Float32Array,
     kernels?: GptKernels,
   ): Promise<GpuTrainer> {
+    assertGpuFits(config, train.batchSize, train.seqLen, device.limits);
     const families = kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead));
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const model = await GpuGpt.create(device, config, train.batchSize, train.seqLen, families);

@@ -10,6 +10,7 @@
  */
 import { BatchSampler, type Corpus, fnv1a32 } from '@shoal/data';
 import {
+  assertGpuFits,
   type CpuBackendOptions,
   CpuStageTrainer,
   CpuTrainer,
@@ -53,6 +54,8 @@ export async function trainerFor(
     await trainer.ready();
     return trainer;
   }
+  // before a kernel is compiled: a GPU that cannot hold the room's model says so in one line
+  assertGpuFits(config.model, config.train.batchSize, config.train.seqLen, device.limits);
   const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead);
   return GpuTrainer.create(device, config.model, config.train, params, kernels);
 }
