@@ -16,7 +16,6 @@
 import { register } from 'node:module';
 import * as tf from '@tensorflow/tfjs-core';
 import { acquireGpu } from '../packages/gpu/src/device.node.ts';
-import { mulberry32 } from '../packages/gpu/src/random.ts';
 import { formatAdapter } from '../packages/gpu/src/report.ts';
 import type { GpuContext } from '../packages/gpu/src/types.ts';
 import type { GptConfig } from '../packages/model/src/config.ts';
@@ -24,6 +23,7 @@ import { initParameters } from '../packages/model/src/init.ts';
 import { buildLayout } from '../packages/model/src/layout.ts';
 import { TfjsTrainer } from '../packages/model/src/tfjs/gpt.ts';
 import { defaultTrainConfig } from '../packages/model/src/train-config.ts';
+import { benchBatches } from './train-steps.ts';
 
 export type TfjsBackendName = 'wasm' | 'webgpu' | 'cpu';
 
@@ -154,12 +154,8 @@ export async function useTfjsBackend(backend: TfjsBackendName): Promise<{ tf: ty
   return { tf, device };
 }
 
-/** The token batches measureTfjsStep trains on: seeded uniform bytes, B·T inputs and targets each. */
-export function benchBatches(config: GptConfig, B: number, T: number, count: number, seed = 1337) {
-  const next = mulberry32(seed + 1);
-  const tokens = () => Int32Array.from({ length: B * T }, () => Math.floor(next() * config.vocabSize));
-  return Array.from({ length: count }, () => ({ inputs: tokens(), targets: tokens() }));
-}
+/** The token batches measureTfjsStep trains on (bench/train-steps.ts). */
+export { benchBatches };
 
 /** Milliseconds per TfjsTrainer step on `backend`, from GPT-2 init (initParameters(seed)). */
 export async function measureTfjsStep(options: TfjsStepOptions): Promise<TfjsStepResult> {

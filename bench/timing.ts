@@ -58,15 +58,22 @@ export class DispatchTimer {
     return seconds > 0 && seconds < wall * 2 ? seconds : wall;
   }
 
-  /** Seconds per dispatch: one warm-up dispatch, then about `budget` seconds of repeats (2…200). */
-  async perDispatch(kernel: BoundKernel, budget = 0.5): Promise<number> {
+  /**
+   * Seconds per dispatch: one dispatch (first use of the pipeline and buffers), an untimed pass of
+   * about `warmup` seconds (a GPU that idled while the host built buffers runs at low clocks for
+   * a while: one dispatch does not bring them up, so the first kernel of a table would read slow), then
+   * about `budget` seconds of repeats (2…200).
+   */
+  async perDispatch(kernel: BoundKernel, budget = 0.5, warmup = budget / 4): Promise<number> {
     const once = await this.seconds(kernel, 1);
-    const reps = Math.max(2, Math.min(200, Math.ceil(budget / Math.max(once, 1e-6))));
+    const repsFor = (seconds: number) => Math.max(2, Math.min(200, Math.ceil(seconds / Math.max(once, 1e-6))));
+    if (warmup > 0) await this.seconds(kernel, repsFor(warmup));
+    const reps = repsFor(budget);
     return (await this.seconds(kernel, reps)) / reps;
   }
 
   /** Units (FLOPs, bytes) per second ÷ 1e9 for a kernel doing `units` per dispatch. */
-  async rate(kernel: BoundKernel, units: number, budget = 0.5): Promise<number> {
-    return units / (await this.perDispatch(kernel, budget)) / 1e9;
+  async rate(kernel: BoundKernel, units: number, budget = 0.5, warmup = budget / 4): Promise<number> {
+    return units / (await this.perDispatch(kernel, budget, warmup)) / 1e9;
   }
 }

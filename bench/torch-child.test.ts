@@ -6,6 +6,7 @@ import { PRESETS } from '../packages/model/src/config.ts';
 import { buildLayout } from '../packages/model/src/layout.ts';
 import { defaultTrainConfig } from '../packages/model/src/train-config.ts';
 import {
+  gradsRequest,
   parseTorchReply,
   pythonCandidates,
   setupRequest,
@@ -32,6 +33,12 @@ describe('parseTorchReply', () => {
     });
     expect(parseTorchReply('{"ok":true,"flops":8.07e8}')).toEqual({ kind: 'flops', flops: 8.07e8 });
     expect(parseTorchReply('{"ok":true,"flops":null}')).toEqual({ kind: 'flops', flops: null });
+    expect(parseTorchReply('{"ok":true,"precision":"tf32"}')).toEqual({ kind: 'precision', precision: 'tf32' });
+    expect(parseTorchReply('{"ok":true,"loss":5.5,"gradsFile":"/tmp/g"}')).toEqual({
+      kind: 'grads',
+      loss: 5.5,
+      gradsFile: '/tmp/g',
+    });
   });
 
   test.each([
@@ -45,6 +52,8 @@ describe('parseTorchReply', () => {
     ['{"ok":true,"ms":[1,2],"cpuMs":[1],"losses":[5,5]}', /cpuMs has 1 values, expected 2/],
     ['{"ok":true,"ms":[1],"cpuMs":[1],"losses":[null]}', /losses is not a list of finite numbers/],
     ['{"ok":true,"flops":-1}', /neither null nor a positive number/],
+    ['{"ok":true,"precision":"fp16"}', /unknown precision/],
+    ['{"ok":true,"loss":null,"gradsFile":"/tmp/g"}', /malformed grads reply/],
     ['{"ok":true,"something":1}', /no known kind/],
   ])('%s is refused', (line, message) => {
     expect(() => parseTorchReply(line)).toThrow(message);
@@ -86,6 +95,23 @@ test('setupRequest carries the layout and the exact float32 bytes', () => {
   expect(() => setupRequest({ ...setup, params: setup.params.subarray(1) })).toThrow(/layout needs/);
 });
 
+test('with a paramsFile, setup and grads requests name the file instead of carrying the bytes', () => {
+  const setup = {
+    ...nanoSetup(),
+    paramsFile: '/tmp/params.f32',
+    precision: 'bf16' as const,
+    attention: 'sdpa' as const,
+  };
+  const request = setupRequest(setup);
+  expect(request.params).toBeUndefined();
+  expect(request).toMatchObject({ paramsFile: '/tmp/params.f32', precision: 'bf16', attention: 'sdpa' });
+  const { config, layout, params } = setup;
+  const tokens = Int32Array.from({ length: 4 * 8 }, (_, i) => i % 256);
+  const grads = { config, layout, B: 4, T: 8, params, inputs: tokens, targets: tokens, gradsFile: '/tmp/g.f64' };
+  expect(gradsRequest(grads)).toMatchObject({ op: 'grads', gradsFile: '/tmp/g.f64', params: expect.any(String) });
+  expect(() => gradsRequest({ ...grads, targets: tokens.subarray(1) })).toThrow(/targets have 31 tokens/);
+});
+
 test('toBase64 encodes a subarray’s own bytes, not its whole buffer', () => {
   const ints = Int32Array.from([1, 2, 3, 4]).subarray(1, 3);
   expect(Buffer.from(toBase64(ints), 'base64')).toEqual(Buffer.from(Int32Array.from([2, 3]).buffer));
@@ -115,6 +141,8 @@ for await (const line of createInterface({ input: process.stdin })) {
     const steps = Array.from({ length: m.steps }, (_, i) => i + 1);
     reply({ ok: true, ms: steps, cpuMs: steps.map((s) => 2 * s), losses: steps.map((s) => 5.5 - s / 100) });
   } else if (m.op === 'flops') reply({ ok: true, flops: 1234 });
+  else if (m.op === 'precision') reply({ ok: true, precision: m.precision });
+  else if (m.op === 'grads') reply({ ok: true, loss: 5.25, gradsFile: m.gradsFile });
   else reply({ ok: false, error: 'ValueError: unknown op ' + m.op });
 }
 `;
@@ -148,6 +176,12 @@ describe('TorchChild against a stand-in child', () => {
     expect(await child.run(3)).toEqual({ ms: [1, 2, 3], cpuMs: [2, 4, 6], losses: [5.49, 5.48, 5.47] });
     expect(await child.run(1)).toEqual({ ms: [1], cpuMs: [2], losses: [5.49] });
     expect(await child.flops()).toBe(1234);
+    await child.setPrecision('tf32');
+    const setup = nanoSetup();
+    const tokens = Int32Array.from({ length: 32 }, (_, i) => i);
+    const { config, layout, params } = setup;
+    const grads = { config, layout, B: 4, T: 8, params, inputs: tokens, targets: tokens, gradsFile: '/tmp/g' };
+    expect(await child.grads(grads)).toBe(5.25);
     await child.close();
   });
 

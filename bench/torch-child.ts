@@ -4,6 +4,7 @@
  * so alternating engines never pays Python's start-up. Every reply is checked here before use.
  */
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { GptConfig } from '../packages/model/src/config.ts';
@@ -30,7 +31,13 @@ export interface TorchHello {
   threads: number;
   /** The BLAS library the process mapped, or null when none was found (a slow reference build). */
   blas: string | null;
+  /** 'cpu', or the CUDA device's name (`--device cuda`); absent from older scripts. */
+  device?: string;
 }
+
+export type TorchDevice = 'cpu' | 'cuda';
+/** fp32 with TF32 off, TF32 matmuls, or bf16 autocast (the last two on cuda only). */
+export type TorchPrecision = 'fp32' | 'tf32' | 'bf16';
 
 /** One `run` request's answer: per step, wall and process-CPU milliseconds and the loss. */
 export interface StepSamples {
@@ -45,7 +52,9 @@ export type TorchReply =
   | { kind: 'error'; error: string }
   | { kind: 'setup'; parameters: number }
   | { kind: 'run'; samples: StepSamples }
-  | { kind: 'flops'; flops: number | null };
+  | { kind: 'flops'; flops: number | null }
+  | { kind: 'grads'; loss: number; gradsFile: string }
+  | { kind: 'precision'; precision: TorchPrecision };
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -109,6 +118,20 @@ export function parseTorchReply(line: string): TorchReply {
       },
     };
   }
+  if ('precision' in message) {
+    const { precision } = message;
+    if (precision !== 'fp32' && precision !== 'tf32' && precision !== 'bf16') {
+      throw new Error(`torch_step.py: unknown precision ${String(precision)}`);
+    }
+    return { kind: 'precision', precision };
+  }
+  if ('gradsFile' in message) {
+    const { loss, gradsFile } = message;
+    if (typeof loss !== 'number' || !Number.isFinite(loss) || typeof gradsFile !== 'string') {
+      throw new Error(`torch_step.py: malformed grads reply: ${line.slice(0, 200)}`);
+    }
+    return { kind: 'grads', loss, gradsFile };
+  }
   if ('flops' in message) {
     const flops = message.flops;
     if (!(flops === null || (typeof flops === 'number' && Number.isFinite(flops) && flops > 0))) {
@@ -133,21 +156,55 @@ export interface TorchSetup {
   batches: { inputs: Int32Array; targets: Int32Array }[];
   train: TrainConfig;
   lr: number;
+  /**
+   * Where `params` were written as raw float32 (writeParamsFile): sent instead of their base64,
+   * which for models of ~100M parameters would not fit in one JSON line.
+   */
+  paramsFile?: string;
+  precision?: TorchPrecision;
+  attention?: 'explicit' | 'sdpa';
+}
+
+/** Writes a flat float32 (or int32) vector's little-endian bytes to `path`, for paramsFile. */
+export function writeParamsFile(path: string, params: Float32Array): string {
+  writeFileSync(path, new Uint8Array(params.buffer, params.byteOffset, params.byteLength));
+  return path;
+}
+
+/** One batch's float64 loss and gradients from the child (op grads); the gradients come back in a file. */
+export interface TorchGradsRequest {
+  config: GptConfig;
+  layout: ParamLayout;
+  B: number;
+  T: number;
+  params: Float32Array;
+  paramsFile?: string;
+  inputs: Int32Array;
+  targets: Int32Array;
+  gradsFile: string;
+}
+
+function paramsFields(layout: ParamLayout, params: Float32Array, paramsFile: string | undefined) {
+  if (params.length !== layout.size) {
+    throw new RangeError(`params have ${params.length} values, the layout needs ${layout.size}`);
+  }
+  return {
+    tensors: layout.tensors.map(({ name, shape, offset }) => ({ name, shape, offset })),
+    ...(paramsFile ? { paramsFile } : { params: toBase64(params) }),
+  };
 }
 
 /** The setup request: the layout's names, shapes and offsets let the child check its model against ours. */
 export function setupRequest(setup: TorchSetup): Record<string, unknown> {
-  const { config, layout, B, T, params, batches, train, lr } = setup;
-  if (params.length !== layout.size) {
-    throw new RangeError(`params have ${params.length} values, the layout needs ${layout.size}`);
-  }
+  const { config, layout, B, T, params, batches, train, lr, paramsFile, precision, attention } = setup;
   return {
     op: 'setup',
     config,
     B,
     T,
-    tensors: layout.tensors.map(({ name, shape, offset }) => ({ name, shape, offset })),
-    params: toBase64(params),
+    ...paramsFields(layout, params, paramsFile),
+    ...(precision ? { precision } : {}),
+    ...(attention ? { attention } : {}),
     batches: batches.map((b) => ({ inputs: toBase64(b.inputs), targets: toBase64(b.targets) })),
     train: {
       beta1: train.beta1,
@@ -157,6 +214,26 @@ export function setupRequest(setup: TorchSetup): Record<string, unknown> {
       gradClip: train.gradClip,
     },
     lr,
+  };
+}
+
+export function gradsRequest(request: TorchGradsRequest): Record<string, unknown> {
+  const { config, layout, B, T, params, paramsFile, inputs, targets, gradsFile } = request;
+  for (const [name, tokens] of [
+    ['inputs', inputs],
+    ['targets', targets],
+  ] as const) {
+    if (tokens.length !== B * T) throw new RangeError(`${name} have ${tokens.length} tokens, B·T is ${B * T}`);
+  }
+  return {
+    op: 'grads',
+    config,
+    B,
+    T,
+    ...paramsFields(layout, params, paramsFile),
+    inputs: toBase64(inputs),
+    targets: toBase64(targets),
+    gradsFile,
   };
 }
 
@@ -182,8 +259,10 @@ export class TorchChild {
     python: string,
     threads: number,
     script = TORCH_SCRIPT,
+    device: TorchDevice = 'cpu',
   ): Promise<{ child: TorchChild } | { missing: string }> {
-    const child = spawn(python, [script, '--threads', String(threads)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const args = [script, '--threads', String(threads), ...(device === 'cpu' ? [] : ['--device', device])];
+    const child = spawn(python, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     child.stderr.on('data', (chunk: Buffer) => process.stderr.write(`[torch ${threads}t] ${chunk}`));
     const lines = createInterface({ input: child.stdout });
     const first = await new Promise<string | Error>((resolve) => {
@@ -239,6 +318,21 @@ export class TorchChild {
     return reply.samples;
   }
 
+  /** The same model and optimiser state, from the next run on in `precision` (cuda). */
+  async setPrecision(precision: TorchPrecision): Promise<void> {
+    const reply = await this.request({ op: 'precision', precision });
+    if (reply.kind !== 'precision' || reply.precision !== precision) {
+      throw new Error(`torch_step.py answered precision ${precision} with ${JSON.stringify(reply)}`);
+    }
+  }
+
+  /** Float64 loss of one batch; its gradients (float64, layout order) are in the request's gradsFile. */
+  async grads(request: TorchGradsRequest): Promise<number> {
+    const reply = await this.request(gradsRequest(request));
+    if (reply.kind !== 'grads') throw new Error(`torch_step.py answered grads with ${reply.kind}`);
+    return reply.loss;
+  }
+
   /** FLOPs of one more training step as PyTorch's profiler counts them; null where it counts none. */
   async flops(): Promise<number | null> {
     const reply = await this.request({ op: 'flops' });
@@ -261,10 +355,11 @@ export async function startTorch(
   pythons: string[],
   threads: number,
   script = TORCH_SCRIPT,
+  device: TorchDevice = 'cpu',
 ): Promise<{ child: TorchChild } | { missing: string[] }> {
   const missing: string[] = [];
   for (const python of pythons) {
-    const started = await TorchChild.start(python, threads, script);
+    const started = await TorchChild.start(python, threads, script, device);
     if ('child' in started) return started;
     missing.push(started.missing);
   }

@@ -1,21 +1,33 @@
-"""PyTorch as a competitor for Shoal's CPU engine (driven by bench/torch-child.ts for bench:engine).
+"""PyTorch as a competitor for Shoal's engines (driven by bench/torch-child.ts for bench:engine and bench:device).
 
 The same GPT-2 as packages/model (nanoGPT names and shapes: learned position embeddings,
 pre-LayerNorm blocks with eps 1e-5, tanh GELU, biases everywhere, the head tied to wte with no
 bias), trained with the same step: mean cross-entropy, backward, global-norm clipping, AdamW
 with decoupled decay on 2-D tensors only (embeddings and linear weights). Eager PyTorch as most
 people run it on a CPU: attention is nanoGPT's explicit masked T×T square (PyTorch 1.13 has no
-fused attention), matmuls go to the BLAS PyTorch was linked with.
+fused attention), matmuls go to the BLAS PyTorch was linked with. With --device cuda it is PyTorch
+as people train on a GPU: F.scaled_dot_product_attention(is_causal=True), fused AdamW, and the
+setup's precision: fp32 (TF32 off), tf32, or bf16 (autocast around the forward, TF32 elsewhere).
 
 One long-lived process per thread count, speaking JSON lines on stdin/stdout:
 
-    python3 bench/torch_step.py --threads N
-    → {"ok": true, "hello": {torch, python, threads, blas}}   (or ok false, missingTorch true)
-    ← {"op": "setup", config, B, T, tensors, params, batches, train, lr}
-      params: base64 little-endian float32 in layout order; batches: base64 int32 tokens
+    python3 bench/torch_step.py --threads N [--device cpu|cuda]
+    → {"ok": true, "hello": {torch, python, threads, blas, device}}   (or ok false, missingTorch true)
+    ← {"op": "setup", config, B, T, tensors, params | paramsFile, batches, train, lr, [precision], [attention]}
+      params: base64 little-endian float32 in layout order (paramsFile: the same bytes in a file,
+      for models whose base64 would not fit in one JSON line); batches: base64 int32 tokens;
+      precision fp32 | tf32 | bf16 (cuda only; fp32 default); attention explicit | sdpa
+      (default explicit on cpu, sdpa on cuda)
     → {"ok": true, "parameters": P}
     ← {"op": "run", "steps": N}   N steps, cycling through the batches, optimiser state kept
     → {"ok": true, "ms": [...], "cpuMs": [...], "losses": [...]}   per step: wall, process CPU, loss
+      (cuda: per-step times from CUDA events, one synchronisation after the last step, so steps
+      queue as in a training loop; cpuMs is the run's process CPU time spread evenly)
+    ← {"op": "precision", "precision": P}   the same model and optimiser, from now on in precision P
+    → {"ok": true, "precision": P}
+    ← {"op": "grads", config, B, T, tensors, params | paramsFile, inputs, targets, gradsFile}
+      loss and gradient of one batch in float64 (explicit attention), no optimiser step
+    → {"ok": true, "loss": L, "gradsFile": path}   float64 little-endian gradients in layout order
     ← {"op": "flops"}   one more step under the profiler
     → {"ok": true, "flops": F}   FLOPs PyTorch's profiler counted (its matmuls), or null
     ← {"op": "quit"}
@@ -24,6 +36,7 @@ Any request that fails answers {"ok": false, "error": "..."} and the process sta
 
 import argparse
 import base64
+import ctypes
 import json
 import math
 import os
@@ -38,6 +51,7 @@ def reply(message):
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--threads", type=int, required=True)
+parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 cli = parser.parse_args()
 if cli.threads < 1:
     reply({"ok": False, "error": f"--threads must be at least 1, got {cli.threads}"})
@@ -55,6 +69,11 @@ except ImportError as error:
     sys.exit(3)
 
 torch.set_num_threads(cli.threads)
+if cli.device == "cuda" and not torch.cuda.is_available():
+    reply({"ok": False, "error": f"--device cuda: torch {torch.__version__} sees no CUDA device"})
+    sys.exit(4)
+DEVICE = torch.device(cli.device)
+PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 def loaded_blas():
@@ -71,9 +90,10 @@ def loaded_blas():
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, C, NH, block_size):
+    def __init__(self, C, NH, block_size, sdpa):
         super().__init__()
         self.n_head = NH
+        self.sdpa = sdpa
         self.c_attn = nn.Linear(C, 3 * C)  # q, k, v side by side, head h at h·hs in each
         self.c_proj = nn.Linear(C, C)
         mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
@@ -86,6 +106,9 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, NH, T, hs)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
+        if self.sdpa:  # fused (flash or memory-efficient) causal attention
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, NH, T, T), the whole square
         att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -104,10 +127,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, block_size):
+    def __init__(self, C, NH, block_size, sdpa):
         super().__init__()
         self.ln_1 = nn.LayerNorm(C, eps=1e-5)
-        self.attn = CausalSelfAttention(C, NH, block_size)
+        self.attn = CausalSelfAttention(C, NH, block_size, sdpa)
         self.ln_2 = nn.LayerNorm(C, eps=1e-5)
         self.mlp = MLP(C)
 
@@ -117,13 +140,13 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size):
+    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size, sdpa=False):
         super().__init__()
         self.transformer = nn.ModuleDict(
             dict(
                 wte=nn.Embedding(vocab_size, n_embd),
                 wpe=nn.Embedding(block_size, n_embd),
-                h=nn.ModuleList([Block(n_embd, n_head, block_size) for _ in range(n_layer)]),
+                h=nn.ModuleList([Block(n_embd, n_head, block_size, sdpa) for _ in range(n_layer)]),
                 ln_f=nn.LayerNorm(n_embd, eps=1e-5),
             )
         )
@@ -131,7 +154,7 @@ class GPT(nn.Module):
     def forward(self, idx, targets):
         B, T = idx.shape
         t = self.transformer
-        x = t.wte(idx) + t.wpe(torch.arange(T))
+        x = t.wte(idx) + t.wpe(torch.arange(T, device=idx.device))
         for block in t.h:
             x = block(x)
         logits = F.linear(t.ln_f(x), t.wte.weight)  # tied head, no bias
@@ -163,21 +186,89 @@ def decode(text, dtype, count, what):
     return torch.frombuffer(bytearray(raw), dtype=dtype).clone()
 
 
+def model_shape(message):
+    """(n_layer, n_head, n_embd, block_size, vocab, B, T) of a setup or grads request, checked."""
+    config = message.get("config")
+    if not isinstance(config, dict):
+        raise ValueError(f"{message.get('op')} needs a config object")
+    n_layer, n_head, n_embd, block_size, vocab = (
+        positive_int(config, key) for key in ("nLayer", "nHead", "nEmbd", "blockSize", "vocabSize")
+    )
+    if n_embd % n_head:
+        raise ValueError(f"nEmbd {n_embd} is not divisible by nHead {n_head}")
+    B, T = positive_int(message, "B"), positive_int(message, "T")
+    if T > block_size:
+        raise ValueError(f"T {T} exceeds blockSize {block_size}")
+    return n_layer, n_head, n_embd, block_size, vocab, B, T
+
+
+def read_file(path, what):
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{what} must be a file path")
+    with open(path, "rb") as source:
+        return bytearray(source.read())
+
+
+def flat_params(message, total):
+    """The float32 parameter vector of a request: base64 `params`, or the raw bytes of `paramsFile`."""
+    if "paramsFile" in message:
+        raw = read_file(message["paramsFile"], "paramsFile")
+        if len(raw) != 4 * total:
+            raise ValueError(f"paramsFile has {len(raw) // 4} values, expected {total}")
+        return torch.frombuffer(raw, dtype=torch.float32).clone()
+    return decode(message.get("params"), torch.float32, total, "params")
+
+
+def load_params(model, message):
+    """Copies the flat vector into the model, tensor by tensor, checking names and shapes."""
+    tensors = message.get("tensors")
+    if not isinstance(tensors, list):
+        raise ValueError("the request needs the layout's tensors: [{name, shape, offset}]")
+    named = dict(model.named_parameters())
+    total = sum(p.numel() for p in named.values())
+    flat = flat_params(message, total)
+    seen = set()
+    with torch.no_grad():
+        for spec in tensors:
+            name, shape, offset = spec.get("name"), spec.get("shape"), spec.get("offset")
+            target = named.get(name)
+            if target is None:
+                raise ValueError(f"the PyTorch model has no parameter {name!r}")
+            if shape != list(target.shape):
+                raise ValueError(f"{name}: layout shape {shape}, PyTorch {list(target.shape)}")
+            if not isinstance(offset, int) or offset < 0 or offset + target.numel() > total:
+                raise ValueError(f"{name}: offset {offset!r} outside the {total} parameters")
+            target.copy_(flat[offset : offset + target.numel()].view(target.shape))
+            seen.add(name)
+    missing = sorted(set(named) - seen)
+    if missing:
+        raise ValueError(f"the layout does not cover {missing}")
+    return total
+
+
+def tokens(message, key, B, T, vocab, what):
+    values = decode(message.get(key), torch.int32, B * T, f"{what} {key}").long().view(B, T)
+    if values.min() < 0 or values.max() >= vocab:
+        raise ValueError(f"{what} has tokens outside 0..{vocab - 1}")
+    return values.to(DEVICE)
+
+
+def set_precision(precision):
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision != "fp32" and DEVICE.type != "cuda":
+        raise ValueError(f"precision {precision} needs --device cuda")
+    if DEVICE.type == "cuda":
+        # TF32 for matmuls and convolutions: off for fp32; on for tf32 and for what bf16's autocast leaves in fp32.
+        torch.backends.cuda.matmul.allow_tf32 = precision != "fp32"
+        torch.backends.cudnn.allow_tf32 = precision != "fp32"
+
+
 class Session:
     """One model, optimiser and batch list; replaced by the next setup."""
 
     def __init__(self, message):
-        config = message.get("config")
-        if not isinstance(config, dict):
-            raise ValueError("setup needs a config object")
-        n_layer, n_head, n_embd, block_size, vocab = (
-            positive_int(config, key) for key in ("nLayer", "nHead", "nEmbd", "blockSize", "vocabSize")
-        )
-        if n_embd % n_head:
-            raise ValueError(f"nEmbd {n_embd} is not divisible by nHead {n_head}")
-        B, T = positive_int(message, "B"), positive_int(message, "T")
-        if T > block_size:
-            raise ValueError(f"T {T} exceeds blockSize {block_size}")
+        n_layer, n_head, n_embd, block_size, vocab, B, T = model_shape(message)
         train = message.get("train")
         if not isinstance(train, dict):
             raise ValueError("setup needs a train object")
@@ -186,10 +277,16 @@ class Session:
         )
         self.lr = finite_number(message, "lr")
         self.grad_clip = grad_clip
+        self.precision = message.get("precision", "fp32")
+        set_precision(self.precision)
+        attention = message.get("attention", "sdpa" if DEVICE.type == "cuda" else "explicit")
+        if attention not in ("explicit", "sdpa"):
+            raise ValueError(f"attention must be explicit or sdpa, got {attention!r}")
 
         torch.manual_seed(0)  # the init is overwritten below; seeded only so nothing varies
-        self.model = GPT(n_layer, n_head, n_embd, block_size, vocab)
-        self.parameters = self.load(message.get("tensors"), message.get("params"))
+        self.model = GPT(n_layer, n_head, n_embd, block_size, vocab, sdpa=attention == "sdpa")
+        self.parameters = load_params(self.model, message)
+        self.model.to(DEVICE)
 
         batches = message.get("batches")
         if not isinstance(batches, list) or not batches:
@@ -198,14 +295,7 @@ class Session:
         for i, batch in enumerate(batches):
             if not isinstance(batch, dict):
                 raise ValueError(f"batch {i} is not an object")
-            inputs, targets = (
-                decode(batch.get(key), torch.int32, B * T, f"batch {i} {key}").long().view(B, T)
-                for key in ("inputs", "targets")
-            )
-            for tokens in (inputs, targets):
-                if tokens.min() < 0 or tokens.max() >= vocab:
-                    raise ValueError(f"batch {i} has tokens outside 0..{vocab - 1}")
-            self.batches.append((inputs, targets))
+            self.batches.append(tuple(tokens(batch, key, B, T, vocab, f"batch {i}") for key in ("inputs", "targets")))
         self.next_batch = 0
 
         decay = [p for p in self.model.parameters() if p.dim() >= 2]
@@ -215,44 +305,30 @@ class Session:
             lr=self.lr,
             betas=(beta1, beta2),
             eps=eps,
+            **({"fused": True} if DEVICE.type == "cuda" else {}),
         )
 
-    def load(self, tensors, params):
-        """Copies the flat vector into the model, tensor by tensor, checking names and shapes."""
-        if not isinstance(tensors, list):
-            raise ValueError("setup needs the layout's tensors: [{name, shape, offset}]")
-        named = dict(self.model.named_parameters())
-        total = sum(p.numel() for p in named.values())
-        flat = decode(params, torch.float32, total, "params")
-        seen = set()
-        with torch.no_grad():
-            for spec in tensors:
-                name, shape, offset = spec.get("name"), spec.get("shape"), spec.get("offset")
-                target = named.get(name)
-                if target is None:
-                    raise ValueError(f"the PyTorch model has no parameter {name!r}")
-                if shape != list(target.shape):
-                    raise ValueError(f"{name}: layout shape {shape}, PyTorch {list(target.shape)}")
-                if not isinstance(offset, int) or offset < 0 or offset + target.numel() > total:
-                    raise ValueError(f"{name}: offset {offset!r} outside the {total} parameters")
-                target.copy_(flat[offset : offset + target.numel()].view(target.shape))
-                seen.add(name)
-        missing = sorted(set(named) - seen)
-        if missing:
-            raise ValueError(f"the layout does not cover {missing}")
-        return total
-
-    def step(self):
+    def step_loss(self):
+        """One training step; the loss as a tensor (reading it would wait for the GPU)."""
         inputs, targets = self.batches[self.next_batch]
         self.next_batch = (self.next_batch + 1) % len(self.batches)
-        loss = self.model(inputs, targets)
+        if self.precision == "bf16":
+            with torch.autocast(device_type=DEVICE.type, dtype=torch.bfloat16):
+                loss = self.model(inputs, targets)
+        else:
+            loss = self.model(inputs, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+        return loss.detach()
+
+    def step(self):
+        return self.step_loss().item()
 
     def run(self, steps):
+        if DEVICE.type == "cuda":
+            return self.run_cuda(steps)
         ms, cpu_ms, losses = [], [], []
         for _ in range(steps):
             wall, cpu = time.perf_counter(), time.process_time()
@@ -260,6 +336,25 @@ class Session:
             cpu_ms.append((time.process_time() - cpu) * 1000)
             ms.append((time.perf_counter() - wall) * 1000)
         return {"ms": ms, "cpuMs": cpu_ms, "losses": losses}
+
+    def run_cuda(self, steps):
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+        torch.cuda.synchronize()
+        wall, cpu = time.perf_counter(), time.process_time()
+        events[0].record()
+        losses = []
+        for i in range(steps):
+            losses.append(self.step_loss())
+            events[i + 1].record()
+        torch.cuda.synchronize()
+        wall_ms = (time.perf_counter() - wall) * 1000
+        cpu_ms = (time.process_time() - cpu) * 1000 / steps
+        return {
+            "ms": [events[i].elapsed_time(events[i + 1]) for i in range(steps)],
+            "cpuMs": [cpu_ms] * steps,
+            "losses": torch.stack(losses).float().tolist(),
+            "wallMs": wall_ms,
+        }
 
     def flops(self):
         """FLOPs of one step as PyTorch's profiler counts them (mm, addmm, bmm: forward and backward)."""
@@ -269,18 +364,49 @@ class Session:
         return counted or None
 
 
+def gradients(message):
+    """Loss and float64 gradients of one batch (no optimiser step), written to gradsFile in layout order."""
+    n_layer, n_head, n_embd, block_size, vocab, B, T = model_shape(message)
+    path = message.get("gradsFile")
+    if not isinstance(path, str) or not path:
+        raise ValueError("grads needs a gradsFile path")
+    torch.manual_seed(0)
+    model = GPT(n_layer, n_head, n_embd, block_size, vocab, sdpa=False)
+    total = load_params(model, message)
+    model.to(device=DEVICE, dtype=torch.float64)
+    inputs = tokens(message, "inputs", B, T, vocab, "grads")
+    targets = tokens(message, "targets", B, T, vocab, "grads")
+    loss = model(inputs, targets)
+    loss.backward()
+    flat = torch.zeros(total, dtype=torch.float64)
+    named = dict(model.named_parameters())
+    for spec in message["tensors"]:
+        offset, target = spec["offset"], named[spec["name"]]
+        flat[offset : offset + target.numel()] = target.grad.detach().flatten().cpu()
+    with open(path, "wb") as sink:
+        # The tensor's own bytes (little-endian float64), without needing numpy.
+        sink.write(ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size()))
+    return {"ok": True, "loss": loss.item(), "gradsFile": path}
+
+
 def handle(session, message):
     op = message.get("op") if isinstance(message, dict) else None
     if op == "setup":
         session = Session(message)
         return session, {"ok": True, "parameters": session.parameters}
-    if op in ("run", "flops") and session is None:
+    if op == "grads":
+        return session, gradients(message)
+    if op in ("run", "flops", "precision") and session is None:
         raise ValueError(f"{op} before setup")
     if op == "run":
         return session, {"ok": True, **session.run(positive_int(message, "steps"))}
     if op == "flops":
         return session, {"ok": True, "flops": session.flops()}
-    raise ValueError(f"unknown op {op!r}: expected setup, run, flops or quit")
+    if op == "precision":
+        set_precision(message.get("precision"))
+        session.precision = message["precision"]
+        return session, {"ok": True, "precision": session.precision}
+    raise ValueError(f"unknown op {op!r}: expected setup, run, flops, precision, grads or quit")
 
 
 def main():
@@ -293,6 +419,7 @@ def main():
                 "executable": sys.executable,
                 "threads": torch.get_num_threads(),
                 "blas": loaded_blas(),
+                "device": torch.cuda.get_device_name(0) if DEVICE.type == "cuda" else "cpu",
             },
         }
     )
@@ -304,6 +431,10 @@ def main():
             message = json.loads(line)
             if isinstance(message, dict) and message.get("op") == "quit":
                 return
+            if isinstance(message, dict) and message.get("op") == "setup" and session is not None:
+                session = None  # the previous model's memory goes before the next one is built
+                if DEVICE.type == "cuda":
+                    torch.cuda.empty_cache()
             session, answer = handle(session, message)
         except Exception as error:  # one bad request answers with its error; the process stays up
             answer = {"ok": False, "error": f"{type(error).__name__}: {error}"}
