@@ -15,8 +15,12 @@ export interface AdapterProbe {
   info?: Record<string, unknown>;
   features?: string[];
   limits?: Record<string, number>;
-  /** A device with the subgroup-matrix feature compiled a module using it (where offered). */
-  subgroupMatrix?: { compiled: boolean; messages: string[] } | { error: string };
+  /**
+   * Where the subgroup-matrix feature is offered: whether a module multiplying f32 8×8 subgroup
+   * matrices compiles, and whether a pipeline from it is accepted (the adapter's
+   * subgroupMatrixConfigs say which shapes and types it supports).
+   */
+  subgroupMatrix?: { compiled: boolean; pipeline: boolean; messages: string[] } | { error: string };
 }
 
 export interface AdapterPart {
@@ -64,10 +68,19 @@ async function compileSubgroupMatrix(adapter: GPUAdapter): Promise<AdapterProbe[
       device.pushErrorScope('validation');
       const module = device.createShaderModule({ label: 'DeviceBench.subgroupMatrix', code: SUBGROUP_MATRIX_WGSL });
       const info = await module.getCompilationInfo();
-      const scoped = await device.popErrorScope();
+      const compileError = await device.popErrorScope();
       const messages = info.messages.map((m) => `${m.type}: ${m.message}`);
-      if (scoped) messages.push(`validation: ${scoped.message}`);
-      return { compiled: !info.messages.some((m) => m.type === 'error') && !scoped, messages };
+      if (compileError) messages.push(`module: ${compileError.message}`);
+      const compiled = !info.messages.some((m) => m.type === 'error') && !compileError;
+      let pipeline = false;
+      if (compiled) {
+        device.pushErrorScope('validation');
+        device.createComputePipeline({ label: 'DeviceBench.subgroupMatrix', layout: 'auto', compute: { module } });
+        const pipelineError = await device.popErrorScope();
+        if (pipelineError) messages.push(`pipeline: ${pipelineError.message}`);
+        pipeline = !pipelineError;
+      }
+      return { compiled, pipeline, messages };
     } finally {
       device.destroy();
     }

@@ -50,7 +50,7 @@ function adapterSection(part: Written<AdapterPart> | null): string[] {
     if (probe.subgroupMatrix) {
       const s = probe.subgroupMatrix;
       lines.push(
-        `  - subgroup-matrix module: ${'error' in s ? `error ${oneLine(s.error)}` : s.compiled ? 'compiles' : `does not compile (${oneLine(s.messages.join('; '))})`}`,
+        `  - subgroup-matrix module: ${'error' in s ? `error ${oneLine(s.error)}` : s.compiled ? `compiles${s.pipeline ? ', pipeline accepted' : ', pipeline refused'}` : `does not compile (${oneLine(s.messages.join('; '))})`}`,
       );
     }
   }
