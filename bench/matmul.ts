@@ -1,87 +1,146 @@
 /**
  * GFLOP/s of the matmul family on square problems (N = C = OC = size), for each product:
  *
- *   node --import tsx --import ./bench/register-raw.mjs bench/matmul.ts [--workgroup 16x16] [--tile-k 16] [--sizes 256,512]
+ *   node --import tsx --import ./bench/register-raw.mjs bench/matmul.ts [--kernel tiled,register]
+ *       [--workgroup 16x16] [--tile-k 16] [--sizes 256,512] [--search 1024x768x3072]
  *
+ * --kernel lists the kernels to time (plan.ts; default: every one the adapter runs), each with
+ * its default tiles unless --workgroup / --tile-k set them. --search also runs the per-adapter
+ * tile search (tune.ts) at a layer shape N×C×OC and prints what each candidate measured.
  * SHOAL_ADAPTER picks the adapter as in the tests. Times come from timestamp queries around a
  * compute pass of repeated dispatches when the adapter has 'timestamp-query', else from the
- * wall clock around onSubmittedWorkDone. Prints a table and one JSON line.
+ * wall clock around onSubmittedWorkDone. Before a size is timed, its kernels run untimed for a
+ * warm-up (see warmUp). Prints a table per kernel and one JSON line.
  */
 import { parseArgs } from 'node:util';
 import { createStorageBuffer } from '../packages/gpu/src/buffers.ts';
 import { acquireGpu } from '../packages/gpu/src/device.node.ts';
 import type { BoundKernel } from '../packages/gpu/src/kernel.ts';
 import { MatmulKernels } from '../packages/gpu/src/matmul/matmul.ts';
+import { MATMUL_KERNEL_NAMES, type MatmulKernelName } from '../packages/gpu/src/matmul/plan.ts';
+import { configName, tuneMatmul } from '../packages/gpu/src/matmul/tune.ts';
 import { randomFloats } from '../packages/gpu/src/random.ts';
 import { formatAdapter } from '../packages/gpu/src/report.ts';
 import { DispatchTimer } from './timing.ts';
 
 const { values: args } = parseArgs({
   options: {
-    workgroup: { type: 'string', default: '16x16' },
-    'tile-k': { type: 'string', default: '16' },
+    kernel: { type: 'string' },
+    workgroup: { type: 'string' },
+    'tile-k': { type: 'string' },
     sizes: { type: 'string' },
+    search: { type: 'string' },
   },
 });
-const [workgroupX, workgroupY] = (args.workgroup ?? '16x16').split('x').map(Number) as [number, number];
-const tileK = Number(args['tile-k']);
+const [workgroupX, workgroupY] = args.workgroup ? (args.workgroup.split('x').map(Number) as [number, number]) : [];
+const tileK = args['tile-k'] ? Number(args['tile-k']) : undefined;
 
 const gpu = await acquireGpu();
 const { device, report } = gpu;
 const sizes = args.sizes?.split(',').map(Number) ?? (report.isSoftware ? [256, 512, 1024] : [256, 512, 1024, 4096]);
-const kernels = await MatmulKernels.create(device, { workgroupX, workgroupY, tileK });
+const names = (args.kernel?.split(',') ?? MATMUL_KERNEL_NAMES) as MatmulKernelName[];
 const timer = new DispatchTimer(device);
 const gflops = (kernel: BoundKernel, flops: number) => timer.rate(kernel, flops);
 
-console.log(`${formatAdapter(report)}; tiles ${kernels.tiles.tileM}×${kernels.tiles.tileN}×${tileK}`);
+/**
+ * Runs a size's kernels untimed for `seconds` (at least twice each). The first kernel timed after
+ * a pause (buffers filled on the CPU, pipelines compiled) read well below its siblings: a GPU
+ * that idled drops its clocks, and the first dispatches of a pipeline on fresh buffers pay for
+ * first use; on lavapipe the first product timed read 40% low. Warming every kernel of the size
+ * together before timing any of them removes the pause from the measurement.
+ */
+async function warmUp(kernels: BoundKernel[], seconds: number): Promise<void> {
+  const started = performance.now();
+  for (let round = 0; round < 2 || performance.now() - started < seconds * 1000; round++) {
+    for (const kernel of kernels) await timer.seconds(kernel, 1 + round);
+  }
+}
+
+console.log(formatAdapter(report));
 console.log(`timing: ${timer.method}`);
-console.log('size   forward  backwardInput  backwardWeight   (GFLOP/s)');
 const results: Record<string, number | string>[] = [];
-for (const size of sizes) {
-  const [N, C, OC] = [size, size, size];
-  const buffer = (name: string, floats: number) =>
-    createStorageBuffer(device, `MatmulBench.${name}`, randomFloats(floats, floats));
-  const t = {
-    inp: buffer('inp', N * C),
-    weight: buffer('weight', OC * C),
-    bias: buffer('bias', OC),
-    out: buffer('out', N * OC),
-    dinp: buffer('dinp', N * C),
-    dweight: buffer('dweight', OC * C),
-    dbias: buffer('dbias', OC),
-  };
-  const v = (b: GPUBuffer) => ({ buffer: b });
-  const bound = {
-    forward: kernels.forward({ out: v(t.out), inp: v(t.inp), weight: v(t.weight), bias: v(t.bias), N, C, OC }),
-    backwardInput: kernels.backwardInput({ dinp: v(t.dinp), dout: v(t.out), weight: v(t.weight), N, C, OC }),
-    backwardWeight: kernels.backwardWeight({
-      dweight: v(t.dweight),
-      dbias: v(t.dbias),
-      dout: v(t.out),
-      inp: v(t.inp),
-      N,
-      C,
-      OC,
-    }),
-  };
-  const flops = 2 * N * C * OC;
-  const row: Record<string, number | string> = { size };
-  for (const [name, kernel] of Object.entries(bound)) row[name] = Number((await gflops(kernel, flops)).toFixed(2));
-  results.push(row);
+const tilesByKernel: Record<string, unknown> = {};
+for (const name of names) {
+  const options = { kernel: name, workgroupX, workgroupY, tileK };
+  let kernels: MatmulKernels;
+  try {
+    kernels = await MatmulKernels.create(device, options);
+  } catch (error) {
+    if (args.kernel !== undefined) throw error;
+    console.log(`\n${name}: not run here (${(error as Error).message})`);
+    continue;
+  }
+  const { tiles } = kernels;
+  tilesByKernel[name] = tiles;
   console.log(
-    `${String(size).padEnd(6)} ${String(row.forward).padStart(8)} ${String(row.backwardInput).padStart(14)} ${String(row.backwardWeight).padStart(15)}`,
+    `\n${name}: tiles ${tiles.tileM}×${tiles.tileN}×${tiles.tileK}, ${tiles.workgroupX}×${tiles.workgroupY} invocations`,
   );
-  for (const kernel of Object.values(bound)) kernel.destroy();
-  for (const b of Object.values(t)) b.destroy();
+  console.log('size   forward  backwardInput  backwardWeight   (GFLOP/s)');
+  await benchSizes(kernels, name);
+  kernels.destroy();
+}
+
+async function benchSizes(kernels: MatmulKernels, name: string) {
+  for (const size of sizes) {
+    const [N, C, OC] = [size, size, size];
+    const buffer = (name: string, floats: number) =>
+      createStorageBuffer(device, `MatmulBench.${name}`, randomFloats(floats, floats));
+    const t = {
+      inp: buffer('inp', N * C),
+      weight: buffer('weight', OC * C),
+      bias: buffer('bias', OC),
+      out: buffer('out', N * OC),
+      dinp: buffer('dinp', N * C),
+      dweight: buffer('dweight', OC * C),
+      dbias: buffer('dbias', OC),
+    };
+    const v = (b: GPUBuffer) => ({ buffer: b });
+    const bound = {
+      forward: kernels.forward({ out: v(t.out), inp: v(t.inp), weight: v(t.weight), bias: v(t.bias), N, C, OC }),
+      backwardInput: kernels.backwardInput({ dinp: v(t.dinp), dout: v(t.out), weight: v(t.weight), N, C, OC }),
+      backwardWeight: kernels.backwardWeight({
+        dweight: v(t.dweight),
+        dbias: v(t.dbias),
+        dout: v(t.out),
+        inp: v(t.inp),
+        N,
+        C,
+        OC,
+      }),
+    };
+    const flops = 2 * N * C * OC;
+    await warmUp(Object.values(bound), report.isSoftware ? 0.3 : 0.5);
+    const row: Record<string, number | string> = { kernel: name, size };
+    for (const [name, kernel] of Object.entries(bound)) row[name] = Number((await gflops(kernel, flops)).toFixed(2));
+    results.push(row);
+    console.log(
+      `${String(size).padEnd(6)} ${String(row.forward).padStart(8)} ${String(row.backwardInput).padStart(14)} ${String(row.backwardWeight).padStart(15)}`,
+    );
+    for (const kernel of Object.values(bound)) kernel.destroy();
+    for (const b of Object.values(t)) b.destroy();
+  }
+}
+
+let search: Record<string, unknown> | undefined;
+if (args.search) {
+  const [N, C, OC] = args.search.split('x').map(Number) as [number, number, number];
+  const tuned = await tuneMatmul(device, gpu.adapter.info, { shape: { N, C, OC } });
+  console.log(`\ntile search at ${N}×${C}→${OC}: ${configName(tuned.config)}`);
+  for (const r of tuned.results) {
+    const what = r.seconds !== undefined ? `${(r.seconds * 1000).toFixed(3)} ms` : `refused: ${r.refused}`;
+    console.log(`  ${configName(r.config).padEnd(28)} ${what}`);
+  }
+  search = { shape: { N, C, OC }, chosen: tuned.config, candidates: tuned.results };
+  tuned.kernels.destroy();
 }
 console.log(
   JSON.stringify({
     bench: 'matmul',
     adapter: formatAdapter(report),
     timing: timer.method,
-    tiles: kernels.tiles,
+    tiles: tilesByKernel,
     results,
+    ...(search ? { search } : {}),
   }),
 );
-kernels.destroy();
 gpu.destroy();

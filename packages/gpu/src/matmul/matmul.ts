@@ -6,7 +6,8 @@
  *   backwardInput   dinp[N,C] += dout[N,OC]·W[OC,C]
  *   backwardWeight  dW[OC,C]  += dout[N,OC]ᵀ·inp[N,C]   (and dbias[OC] += Σ_n dout[n,:])
  *
- * All three run the tiled kernel in matmul.wgsl with different tile loads. Each has a vec4
+ * All three run one kernel (plan.ts: the tiled matmul.wgsl by default, or the register-tiled
+ * matmul_register.wgsl with or without subgroups) with different tile loads. Each has a vec4
  * pipeline (C and OC multiples of 4) and a scalar one (any shape). The weight gradient reduces
  * over N, which can be long while OC×C has few tiles; it then splits K over workgroups into
  * partial results that a second kernel sums in a fixed order (deterministic, no atomics).
@@ -19,6 +20,9 @@ import { createEmptyStorageBuffer } from '../buffers.ts';
 import { type BoundKernel, bindKernel, ceilDiv, sequence, type TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
 import core from './matmul.wgsl?raw';
+import registerCore from './matmul_register.wgsl?raw';
+import registerShared from './matmul_register_shared.wgsl?raw';
+import registerSubgroup from './matmul_register_subgroup.wgsl?raw';
 import scalarAccess from './matmul_scalar.wgsl?raw';
 import reduceSource from './matmul_split_reduce.wgsl?raw';
 import vec4Access from './matmul_vec4.wgsl?raw';
@@ -26,6 +30,7 @@ import {
   foldCount,
   type Limits,
   MAX_PARTIAL_BYTES,
+  type MatmulKernelName,
   type MatmulTiles,
   planGrid,
   planningLimits,
@@ -36,14 +41,21 @@ import {
 import { SharedScratch } from './scratch.ts';
 
 export interface MatmulOptions {
-  /** Invocations along the result's columns, at least 8; a tile is 4·workgroupX columns wide (default 16). */
+  /** Which kernel (plan.ts); default 'tiled'. tune.ts picks one per adapter by measuring. */
+  kernel?: MatmulKernelName;
+  /**
+   * Invocations along the result's columns, at least 8; a tile is 4·workgroupX (tiled) or
+   * 8·workgroupX (register) columns wide (default 16, register 8).
+   */
   workgroupX?: number;
-  /** Invocations along the result's rows; a tile is 8·workgroupY rows high (default 16). */
+  /** Invocations along the result's rows; a tile is 8·workgroupY rows high (default 16, register 8). */
   workgroupY?: number;
-  /** K depth of the slices staged in workgroup memory, a multiple of 4 (default 16). */
+  /** K depth of the slices staged in workgroup memory, a multiple of 4 (default 16, register 8). */
   tileK?: number;
   /** The weight gradient splits K until about this many workgroups run (default 256). */
   targetWorkgroups?: number;
+  /** Tests only: rewrites each product's WGSL before compilation (a deliberately wrong kernel). */
+  transformSource?: (code: string) => string;
 }
 
 export interface MatmulForwardArgs {
@@ -98,6 +110,13 @@ const ADD_BIAS = 2;
 const REDUCE_BIAS = 4;
 const REDUCE_WORKGROUP = 256;
 
+/** The WGSL module of a kernel: global access, then the core (and its slice multiplier). */
+function kernelSource(kernel: MatmulKernelName, access: string): string {
+  if (kernel === 'tiled') return `${access}\n${core}`;
+  if (kernel === 'register') return `${access}\n${registerCore}\n${registerShared}`;
+  return `enable subgroups;\n${access}\n${registerCore}\n${registerSubgroup}`;
+}
+
 export class MatmulKernels {
   private constructor(
     private readonly device: GPUDevice,
@@ -113,10 +132,14 @@ export class MatmulKernels {
   static async create(device: GPUDevice, options: MatmulOptions = {}): Promise<MatmulKernels> {
     const limits = planningLimits(device.limits);
     const tiles = resolveTiles(limits, options);
+    if (tiles.kernel === 'registerSubgroup' && !device.features.has('subgroups')) {
+      throw new RangeError("MatmulKernels: kernel 'registerSubgroup' needs the device feature 'subgroups'");
+    }
     const constants = { WG_X: tiles.workgroupX, WG_Y: tiles.workgroupY, TILE_K: tiles.tileK };
     const entries = (['forward', 'backwardInput', 'backwardWeight'] as const).flatMap((product) =>
       (['vec4', 'scalar'] as const).map(async (access) => {
-        const code = `${access === 'vec4' ? vec4Access : scalarAccess}\n${core}`;
+        const source = kernelSource(tiles.kernel, access === 'vec4' ? vec4Access : scalarAccess);
+        const code = options.transformSource ? options.transformSource(source) : source;
         const label = `MatmulKernels.${product}${access === 'vec4' ? 'Vec4' : 'Scalar'}`;
         const pipeline = await createComputePipeline(device, label, code, { ...constants, ...LAYOUTS[product] });
         return [`${product}.${access}`, pipeline] as const;

@@ -69,4 +69,19 @@ describe('matmul planning', () => {
     expect(() => tensorBinding(limits, { buffer, size: 16 }, 5, 'T.x')).toThrow(/smaller than 5 f32/);
     expect(() => tensorBinding(limits, { buffer }, 0, 'T.x')).toThrow(/0 values/);
   });
+
+  it('sizes the register kernels: 8 × 8 outputs per invocation, two staged slices', () => {
+    const tiles = resolveTiles(limits, { kernel: 'register' });
+    expect(tiles).toMatchObject({ kernel: 'register', tileM: 64, tileN: 64, tileK: 8, workgroupStorageBytes: 8704 });
+    expect(resolveTiles(limits, { kernel: 'registerSubgroup', workgroupX: 16, workgroupY: 8 })).toMatchObject({
+      tileM: 64,
+      tileN: 128,
+    });
+    // 128 × 128 tiles need 16.5 KiB double-buffered: more than the portable 16 KiB.
+    expect(() => resolveTiles(limits, { kernel: 'register', workgroupX: 16, workgroupY: 16 })).toThrow(
+      /workgroup memory/,
+    );
+    expect(() => resolveTiles(limits, { kernel: 'registerSubgroup', workgroupX: 10 })).toThrow(/multiple of 4/);
+    expect(() => resolveTiles(limits, { kernel: 'nope' as 'register' })).toThrow(/unknown kernel/);
+  });
 });

@@ -29,16 +29,26 @@ export function planningLimits(limits: Limits, maxWorkgroupsPerDimension = Numbe
   };
 }
 
+/**
+ * The kernels of the family: `tiled` (matmul.wgsl, 8 × 4 outputs per invocation, one staged
+ * slice), `register` (matmul_register.wgsl, 8 × 8 outputs, double-buffered slices) and
+ * `registerSubgroup` (the same, sharing A fragments within quads of a subgroup; needs the
+ * `subgroups` feature).
+ */
+export type MatmulKernelName = 'tiled' | 'register' | 'registerSubgroup';
+export const MATMUL_KERNEL_NAMES: readonly MatmulKernelName[] = ['tiled', 'register', 'registerSubgroup'];
+
 export interface MatmulTiles {
+  kernel: MatmulKernelName;
   workgroupX: number;
   workgroupY: number;
   tileK: number;
   /** Result rows per workgroup: 8 per invocation row. */
   tileM: number;
-  /** Result columns per workgroup: 4 per invocation column. */
+  /** Result columns per workgroup: 4 (tiled) or 8 (register) per invocation column. */
   tileN: number;
   targetWorkgroups: number;
-  /** Workgroup memory of the staged tiles, as laid out in matmul.wgsl. */
+  /** Workgroup memory of the staged tiles, as laid out in the kernel's .wgsl. */
   workgroupStorageBytes: number;
 }
 
@@ -48,9 +58,20 @@ export interface MatmulTiles {
  */
 export function resolveTiles(
   limits: Limits,
-  options: { workgroupX?: number; workgroupY?: number; tileK?: number; targetWorkgroups?: number },
+  options: {
+    kernel?: MatmulKernelName;
+    workgroupX?: number;
+    workgroupY?: number;
+    tileK?: number;
+    targetWorkgroups?: number;
+  },
 ): MatmulTiles {
-  const { workgroupX = 16, workgroupY = 16, tileK = 16, targetWorkgroups = 256 } = options;
+  const { kernel = 'tiled', targetWorkgroups = 256 } = options;
+  if (!MATMUL_KERNEL_NAMES.includes(kernel)) throw new RangeError(`MatmulKernels: unknown kernel "${kernel}"`);
+  const tiled = kernel === 'tiled';
+  // The register kernels default to 8 × 8 invocations (64 × 64 tiles) and K slices of 8, whose
+  // two staged halves fit the portable 16 KiB.
+  const { workgroupX = tiled ? 16 : 8, workgroupY = tiled ? 16 : 8, tileK = tiled ? 16 : 8 } = options;
   const positive = (n: number) => Number.isInteger(n) && n >= 1;
   if (!positive(workgroupX) || !positive(workgroupY) || !positive(tileK) || tileK % 4 !== 0) {
     throw new RangeError(
@@ -70,19 +91,27 @@ export function resolveTiles(
       `MatmulKernels: workgroup ${workgroupX}×${workgroupY} exceeds the device's ${limits.maxComputeInvocationsPerWorkgroup} invocations`,
     );
   }
-  // tileA: tileK × (2·workgroupY + 1) vec4; tileB: tileK × (workgroupX + 1) vec4.
-  const workgroupStorageBytes = tileK * (2 * workgroupY + 1 + workgroupX + 1) * 16;
+  // Quads of consecutive lanes share their rows only when a row of invocations holds whole quads.
+  if (kernel === 'registerSubgroup' && workgroupX % 4 !== 0) {
+    throw new RangeError(`MatmulKernels: workgroupX ${workgroupX} must be a multiple of 4 for ${kernel}`);
+  }
+  // tiled: tileA tileK × (2·workgroupY + 1) vec4, tileB tileK × (workgroupX + 1) vec4.
+  // register: two halves of tileK × (2·workgroupY + 1) and tileK × (2·workgroupX + 1) vec4.
+  const workgroupStorageBytes = tiled
+    ? tileK * (2 * workgroupY + 1 + workgroupX + 1) * 16
+    : 2 * tileK * (2 * workgroupY + 1 + 2 * workgroupX + 1) * 16;
   if (workgroupStorageBytes > limits.maxComputeWorkgroupStorageSize) {
     throw new RangeError(
       `MatmulKernels: tiles need ${workgroupStorageBytes} bytes of workgroup memory, the device has ${limits.maxComputeWorkgroupStorageSize}`,
     );
   }
   return {
+    kernel,
     workgroupX,
     workgroupY,
     tileK,
     tileM: 8 * workgroupY,
-    tileN: 4 * workgroupX,
+    tileN: (tiled ? 4 : 8) * workgroupX,
     targetWorkgroups,
     workgroupStorageBytes,
   };
