@@ -2,10 +2,11 @@
  * bench:device's folder, built here without the .debs (no network) and without compressing Node
  * (xz takes minutes on two cores), then run.sh --local: every Node part on this machine's software
  * adapter at tiny shapes, PyTorch skipped because --local says so. torch_step.py is compiled.
- * Fails when no adapter is found (the adapter part's error is in the message).
+ * Fails when no adapter is found (the adapter part's error is in the message). The PyTorch side's
+ * wiring (files, precisions, replies) is run against a stand-in for torch_step.py.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -15,6 +16,33 @@ const dir = mkdtempSync(join(tmpdir(), 'shoal-device-kit-'));
 const kit = join(dir, 'kit');
 const out = join(dir, 'out');
 const json = (part: string) => JSON.parse(readFileSync(join(out, `${part}.json`), 'utf8'));
+
+/**
+ * Speaks torch_step.py's protocol as `python3 torch_step.py --threads N --device cuda` would:
+ * checks the parameter file's size, answers steps of 2 ms, and writes the parameters back as
+ * the float64 "gradients" (wrong on purpose: the comparison must see it).
+ */
+const STAND_IN = `#!${process.execPath}
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+const reply = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+const [, , , , threads, , device] = process.argv; // node, this file, torch_step.py, --threads N --device cuda
+reply({ ok: true, hello: { torch: 'stand-in', python: '0', executable: process.argv[1], threads: Number(threads), blas: null, device } });
+for await (const line of createInterface({ input: process.stdin })) {
+  const m = JSON.parse(line);
+  if (m.op === 'quit') process.exit(0);
+  const total = (m.tensors ?? []).reduce((n, t) => n + t.shape.reduce((a, b) => a * b, 1), 0);
+  const params = m.paramsFile ? new Float32Array(new Uint8Array(readFileSync(m.paramsFile)).buffer) : null;
+  if ((m.op === 'setup' || m.op === 'grads') && params?.length !== total) reply({ ok: false, error: 'paramsFile size' });
+  else if (m.op === 'setup') reply({ ok: true, parameters: total });
+  else if (m.op === 'precision') reply({ ok: true, precision: m.precision });
+  else if (m.op === 'run') reply({ ok: true, ms: Array(m.steps).fill(2), cpuMs: Array(m.steps).fill(1), losses: Array(m.steps).fill(5.5) });
+  else if (m.op === 'grads') {
+    writeFileSync(m.gradsFile, new Uint8Array(Float64Array.from(params).buffer));
+    reply({ ok: true, loss: 5.25, gradsFile: m.gradsFile });
+  } else reply({ ok: false, error: 'unknown op ' + m.op });
+}
+`;
 
 describe('bench:device', () => {
   let manifest: KitManifest;
@@ -43,6 +71,35 @@ describe('bench:device', () => {
     expect(existsSync(join(kit, 'manifest.json'))).toBe(true);
     // The bundle must not carry TF.js (bench:engine's competitor), only what the parts use.
     expect(readFileSync(join(kit, 'device.mjs'), 'utf8')).not.toContain('@tensorflow');
+  });
+
+  test('the PyTorch side: parameters by file, three precisions, float64 gradients read back', () => {
+    const standIn = join(dir, 'python3-stand-in.mjs');
+    writeFileSync(standIn, STAND_IN);
+    chmodSync(standIn, 0o755);
+    const torchOut = join(dir, 'torch-out');
+    for (const part of ['grads', 'steps']) {
+      const result = spawnSync(
+        process.execPath,
+        [join(kit, 'device.mjs'), part, '--local', '--torch', '--out', torchOut],
+        {
+          env: { ...process.env, SHOAL_PYTHON: standIn },
+          encoding: 'utf8',
+          timeout: 30_000,
+        },
+      );
+      // grads fails: the stand-in's "gradients" are the parameters.
+      expect(result.status, `${part}: ${result.stderr}`).toBe(part === 'grads' ? 1 : 0);
+    }
+    const grads = JSON.parse(readFileSync(join(torchOut, 'grads.json'), 'utf8'));
+    expect(grads.reference).toMatch(/stand-in autograd, float64, cuda/);
+    expect(grads.rows[0]).toMatchObject({ reference: 'pytorch-float64', referenceLoss: 5.25, ok: false });
+    expect(grads.rows[0].tensors).toHaveLength(json('grads').rows[0].tensors.length);
+    const steps = JSON.parse(readFileSync(join(torchOut, 'steps.json'), 'utf8'));
+    expect(steps.torch).toMatchObject({ torch: 'stand-in', device: 'cuda' });
+    for (const precision of ['fp32', 'tf32', 'bf16']) {
+      expect(steps.rows[0].torch[precision]).toMatchObject({ msPerStep: 2, medianMs: 2, firstLoss: 5.5 });
+    }
   });
 
   test('torch_step.py compiles', () => {

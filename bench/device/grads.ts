@@ -1,7 +1,7 @@
 /**
  * The gradient part: the WebGPU engine's loss and gradients (`shoal grads`' path) against a
  * float64 reference, for the same parameters and batch: PyTorch autograd on the GPU there
- * (torch_step.py's grads op), Shoal's CPU engine in float64 with --local.
+ * (torch_step.py's grads op), Shoal's CPU engine in float64 where PyTorch takes no part (--local).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -111,7 +111,7 @@ export async function gradsPart(
   let child: TorchChild | null = null;
   let reference: Reference;
   try {
-    if (plan.local) {
+    if (!plan.torch) {
       reference = cpuReference();
       out.update({ reference: 'Shoal CPU engine, float64 (--local)' });
     } else {
@@ -148,7 +148,7 @@ export async function gradsPart(
         const worstNorm = tensors.reduce((a, b) => (!(b.relativeNorm <= a.relativeNorm) ? b : a));
         const w = comparison.worst;
         Object.assign(row, {
-          reference: plan.local ? 'cpu-float64' : 'pytorch-float64',
+          reference: plan.torch ? 'pytorch-float64' : 'cpu-float64',
           adapter: shoal.adapter,
           shoalLoss: shoal.loss,
           referenceLoss: ref.loss,

@@ -3,13 +3,14 @@
  * the GPU machine (docs/device-bench.md). One part per process, so one that fails or hangs leaves
  * the others their measurements:
  *
- *   node device.mjs adapter|grads|steps|kernels [--out DIR] [--local] [--python python3]
+ *   node device.mjs adapter|grads|steps|kernels [--out DIR] [--local [--torch]] [--python python3]
  *   node device.mjs budgets [--local]          each part's time budget in seconds, one per line
  *   node device.mjs report --out DIR [--status adapter=0,grads=0,steps=124,kernels=0]
  *
  * A part writes DIR/<part>.json as it goes and exits 0 when everything it measured passed,
  * 1 when something failed, 124 when it ran out of its time budget. --local: this machine's
- * software adapter, tiny shapes, and no PyTorch (the gradient reference is the CPU engine).
+ * software adapter, tiny shapes, and no PyTorch (the gradient reference is the CPU engine);
+ * --torch with it speaks to PyTorch all the same (the smoke test's stand-in for torch_step.py).
  */
 import { parseArgs } from 'node:util';
 import { type AdapterPart, adapterPart } from './adapter.ts';
@@ -25,13 +26,14 @@ const { values: args, positionals } = parseArgs({
   options: {
     out: { type: 'string', default: process.env.OUT || 'out' },
     local: { type: 'boolean', default: false },
+    torch: { type: 'boolean', default: false },
     python: { type: 'string' },
     status: { type: 'string', default: '' },
   },
 });
 const command = positionals[0] ?? '';
 const out = args.out ?? 'out';
-const plan = devicePlan(args.local ?? false);
+const plan = devicePlan(args.local ?? false, !args.local || args.torch === true);
 const isPart = (name: string): name is PartName => (PART_NAMES as readonly string[]).includes(name);
 
 async function runPart(part: PartName): Promise<number> {

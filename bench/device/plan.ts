@@ -24,6 +24,8 @@ export type PartName = (typeof PART_NAMES)[number];
 
 export interface DevicePlan {
   local: boolean;
+  /** Whether PyTorch takes part (the GPU plan; --local only with --torch, against a stand-in). */
+  torch: boolean;
   /** Seconds each part may run (run.sh stops a part at its budget; the parts also skip what would not fit). */
   budgets: Record<PartName, number>;
   grads: Shape[];
@@ -70,6 +72,7 @@ function gpuPlan(): DevicePlan {
   const l12 = gpt2Shape ?? (steps.at(-2) as Shape);
   return {
     local: false,
+    torch: true,
     budgets: { adapter: 15, grads: 40, steps: 80, kernels: 35 },
     grads: [preset('nano', 4, 64), preset('small', 4, 256), { ...l12, name: `${l12.name} T256`, B: 2, T: 256 }],
     gradTolerance: 1e-4,
@@ -83,6 +86,7 @@ function gpuPlan(): DevicePlan {
 function localPlan(): DevicePlan {
   return {
     local: true,
+    torch: false,
     budgets: { adapter: 20, grads: 30, steps: 30, kernels: 30 },
     grads: [preset('nano', 2, 16)],
     gradTolerance: 1e-4,
@@ -93,6 +97,6 @@ function localPlan(): DevicePlan {
   };
 }
 
-export function devicePlan(local: boolean): DevicePlan {
-  return local ? localPlan() : gpuPlan();
+export function devicePlan(local: boolean, torch = !local): DevicePlan {
+  return { ...(local ? localPlan() : gpuPlan()), torch };
 }

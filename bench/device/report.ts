@@ -46,7 +46,16 @@ function adapterSection(part: Written<AdapterPart> | null): string[] {
       lines.push(`- ${toggles}: no adapter${probe.error ? ` (${oneLine(probe.error)})` : ''}`);
       continue;
     }
-    lines.push(`- ${toggles}: features ${probe.features?.join(', ') || 'none'}`);
+    const info = probe.info ?? {};
+    const limit = (name: string) => probe.limits?.[name] ?? '?';
+    const configs = Array.isArray(info.subgroupMatrixConfigs) ? info.subgroupMatrixConfigs.length : 0;
+    lines.push(
+      `- ${toggles}: ${String(info.vendor ?? '?')} ${String(info.architecture ?? '')} (${String(info.description ?? '')}); ` +
+        `subgroup sizes ${String(info.subgroupMinSize ?? '?')}–${String(info.subgroupMaxSize ?? '?')}; ` +
+        `maxStorageBufferBindingSize ${limit('maxStorageBufferBindingSize')}, maxBufferSize ${limit('maxBufferSize')}, ` +
+        `maxComputeWorkgroupStorageSize ${limit('maxComputeWorkgroupStorageSize')}; subgroup-matrix configurations: ${configs}`,
+      `  - features: ${probe.features?.join(', ') || 'none'}`,
+    );
     if (probe.subgroupMatrix) {
       const s = probe.subgroupMatrix;
       lines.push(

@@ -86,7 +86,7 @@ export async function stepsPart(
 ): Promise<boolean> {
   const rows: StepRow[] = [];
   // Python and torch start while the first shapes run on Shoal.
-  const torchStarting = plan.local
+  const torchStarting = !plan.torch
     ? null
     : startTorch(pythonCandidates(options.python), cpus().length, undefined, 'cuda').catch((error: unknown) => ({
         missing: [errorMessage(error)],
@@ -142,7 +142,7 @@ export async function stepsPart(
       }
       if (!child) {
         for (const precision of TORCH_PRECISIONS) {
-          row.torch[precision] = plan.local ? { skipped: '--local' } : { error: torchError ?? 'no PyTorch' };
+          row.torch[precision] = plan.torch ? { error: torchError ?? 'no PyTorch' } : { skipped: '--local' };
         }
       } else {
         ok = (await torchTimings(child, row, shape, params, join(dir, 'params.f32'), options.deadline)) && ok;
