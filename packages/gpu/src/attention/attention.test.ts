@@ -5,9 +5,11 @@ import { runKernels } from '../kernel.ts';
 import { randomFloats } from '../random.ts';
 import { useGpu } from '../test-gpu.ts';
 import { attentionBackward, attentionForward } from './attention.cpu.ts';
-import { AttentionKernels, type AttentionShape, type AttentionStrategy } from './attention.ts';
+import { AttentionKernels, type AttentionShape, type AttentionStrategy, subgroupsOfEight } from './attention.ts';
 
 const gpu = useGpu();
+/** Per test: the first dispatch of a pipeline compiles it, which takes minutes on a busy lavapipe. */
+const COMPILE_TIMEOUT = 600_000;
 
 // Pipelines are compiled per head size, which dominates the test time on software drivers
 // (lavapipe compiles at first dispatch, SwiftShader at creation): compile each once per file.
@@ -134,12 +136,44 @@ describe('AttentionKernels', () => {
     ],
   };
 
+  // The register kernels serve head sizes up to 64 and own 32 rows a workgroup, streaming 8, 16
+  // or 32 rows a step: T = 1, T below, at and just past 32 (the causal edge falls inside and at
+  // the end of a step), T = 64 = the GPT-2-style block of a small test model, and 97 (a partial
+  // last block); hs 3 (not a multiple of 4), 16 and 32 (surplus lanes: fewer than 8 channel
+  // vec4s) and 64 (two channel vec4s a lane, 16 streamed rows a step in the backward). lavapipe
+  // compiles these kernels slowly (a minute or more per head size on 2 busy cores), hence the
+  // long timeout.
+  const registerGrid: Record<number, [number, number, number, number][]> = {
+    3: [
+      [1, 1, 3, 1],
+      [2, 19, 6, 2],
+    ],
+    16: [
+      [1, 1, 16, 1],
+      [2, 32, 32, 2],
+      [1, 64, 64, 4],
+    ],
+    32: [
+      [2, 33, 64, 2],
+      [1, 97, 32, 1],
+    ],
+    64: [
+      [1, 1, 64, 1],
+      [2, 31, 128, 2],
+      [1, 64, 64, 1],
+      [1, 97, 64, 1],
+    ],
+  };
+
   for (const [strategy, shapesByHead] of [
     ['tiled', grid],
     ['rows', rowsGrid],
+    ['register', registerGrid],
   ] as const) {
     for (const [hs, shapes] of Object.entries(shapesByHead)) {
-      it(`matches the float64 reference, forward and backward (hs ${hs}, ${strategy})`, async () => {
+      it(`matches the float64 reference, forward and backward (hs ${hs}, ${strategy})`, {
+        timeout: COMPILE_TIMEOUT,
+      }, async () => {
         const kernels = await kernelsFor(Number(hs), strategy);
         for (const [index, [B, T, C, NH]] of shapes.entries()) {
           const shape = { B, T, C, NH };
@@ -159,6 +193,7 @@ describe('AttentionKernels', () => {
   it.each([
     ['tiled', 64],
     ['rows', 32],
+    ['register', 64],
   ] as const)('is deterministic from run to run (%s)', async (strategy, headSize) => {
     const kernels = await kernelsFor(headSize, strategy);
     const shape = { B: 2, T: 70, C: 2 * headSize, NH: 2 };
@@ -167,6 +202,28 @@ describe('AttentionKernels', () => {
     const second = await runGpu(kernels, shape, qkv, dout, dqkvStart);
     expect(Array.from(second.out)).toEqual(Array.from(first.out));
     expect(Array.from(second.dqkv)).toEqual(Array.from(first.dqkv));
+  });
+
+  it('reduces to the same bits with subgroup shuffles and with workgroup memory (register)', {
+    timeout: COMPILE_TIMEOUT,
+  }, async () => {
+    const { device } = gpu();
+    expect(
+      subgroupsOfEight(device),
+      `${device.adapterInfo.description}: no subgroups of 8 or more invocations, so the subgroup path cannot run here (lavapipe has them)`,
+    ).toBe(true);
+    const shuffles = await kernelsFor(16, 'register');
+    expect(shuffles.subgroups).toBe(true);
+    const memory = await AttentionKernels.create(device, 16, 'register', { subgroups: false });
+    const shape = { B: 1, T: 70, C: 32, NH: 2 };
+    const { qkv, dout, dqkvStart } = problem(shape, 17);
+    const a = await runGpu(shuffles, shape, qkv, dout, dqkvStart);
+    const b = await runGpu(memory, shape, qkv, dout, dqkvStart);
+    expect(Array.from(a.out)).toEqual(Array.from(b.out));
+    expect(Array.from(a.lse)).toEqual(Array.from(b.lse));
+    expect(Array.from(a.dqkv)).toEqual(Array.from(b.dqkv));
+    const want = reference(shape, qkv, dout, dqkvStart);
+    expectClose(b.out, want.out, 1e-5, 'workgroup-memory reductions: out');
   });
 
   it('rejects a shape with another head size', async () => {
@@ -178,6 +235,7 @@ describe('AttentionKernels', () => {
     );
     buffer.destroy();
     await expect(AttentionKernels.create(gpu().device, 64, 'rows')).rejects.toThrow(/head sizes 1…32, got 64/);
+    await expect(AttentionKernels.create(gpu().device, 128, 'register')).rejects.toThrow(/head sizes 1…64 /);
   });
 });
 

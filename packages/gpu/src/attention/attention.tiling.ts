@@ -112,3 +112,91 @@ export function tilingConstants(tiling: AttentionTiling): Record<string, number>
     WORKGROUP_SIZE: workgroupSize,
   };
 }
+
+/** Head sizes the register-tiled kernels take: their private tiles hold 2 channel vec4s a lane. */
+export const REGISTER_MAX_HEAD_SIZE = 64;
+/** Owned rows per workgroup of the register-tiled kernels (attention.register.common.wgsl). */
+export const REGISTER_OWNED = 32;
+const REGISTER_GRID = 8;
+const REGISTER_MAX_PER_LANE = 4;
+
+export type RegisterKernel = 'forward' | 'backwardQuery' | 'backwardKey';
+
+export interface RegisterTiling {
+  headSize: number;
+  /** ⌈hs / 4⌉. */
+  headVecs: number;
+  /** Streamed rows per invocation in the score tile: 4, 2 or 1. */
+  perLane: number;
+  /** 8 · perLane streamed rows per step. */
+  stream: number;
+  /** ⌈headVecs / 8⌉ channel vec4s per invocation. */
+  channelVecs: number;
+  /** Workgroup memory used, in floats. */
+  workgroupFloats: number;
+}
+
+/**
+ * Workgroup floats of a register-tiled kernel: owned rows [32, hs] (one array in the forward,
+ * two in the backward), two streamed arrays [stream, hs + 4] (padded), score tiles [32, stream]
+ * (one, or two for P and dS in the dK/dV kernel) and per-row scalars; the forward's reductions
+ * without subgroups take [64] vec4s more (counted either way).
+ */
+function registerFloats(kernel: RegisterKernel, headVecs: number, stream: number): number {
+  const owned = REGISTER_OWNED * headVecs * 4;
+  const streamed = 2 * stream * (headVecs + 1) * 4;
+  const scores = REGISTER_OWNED * stream;
+  switch (kernel) {
+    case 'forward':
+      return owned + streamed + scores + 4 * 64;
+    case 'backwardQuery':
+      return 2 * owned + streamed + scores + 2 * REGISTER_OWNED;
+    case 'backwardKey':
+      return 2 * owned + streamed + 2 * scores + 2 * stream;
+  }
+}
+
+/**
+ * The widest stream step (most streamed rows per invocation: more FMAs per workgroup load and
+ * fewer barriers) that fits `budgetFloats`; null when the head size is too large or even one
+ * streamed row per invocation does not fit (then the `tiled` kernels serve).
+ */
+export function chooseRegisterTiling(
+  headSize: number,
+  kernel: RegisterKernel,
+  budgetFloats: number,
+): RegisterTiling | null {
+  if (!Number.isInteger(headSize) || headSize < 1 || headSize > REGISTER_MAX_HEAD_SIZE) return null;
+  const headVecs = Math.ceil(headSize / 4);
+  for (let perLane = REGISTER_MAX_PER_LANE; perLane >= 1; perLane /= 2) {
+    const stream = REGISTER_GRID * perLane;
+    const workgroupFloats = registerFloats(kernel, headVecs, stream);
+    if (workgroupFloats <= budgetFloats) {
+      return {
+        headSize,
+        headVecs,
+        perLane,
+        stream,
+        channelVecs: Math.ceil(headVecs / REGISTER_GRID),
+        workgroupFloats,
+      };
+    }
+  }
+  return null;
+}
+
+/** The WGSL overrides for a register tiling (attention.register.common.wgsl). */
+export function registerConstants(tiling: RegisterTiling): Record<string, number> {
+  const { headSize, headVecs, perLane, stream, channelVecs } = tiling;
+  return {
+    HEAD_SIZE: headSize,
+    HEAD_VECS: headVecs,
+    PER_LANE: perLane,
+    STREAM: stream,
+    CHANNEL_VECS: channelVecs,
+    STRIDE: headVecs + 1,
+    OWNED_VECS: REGISTER_OWNED * headVecs,
+    STREAM_VECS: stream * (headVecs + 1),
+    SCORE_VECS: (REGISTER_OWNED * stream) / 4,
+  };
+}

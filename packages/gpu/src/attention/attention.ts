@@ -13,6 +13,12 @@ import backwardKeySource from './attention.backward-key.wgsl?raw';
 import backwardQuerySource from './attention.backward-query.wgsl?raw';
 import common from './attention.common.wgsl?raw';
 import forwardSource from './attention.forward.wgsl?raw';
+import registerBackwardKeySource from './attention.register.backward-key.wgsl?raw';
+import registerBackwardQuerySource from './attention.register.backward-query.wgsl?raw';
+import registerCommon from './attention.register.common.wgsl?raw';
+import registerForwardSource from './attention.register.forward.wgsl?raw';
+import reduceSubgroup from './attention.register.reduce-subgroup.wgsl?raw';
+import reduceWorkgroup from './attention.register.reduce-workgroup.wgsl?raw';
 import rowsBackwardKeySource from './attention.rows.backward-key.wgsl?raw';
 import rowsBackwardQuerySource from './attention.rows.backward-query.wgsl?raw';
 import rowsCommon from './attention.rows.common.wgsl?raw';
@@ -21,8 +27,14 @@ import {
   type AttentionTiling,
   BACKWARD_KEY_ARRAYS,
   BACKWARD_QUERY_ARRAYS,
+  chooseRegisterTiling,
   chooseTiling,
   FORWARD_ARRAYS,
+  REGISTER_MAX_HEAD_SIZE,
+  REGISTER_OWNED,
+  type RegisterKernel,
+  type RegisterTiling,
+  registerConstants,
   tilingConstants,
 } from './attention.tiling.ts';
 
@@ -54,20 +66,56 @@ export interface AttentionTilings {
 }
 
 /**
- * `tiled`: flash-style workgroups sharing rows through workgroup memory (GPUs). `rows`: one row
- * per invocation straight from storage, for head sizes up to 32 on CPU implementations of
- * WebGPU, where barriers and workgroup memory cost more than they save (nano, hs 16, B 16,
- * T 64 on lavapipe: backward 200 → 43 ms).
+ * `register`: FlashAttention-2's loop with register tiles (attention.register.common.wgsl):
+ * each invocation computes 4 owned rows × several streamed rows of scores and 4 rows × 8
+ * channels of the accumulators, so a workgroup load feeds 8–16 FMAs; head sizes up to 64 where
+ * the device offers enough workgroup memory (about 30 KiB at hs 64). GPUs take it by default.
+ * `tiled`: the first flash-style kernels, one lane per (row, streamed row) and a workgroup load
+ * per 4 FMAs; any head size within 16 KiB; GPUs take it where `register` does not fit.
+ * `rows`: one row per invocation straight from storage, for head sizes up to 32 on CPU
+ * implementations of WebGPU, where barriers and workgroup memory cost more than they save
+ * (nano, hs 16, B 16, T 64 on lavapipe: backward 200 → 43 ms).
  */
-export type AttentionStrategy = 'tiled' | 'rows';
+export type AttentionStrategy = 'register' | 'tiled' | 'rows';
 
 /** Rows per workgroup of the `rows` kernels. */
 const ROWS_WORKGROUP = 64;
 /** The `rows` kernels keep whole head rows in private arrays (attention.rows.common.wgsl). */
 const ROWS_MAX_HEAD_SIZE = 32;
 
+/**
+ * The register kernels' workgroup-memory ceiling: 32 KiB, which most GPUs offer, keeps 7 or more
+ * 64-invocation workgroups on an SM with 228 KiB (docs/attention.md); more would widen the
+ * backward's steps at the cost of occupancy, a trade not measured yet.
+ */
+const REGISTER_MAX_WORKGROUP_BYTES = 32_768;
+
+/** The register tilings of the three kernels within the device's workgroup memory, or null. */
+function registerTilings(device: GPUDevice, headSize: number): Record<RegisterKernel, RegisterTiling> | null {
+  const budgetFloats = Math.min(REGISTER_MAX_WORKGROUP_BYTES, device.limits.maxComputeWorkgroupStorageSize) / 4;
+  const forward = chooseRegisterTiling(headSize, 'forward', budgetFloats);
+  const backwardQuery = chooseRegisterTiling(headSize, 'backwardQuery', budgetFloats);
+  const backwardKey = chooseRegisterTiling(headSize, 'backwardKey', budgetFloats);
+  return forward && backwardQuery && backwardKey ? { forward, backwardQuery, backwardKey } : null;
+}
+
+/**
+ * Whether the register forward may reduce across a row group (8 consecutive invocations) with
+ * subgroup shuffles: the device has `subgroups` and says its subgroups hold at least 8.
+ */
+export function subgroupsOfEight(device: GPUDevice): boolean {
+  const info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo & { subgroupMinSize?: number } }).adapterInfo;
+  return device.features.has('subgroups') && (info?.subgroupMinSize ?? 0) >= 8;
+}
+
+export interface AttentionOptions {
+  /** Register forward only: reduce with subgroup shuffles (default: where subgroupsOfEight). */
+  subgroups?: boolean;
+}
+
 function defaultStrategy(device: GPUDevice, headSize: number): AttentionStrategy {
-  return isSoftwareDevice(device) && headSize <= ROWS_MAX_HEAD_SIZE ? 'rows' : 'tiled';
+  if (isSoftwareDevice(device)) return headSize <= ROWS_MAX_HEAD_SIZE ? 'rows' : 'tiled';
+  return registerTilings(device, headSize) ? 'register' : 'tiled';
 }
 
 /** Portable bounds: SwiftShader's, which are also WebGPU's default limits. */
@@ -80,6 +128,10 @@ export class AttentionKernels {
     readonly headSize: number,
     readonly strategy: AttentionStrategy,
     readonly tilings: AttentionTilings,
+    /** The register kernels' tilings, when the strategy is `register`. */
+    readonly registerTilings: Record<RegisterKernel, RegisterTiling> | null,
+    /** Whether the register forward reduces with subgroup shuffles. */
+    readonly subgroups: boolean,
     private readonly pipelines: {
       forward: GPUComputePipeline;
       backwardQuery: GPUComputePipeline;
@@ -92,6 +144,7 @@ export class AttentionKernels {
     device: GPUDevice,
     headSize: number,
     strategy: AttentionStrategy = defaultStrategy(device, headSize),
+    options: AttentionOptions = {},
   ): Promise<AttentionKernels> {
     const budgetFloats = Math.min(MAX_WORKGROUP_BYTES, device.limits.maxComputeWorkgroupStorageSize) / 4;
     const invocations = Math.min(MAX_INVOCATIONS, device.limits.maxComputeInvocationsPerWorkgroup);
@@ -112,7 +165,38 @@ export class AttentionKernels {
         compile('backwardQuery', rowsBackwardQuerySource),
         compile('backwardKey', rowsBackwardKeySource),
       ]);
-      return new AttentionKernels(device, headSize, strategy, tilings, { forward, backwardQuery, backwardKey });
+      return new AttentionKernels(device, headSize, strategy, tilings, null, false, {
+        forward,
+        backwardQuery,
+        backwardKey,
+      });
+    }
+    if (strategy === 'register') {
+      const register = registerTilings(device, headSize);
+      if (!register) {
+        throw new RangeError(
+          `Attention: the register strategy takes head sizes 1…${REGISTER_MAX_HEAD_SIZE} within ` +
+            `${device.limits.maxComputeWorkgroupStorageSize} bytes of workgroup memory, got ${headSize}`,
+        );
+      }
+      const subgroups = options.subgroups ?? subgroupsOfEight(device);
+      if (subgroups && !device.features.has('subgroups')) {
+        throw new RangeError('Attention: subgroups asked for, but the device has no `subgroups` feature');
+      }
+      const compile = (label: RegisterKernel, source: string) =>
+        createComputePipeline(device, `Attention.register.${label}`, source, registerConstants(register[label]));
+      // `enable subgroups;` must open the module, so the reductions go first.
+      const reduce = subgroups ? reduceSubgroup : reduceWorkgroup;
+      const [forward, backwardQuery, backwardKey] = await Promise.all([
+        compile('forward', `${reduce}\n${registerCommon}\n${registerForwardSource}`),
+        compile('backwardQuery', `${registerCommon}\n${registerBackwardQuerySource}`),
+        compile('backwardKey', `${registerCommon}\n${registerBackwardKeySource}`),
+      ]);
+      return new AttentionKernels(device, headSize, strategy, tilings, register, subgroups, {
+        forward,
+        backwardQuery,
+        backwardKey,
+      });
     }
     const [forward, backwardQuery, backwardKey] = await Promise.all([
       createComputePipeline(
@@ -134,7 +218,11 @@ export class AttentionKernels {
         tilingConstants(tilings.backwardKey),
       ),
     ]);
-    return new AttentionKernels(device, headSize, strategy, tilings, { forward, backwardQuery, backwardKey });
+    return new AttentionKernels(device, headSize, strategy, tilings, null, false, {
+      forward,
+      backwardQuery,
+      backwardKey,
+    });
   }
 
   forward(views: AttentionForwardViews, shape: AttentionShape): BoundKernel {
@@ -194,7 +282,7 @@ export class AttentionKernels {
 
   /** One workgroup per (row block, head, batch). */
   private grid(shape: AttentionShape, tiling: AttentionTiling): [number, number, number] {
-    const rows = this.strategy === 'rows' ? ROWS_WORKGROUP : tiling.rows;
+    const rows = { rows: ROWS_WORKGROUP, register: REGISTER_OWNED, tiled: tiling.rows }[this.strategy];
     return [ceilDiv(shape.T, rows), shape.NH, shape.B];
   }
 }
