@@ -113,7 +113,18 @@ export interface AttentionOptions {
   subgroups?: boolean;
 }
 
+/** SHOAL_ATTENTION in Node (register, tiled or rows) overrides the default, e.g. to run a model test on another strategy. */
+function strategyFromEnvironment(): AttentionStrategy | undefined {
+  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+    ?.SHOAL_ATTENTION;
+  if (value === undefined || value === '') return undefined;
+  if (value === 'register' || value === 'tiled' || value === 'rows') return value;
+  throw new RangeError(`SHOAL_ATTENTION=${value}: use register, tiled or rows`);
+}
+
 function defaultStrategy(device: GPUDevice, headSize: number): AttentionStrategy {
+  const chosen = strategyFromEnvironment();
+  if (chosen) return chosen;
   if (isSoftwareDevice(device)) return headSize <= ROWS_MAX_HEAD_SIZE ? 'rows' : 'tiled';
   return registerTilings(device, headSize) ? 'register' : 'tiled';
 }
