@@ -2,11 +2,12 @@
  * GFLOP/s of the matmul family on square problems (N = C = OC = size), for each product:
  *
  *   node --import tsx --import ./bench/register-raw.mjs bench/matmul.ts [--kernel tiled,register]
- *       [--workgroup 16x16] [--tile-k 16] [--sizes 256,512] [--search 1024x768x3072]
+ *       [--workgroup 16x16] [--tile-k 16] [--sizes 256,512] [--search 1024x768x3072 [--search-budget 4]]
  *
  * --kernel lists the kernels to time (plan.ts; default: every one the adapter runs), each with
  * its default tiles unless --workgroup / --tile-k set them. --search also runs the per-adapter
- * tile search (tune.ts) at a layer shape N×C×OC and prints what each candidate measured.
+ * tile search (tune.ts) at a layer shape N×C×OC and prints what each candidate measured (within a
+ * budget in seconds, compilation included; default 4).
  * SHOAL_ADAPTER picks the adapter as in the tests. Times come from timestamp queries around a
  * compute pass of repeated dispatches when the adapter has 'timestamp-query', else from the
  * wall clock around onSubmittedWorkDone. Before a size is timed, its kernels run untimed for a
@@ -30,6 +31,7 @@ const { values: args } = parseArgs({
     'tile-k': { type: 'string' },
     sizes: { type: 'string' },
     search: { type: 'string' },
+    'search-budget': { type: 'string' },
   },
 });
 const [workgroupX, workgroupY] = args.workgroup ? (args.workgroup.split('x').map(Number) as [number, number]) : [];
@@ -124,7 +126,8 @@ async function benchSizes(kernels: MatmulKernels, name: string) {
 let search: Record<string, unknown> | undefined;
 if (args.search) {
   const [N, C, OC] = args.search.split('x').map(Number) as [number, number, number];
-  const tuned = await tuneMatmul(device, gpu.adapter.info, { shape: { N, C, OC } });
+  const budgetMs = args['search-budget'] ? Number(args['search-budget']) * 1000 : undefined;
+  const tuned = await tuneMatmul(device, gpu.adapter.info, { shape: { N, C, OC }, ...(budgetMs ? { budgetMs } : {}) });
   console.log(`\ntile search at ${N}×${C}→${OC}: ${configName(tuned.config)}`);
   for (const r of tuned.results) {
     const what = r.seconds !== undefined ? `${(r.seconds * 1000).toFixed(3)} ms` : `refused: ${r.refused}`;
