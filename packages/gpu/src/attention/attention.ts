@@ -127,7 +127,7 @@ function defaultStrategy(device: GPUDevice, headSize: number): AttentionStrategy
   const chosen = strategyFromEnvironment();
   if (chosen) return chosen;
   // Software adapters: rows up to hs 32 (cheapest to compile; as fast or faster at hs 16), then
-  // register, which ran 2.6–3.5× faster than tiled at hs 64 on lavapipe and SwiftShader.
+  // register, which ran 2.6–4.8× faster than tiled at hs 64 on lavapipe and SwiftShader (docs/attention.md).
   if (isSoftwareDevice(device) && headSize <= ROWS_MAX_HEAD_SIZE) return 'rows';
   return registerTilings(device, headSize) ? 'register' : 'tiled';
 }
