@@ -18,11 +18,12 @@
 //
 // Streamed rows are stored with a padded stride (HEAD_VECS + 1 vec4s), so the 8 invocations of
 // a row group reading 8 different streamed rows hit different banks. Every sum runs in a fixed
-// order, so results are the same from run to run. Head sizes up to 64 (16 vec4s): the private
-// tiles below are sized for that.
+// order, so results are the same from run to run. Head sizes up to 96 (24 vec4s, 3 channel
+// vec4s an invocation): the private tiles below are sized for that; loops over them run to the
+// constant maxima and skip what the head size leaves unused, so they unroll into registers.
 
 override HEAD_SIZE: u32;     // hs = C / NH
-override HEAD_VECS: u32;     // ⌈hs / 4⌉ ≤ 16
+override HEAD_VECS: u32;     // ⌈hs / 4⌉ ≤ 24
 override PER_LANE: u32;      // streamed rows per invocation in the score tile, ≤ MAX_PER_LANE
 override STREAM: u32;        // 8 · PER_LANE streamed rows per step
 override CHANNEL_VECS: u32;  // ⌈HEAD_VECS / 8⌉ ≤ MAX_CHANNEL_VECS
@@ -36,7 +37,7 @@ const WORKGROUP = 64u;
 const OWNED = 32u;          // owned rows per workgroup: 4·ty + i, i < ROWS_PER_LANE
 const ROWS_PER_LANE = 4u;
 const MAX_PER_LANE = 4u;
-const MAX_CHANNEL_VECS = 2u;
+const MAX_CHANNEL_VECS = 3u;
 const LOWEST = -1.0e30;     // a masked score: exp(LOWEST − m) is 0, with no infinities
 
 struct Params {

@@ -113,8 +113,11 @@ export function tilingConstants(tiling: AttentionTiling): Record<string, number>
   };
 }
 
-/** Head sizes the register-tiled kernels take: their private tiles hold 2 channel vec4s a lane. */
-export const REGISTER_MAX_HEAD_SIZE = 64;
+/**
+ * Head sizes the register-tiled kernels take: their private tiles hold 3 channel vec4s a lane.
+ * Within 32 KiB of workgroup memory the dK/dV kernel fits up to hs 92.
+ */
+export const REGISTER_MAX_HEAD_SIZE = 96;
 /** Owned rows per workgroup of the register-tiled kernels (attention.register.common.wgsl). */
 export const REGISTER_OWNED = 32;
 const REGISTER_GRID = 8;

@@ -68,8 +68,8 @@ export interface AttentionTilings {
 /**
  * `register`: FlashAttention-2's loop with register tiles (attention.register.common.wgsl):
  * each invocation computes 4 owned rows × several streamed rows of scores and 4 rows × 8
- * channels of the accumulators, so a workgroup load feeds 8–16 FMAs; head sizes up to 64 where
- * the device offers enough workgroup memory (about 30 KiB at hs 64). The default wherever it
+ * channels of the accumulators, so a workgroup load feeds 8–16 FMAs; head sizes up to 92 where
+ * the device offers 32 KiB of workgroup memory (about 30 KiB at hs 64). The default wherever it
  * fits, except head sizes up to 32 on software adapters.
  * `tiled`: the first flash-style kernels, one lane per (row, streamed row) and a workgroup load
  * per 4 FMAs; any head size within 16 KiB; the default where `register` does not fit.
