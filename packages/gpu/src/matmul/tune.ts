@@ -9,7 +9,8 @@
  *
  * The choice is cached per adapter (its vendor, architecture, device and description) and shape
  * class (each dimension rounded to a power of two) in a TileCache: in memory for the process by
- * default; Node may pass a file-backed one. Tests and benches force a config and skip the search.
+ * default; in Node, tune.node.ts keeps one in a file under the OS cache directory. A cached
+ * config is checked again before use. Tests and benches force a config and skip the search.
  */
 import { createStorageBuffer } from '../buffers.ts';
 import type { BoundKernel } from '../kernel.ts';
@@ -139,8 +140,12 @@ export async function tuneMatmul(device: GPUDevice, info: GPUAdapterInfo, tune: 
   const key = `${adapterKey(info)} | ${shapeClass(shape)}`;
   const cached = cache.get(key);
   if (cached && unsupported(device, cached) === null) {
+    // Checked again (three small shapes): a cache kept in a file may predate a driver update.
     const kernels = await MatmulKernels.create(device, { ...options, ...cached });
-    return { kernels, config: cached, source: 'cache', results: [] };
+    if ((await checkFamily(device, kernels)).length === 0) {
+      return { kernels, config: cached, source: 'cache', results: [] };
+    }
+    kernels.destroy();
   }
   const { budgetMs = 4000, sampleMs = 4, candidates = CANDIDATES } = tune;
   const started = performance.now();
