@@ -16,6 +16,7 @@ import {
   MatmulKernels,
   randomFloats,
 } from '../packages/gpu/src/common.ts';
+import { configName, type MatmulConfig } from '../packages/gpu/src/matmul/tune.ts';
 import type { GptConfig } from '../packages/model/src/config.ts';
 import { buildLayout } from '../packages/model/src/layout.ts';
 import { DispatchTimer } from './timing.ts';
@@ -106,14 +107,13 @@ function tensors(device: GPUDevice) {
 
 /** Forward, backward-input and backward-weight of one N×inC → outC linear layer. */
 function matmulJobs(
-  ctx: GpuBench,
+  matmul: MatmulKernels,
   tensor: (floats: number) => { buffer: GPUBuffer },
   name: string,
   N: number,
   inC: number,
   outC: number,
 ): Job[] {
-  const { matmul } = ctx.families;
   const shape = `${N}×${inC}→${outC}`;
   const flops = 2 * N * inC * outC;
   const inp = tensor(N * inC);
@@ -137,11 +137,16 @@ function matmulJobs(
   ];
 }
 
-/** The three matmul products at N = C = OC = size (labelled `square`). */
-export async function benchSquareMatmul(ctx: GpuBench, size: number): Promise<KernelRow[]> {
+/**
+ * The three matmul products at N = C = OC = size (labelled `square`): with the engine's kernel, or
+ * with the tile config `config` (one of the per-adapter search's candidates, named in the rows).
+ */
+export async function benchSquareMatmul(ctx: GpuBench, size: number, config?: MatmulConfig): Promise<KernelRow[]> {
   const { tensor, owned } = tensors(ctx.device);
+  const matmul = config ? await MatmulKernels.create(ctx.device, config) : ctx.families.matmul;
+  const name = config ? `${size}³ ${configName(config)}` : `${size}³`;
   try {
-    return await runJobs(ctx, 'square', matmulJobs(ctx, tensor, `${size}³`, size, size, size));
+    return await runJobs(ctx, 'square', matmulJobs(matmul, tensor, name, size, size, size));
   } finally {
     for (const buffer of owned) buffer.destroy();
   }
@@ -167,7 +172,7 @@ export async function benchKernels(
     ['fcproj', 4 * C, C],
     ['head', C, V],
   ] as const) {
-    jobs.push(...matmulJobs(ctx, tensor, name, N, inC, outC));
+    jobs.push(...matmulJobs(families.matmul, tensor, name, N, inC, outC));
   }
   const qkv = tensor(N * 3 * C);
   const atty = tensor(N * C);
