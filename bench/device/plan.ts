@@ -87,7 +87,9 @@ function localPlan(): DevicePlan {
   return {
     local: true,
     torch: false,
-    budgets: { adapter: 20, grads: 30, steps: 30, kernels: 30 },
+    // a software adapter compiles each kernel family for seconds, more on a loaded machine with a
+    // cold shader cache (CI): the budgets are backstops, not estimates
+    budgets: { adapter: 60, grads: 90, steps: 90, kernels: 90 },
     grads: [preset('nano', 2, 16)],
     gradTolerance: 1e-4,
     steps: [{ ...preset('nano', 2, 32), warmup: 1, steps: 2 }],

@@ -166,7 +166,9 @@ describe.each(['cpu', 'webgpu'])('shoal train --backend %s', (backend) => {
     return JSON.parse(result.stdout.trim().split('\n').at(-1) ?? '');
   }
 
-  it('resumes exactly: 3 + 3 steps give the same weights as 6 in one go', () => {
+  // three trainings, each a process that builds its engine (on a loaded machine with a cold shader
+  // cache, the WebGPU one compiles for tens of seconds)
+  it('resumes exactly: 3 + 3 steps give the same weights as 6 in one go', { timeout: 300_000 }, () => {
     const straight = join(dir, backend, 'straight');
     const split = join(dir, backend, 'split');
     const whole = train(['--steps', '6', '--checkpoint-dir', straight]);
