@@ -16,13 +16,11 @@
  * warm-up (see warmUp). Prints a table per kernel and one JSON line.
  */
 import { parseArgs } from 'node:util';
-import { createStorageBuffer } from '../packages/gpu/src/buffers.ts';
 import { acquireGpu } from '../packages/gpu/src/device.node.ts';
 import type { BoundKernel } from '../packages/gpu/src/kernel.ts';
 import { MatmulKernels } from '../packages/gpu/src/matmul/matmul.ts';
 import { MATMUL_KERNEL_NAMES, type MatmulKernelName } from '../packages/gpu/src/matmul/plan.ts';
-import { configName, tuneMatmul } from '../packages/gpu/src/matmul/tune.ts';
-import { randomFloats } from '../packages/gpu/src/random.ts';
+import { bindLayer, configName, layerOperands, tuneMatmul } from '../packages/gpu/src/matmul/tune.ts';
 import { formatAdapter } from '../packages/gpu/src/report.ts';
 import { DispatchTimer } from './timing.ts';
 
@@ -118,31 +116,9 @@ if (rounds > 1) {
 async function benchSizes(kernels: MatmulKernels, name: string, round: number) {
   for (const size of sizes) {
     const [N, C, OC] = [size, size, size];
-    const buffer = (name: string, floats: number) =>
-      createStorageBuffer(device, `MatmulBench.${name}`, randomFloats(floats, floats));
-    const t = {
-      inp: buffer('inp', N * C),
-      weight: buffer('weight', OC * C),
-      bias: buffer('bias', OC),
-      out: buffer('out', N * OC),
-      dinp: buffer('dinp', N * C),
-      dweight: buffer('dweight', OC * C),
-      dbias: buffer('dbias', OC),
-    };
-    const v = (b: GPUBuffer) => ({ buffer: b });
-    const bound = {
-      forward: kernels.forward({ out: v(t.out), inp: v(t.inp), weight: v(t.weight), bias: v(t.bias), N, C, OC }),
-      backwardInput: kernels.backwardInput({ dinp: v(t.dinp), dout: v(t.out), weight: v(t.weight), N, C, OC }),
-      backwardWeight: kernels.backwardWeight({
-        dweight: v(t.dweight),
-        dbias: v(t.dbias),
-        dout: v(t.out),
-        inp: v(t.inp),
-        N,
-        C,
-        OC,
-      }),
-    };
+    const shape = { N, C, OC };
+    const t = layerOperands(device, shape, 'MatmulBench');
+    const bound = bindLayer(kernels, t, shape);
     const flops = 2 * N * C * OC;
     await warmUp(Object.values(bound), report.isSoftware ? 0.3 : 0.5);
     const row: Record<string, number | string> = { kernel: name, size, ...(rounds > 1 ? { round } : {}) };

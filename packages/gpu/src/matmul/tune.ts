@@ -198,9 +198,10 @@ export async function tuneMatmul(device: GPUDevice, info: GPUAdapterInfo, tune: 
   return { kernels: best.family, config: best.config, source: 'search', results };
 }
 
-function layerOperands(device: GPUDevice, { N, C, OC }: LayerShape) {
+/** Random operands of the three products at a layer shape (the search's, bench:matmul's). */
+export function layerOperands(device: GPUDevice, { N, C, OC }: LayerShape, label = 'MatmulTune') {
   const buffer = (name: string, floats: number) =>
-    createStorageBuffer(device, `MatmulTune.${name}`, randomFloats(floats, floats % 997));
+    createStorageBuffer(device, `${label}.${name}`, randomFloats(floats, floats % 997));
   return {
     inp: buffer('inp', N * C),
     weight: buffer('weight', OC * C),
@@ -212,6 +213,24 @@ function layerOperands(device: GPUDevice, { N, C, OC }: LayerShape) {
   };
 }
 
+/** The three products of `family` bound to `t` at the layer shape. */
+export function bindLayer(family: MatmulKernels, t: ReturnType<typeof layerOperands>, { N, C, OC }: LayerShape) {
+  const v = (buffer: GPUBuffer) => ({ buffer });
+  return {
+    forward: family.forward({ out: v(t.out), inp: v(t.inp), weight: v(t.weight), bias: v(t.bias), N, C, OC }),
+    backwardInput: family.backwardInput({ dinp: v(t.dinp), dout: v(t.out), weight: v(t.weight), N, C, OC }),
+    backwardWeight: family.backwardWeight({
+      dweight: v(t.dweight),
+      dbias: v(t.dbias),
+      dout: v(t.out),
+      inp: v(t.inp),
+      N,
+      C,
+      OC,
+    }),
+  };
+}
+
 /** Seconds of the three products at the layer shape: each warmed up, then repeated for ~sample s. */
 async function timeLayer(
   device: GPUDevice,
@@ -220,12 +239,7 @@ async function timeLayer(
   { N, C, OC }: LayerShape,
   sample: number,
 ): Promise<number> {
-  const v = (buffer: GPUBuffer) => ({ buffer });
-  const bound = [
-    family.forward({ out: v(t.out), inp: v(t.inp), weight: v(t.weight), bias: v(t.bias), N, C, OC }),
-    family.backwardInput({ dinp: v(t.dinp), dout: v(t.out), weight: v(t.weight), N, C, OC }),
-    family.backwardWeight({ dweight: v(t.dweight), dbias: v(t.dbias), dout: v(t.out), inp: v(t.inp), N, C, OC }),
-  ];
+  const bound = Object.values(bindLayer(family, t, { N, C, OC }));
   let total = 0;
   try {
     for (const kernel of bound) {
