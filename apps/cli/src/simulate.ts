@@ -13,7 +13,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCorpus, validationBatches } from '@shoal/data';
 import { DEFAULT_LOW_RANK } from '@shoal/diloco';
-import { createGptKernels, formatMemory, type GptKernels, GpuTrainer, type PipelineSchedule } from '@shoal/model';
+import {
+  createGptKernels,
+  formatMemory,
+  type GptKernels,
+  GpuTrainer,
+  gptLayerShape,
+  type PipelineSchedule,
+} from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
 import {
   METHODS,
@@ -161,7 +168,9 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     release = () => gpu.destroy();
     let kernels: GptKernels | undefined;
     gpuTrainer = async (m, train, params) => {
-      kernels ??= await createGptKernels(gpu.device, m.nEmbd / m.nHead);
+      // shared by every worker, so timed at the first one's shape (the workers' batches are alike)
+      const layer = gptLayerShape(m, train.batchSize, train.seqLen);
+      kernels ??= await createGptKernels(gpu.device, m.nEmbd / m.nHead, { layer });
       return GpuTrainer.create(gpu.device, m, train, params, kernels);
     };
   }

@@ -12,6 +12,7 @@ import {
   decodeState,
   decodeWeights,
   defaultTrainConfig,
+  describeMatmul,
   encodeState,
   encodeWeights,
   type GptConfig,
@@ -67,7 +68,7 @@ async function createTrainer(
   config: GptConfig,
   train: TrainConfig,
   params: Float32Array,
-): Promise<{ trainer: Trainer; adapter: string | null; release(): void }> {
+): Promise<{ trainer: Trainer; adapter: string | null; matmul?: string; release(): void }> {
   if (options.backend === 'cpu') {
     const trainer = new CpuTrainer(config, train, params, { threads: options.threads });
     await trainer.ready();
@@ -78,7 +79,8 @@ async function createTrainer(
   const gpu = await acquireCliGpu();
   try {
     const trainer = await GpuTrainer.create(gpu.device, config, train, params);
-    return { trainer, adapter: formatAdapter(gpu.report), release: () => gpu.destroy() };
+    const matmul = describeMatmul(trainer.model.kernels.matmulConfig);
+    return { trainer, adapter: formatAdapter(gpu.report), matmul, release: () => gpu.destroy() };
   } catch (error) {
     gpu.destroy();
     throw error instanceof RangeError ? new UsageError(error.message) : error;
@@ -151,7 +153,9 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   // --- optimiser --------------------------------------------------------------------------------
   const engine = await createTrainer(options, config, train, params);
   const { trainer } = engine;
-  if (engine.adapter && !options.json) console.error(`adapter: ${engine.adapter}`);
+  if (engine.adapter && !options.json) {
+    console.error(`adapter: ${engine.adapter}${engine.matmul ? `; ${engine.matmul}` : ''}`);
+  }
   // The GPU queues steps back to back and reads the loss every LOSS_EVERY steps (and at the last).
   const lossEvery = options.backend === 'webgpu' ? LOSS_EVERY : 1;
   if (saved) await trainer.setOptimizerState({ m: saved.m, v: saved.v, step: saved.adamStep });

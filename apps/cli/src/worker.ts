@@ -14,7 +14,7 @@
 import { type Corpus, corpusFromBytes, loadCorpus } from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
 import { HOST_GRACE_MS, type WrtcImplementation, watchHost } from '@shoal/mesh';
-import type { Trainer } from '@shoal/model';
+import { describeMatmul, GpuTrainer, type Trainer } from '@shoal/model';
 import { type Capabilities, maxMessageBytesFor, type RunConfig, roomSummaryMessageSchema } from '@shoal/protocol';
 import { memberEntry, type ReconnectingSignal, type ServerMessageOf } from '@shoal/signaling';
 import { fetchCorpusFrom, type Member, type Worker } from '@shoal/swarm';
@@ -264,7 +264,14 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
       token: options.token,
       wrtc,
       capabilities,
-      createEngine: (config, params) => trainerFor(device, config, params, { threads: options.threads }),
+      createEngine: async (config, params) => {
+        const engine = await trainerFor(device, config, params, { threads: options.threads });
+        if (engine instanceof GpuTrainer) {
+          const matmul = describeMatmul(engine.model.kernels.matmulConfig);
+          log({ event: 'engine', matmul }, `engine: ${capabilities.adapter}; ${matmul}`);
+        }
+        return engine;
+      },
       createStage: (config, spec, params, o) => stageFor(device, config, spec, params, o),
       data: options.data,
       hostGraceMs: options.hostGrace === undefined ? undefined : options.hostGrace * 1000,

@@ -4,3 +4,4 @@ import './simd/spawn.node.ts';
 
 export * from './common.ts';
 export { acquireGpu } from './device.node.ts';
+export { defaultTileCachePath, fileTileCache } from './matmul/tune.node.ts';

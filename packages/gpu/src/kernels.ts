@@ -7,5 +7,18 @@ export * from './gelu/gelu.ts';
 export * from './gradnorm/gradnorm.ts';
 export * from './layernorm/layernorm.ts';
 export * from './matmul/matmul.ts';
+export {
+  CANDIDATES,
+  configName,
+  type LayerShape,
+  type MatmulConfig,
+  memoryTileCache,
+  setDefaultTileCache,
+  type TileCache,
+  type TuneOptions,
+  type TuneResult,
+  tuneMatmul,
+} from './matmul/tune.ts';
 export * from './residual/residual.ts';
+export { isSoftwareDevice } from './vector/launch.ts';
 export * from './vector/vector.ts';

@@ -17,6 +17,7 @@ import {
   createGptKernels,
   defaultTrainConfig,
   GpuTrainer,
+  gptLayerShape,
   initParameters,
   presetConfig,
   type Trainer,
@@ -53,7 +54,9 @@ async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<vo
         model,
         train,
         params,
-        await createGptKernels(gpu.device, model.nEmbd / model.nHead),
+        await createGptKernels(gpu.device, model.nEmbd / model.nHead, {
+          layer: gptLayerShape(model, train.batchSize, train.seqLen),
+        }),
       )
     : new CpuTrainer(model, train, params, { threads });
   if (trainer instanceof CpuTrainer) await trainer.ready();

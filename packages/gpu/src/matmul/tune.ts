@@ -9,7 +9,8 @@
  *
  * The choice is cached per adapter (its vendor, architecture, device and description) and shape
  * class (each dimension rounded to a power of two) in a TileCache: in memory for the process by
- * default; in Node, tune.node.ts keeps one in a file under the OS cache directory. A cached
+ * default; in Node, tune.node.ts keeps one in a file under the OS cache directory (the CLI makes it
+ * the default with setDefaultTileCache). A cached
  * config is checked again before use. Tests and benches force a config and skip the search.
  */
 import { createStorageBuffer } from '../buffers.ts';
@@ -57,12 +58,20 @@ export const memoryTileCache: TileCache = (() => {
   return { get: (key) => entries.get(key), set: (key, config) => void entries.set(key, config) };
 })();
 
+let defaultTileCache: TileCache = memoryTileCache;
+
+/** The cache tuneMatmul uses when given none (memoryTileCache until set; the Node CLI sets fileTileCache()). */
+export function setDefaultTileCache(cache: TileCache): void {
+  defaultTileCache = cache;
+}
+
 export interface TuneOptions {
   /** The layer shape to time (the model's largest matmul is a good pick). */
   shape: LayerShape;
   /** Skip the search and use this config (tests, benches). */
   force?: MatmulConfig;
   candidates?: readonly MatmulConfig[];
+  /** Default: the one setDefaultTileCache set, else memoryTileCache. */
   cache?: TileCache;
   /** Total wall-clock budget of the search in ms, compilation included (default 4000). */
   budgetMs?: number;
@@ -132,7 +141,7 @@ export async function checkFamily(device: GPUDevice, family: MatmulKernels): Pro
 
 /** A matmul family for this adapter and layer shape: forced, cached, or searched for. */
 export async function tuneMatmul(device: GPUDevice, info: GPUAdapterInfo, tune: TuneOptions): Promise<TuneResult> {
-  const { shape, options = {}, cache = memoryTileCache } = tune;
+  const { shape, options = {}, cache = defaultTileCache } = tune;
   if (tune.force) {
     const kernels = await MatmulKernels.create(device, { ...options, ...tune.force });
     return { kernels, config: tune.force, source: 'forced', results: [] };

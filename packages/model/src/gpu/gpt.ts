@@ -29,9 +29,17 @@ import type { TensorArena } from './arena.ts';
 import { bindBackward } from './backward.ts';
 import { createActivationArenas, type GptBuffers, wholeModelStage } from './buffers.ts';
 import { bindForward } from './forward.ts';
-import { createGptKernels, type GptKernels } from './kernels.ts';
+import { createGptKernels, type GptKernels, gptLayerShape } from './kernels.ts';
 
-export { createGptKernels, type GptKernels } from './kernels.ts';
+export {
+  createGptKernels,
+  describeMatmul,
+  type GptKernelOptions,
+  type GptKernels,
+  type GptMatmulConfig,
+  gptLayerShape,
+  type MatmulChoice,
+} from './kernels.ts';
 
 const MAP_READ = 0x1;
 const COPY_DST = 0x8;
@@ -148,7 +156,8 @@ export class GpuGpt {
     kernels?: GptKernels,
     options: GpuGptOptions = {},
   ): Promise<GpuGpt> {
-    const families = kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead));
+    const families =
+      kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { layer: gptLayerShape(config, B, T) }));
     return buildValidated(
       device,
       'GpuGpt: binding the model failed',

@@ -1,17 +1,51 @@
 import {
   AttentionKernels,
+  CANDIDATES,
   CrossEntropyKernels,
+  configName,
   EmbeddingKernels,
   GeluKernels,
+  isSoftwareDevice,
   LayernormKernels,
+  type LayerShape,
+  type MatmulConfig,
   MatmulKernels,
   ResidualKernels,
+  type TileCache,
+  type TuneOptions,
+  tuneMatmul,
   VectorKernels,
 } from '@shoal/gpu';
+import type { GptConfig } from '../config.ts';
+
+/**
+ * How the matmul family is chosen: 'tiled' is the fixed kernel; 'search' is the per-adapter tile
+ * search (tune.ts), timed at the model's largest matmul and cached per adapter and shape class.
+ */
+export type MatmulChoice = 'tiled' | 'search';
+
+export interface GptKernelOptions {
+  /** The model's largest matmul (gptLayerShape): the shape the search times. Without it: tiled. */
+  layer?: LayerShape;
+  /** Default: SHOAL_MATMUL, else 'search' on a hardware adapter given `layer`, else 'tiled'. */
+  matmul?: MatmulChoice;
+  /** Where the search keeps its choice (default: tune.ts's, see setDefaultTileCache). */
+  tileCache?: TileCache;
+  /** The search's budget and candidates (tests: a tiny budget, few candidates). */
+  search?: Pick<TuneOptions, 'budgetMs' | 'sampleMs' | 'candidates'>;
+}
+
+/** The matmul config a GptKernels runs, and how it came to be: fixed (tiled), or the search's. */
+export interface GptMatmulConfig {
+  config: MatmulConfig;
+  source: 'fixed' | 'cache' | 'search';
+}
 
 /** The kernel families a model binds, compiled once per device and head size; shareable between models. */
 export interface GptKernels {
   readonly headSize: number;
+  /** Which matmul kernel and tile the family runs (describeMatmul prints it). */
+  readonly matmulConfig: GptMatmulConfig;
   matmul: MatmulKernels;
   layernorm: LayernormKernels;
   attention: AttentionKernels;
@@ -22,16 +56,82 @@ export interface GptKernels {
   vector: VectorKernels;
 }
 
-export async function createGptKernels(device: GPUDevice, headSize: number): Promise<GptKernels> {
-  const [matmul, layernorm, attention, gelu, residual, embedding, crossEntropy, vector] = await Promise.all([
-    MatmulKernels.create(device),
-    LayernormKernels.create(device),
-    AttentionKernels.create(device, headSize),
-    GeluKernels.create(device),
-    ResidualKernels.create(device),
-    EmbeddingKernels.create(device),
-    CrossEntropyKernels.create(device),
-    VectorKernels.create(device),
-  ]);
-  return { headSize, matmul, layernorm, attention, gelu, residual, embedding, crossEntropy, vector };
+/** The model's largest matmul for batches of B × T tokens: the MLP's C → 4C, N = B·T rows. */
+export function gptLayerShape(config: Pick<GptConfig, 'nEmbd'>, B: number, T: number): LayerShape {
+  return { N: B * T, C: config.nEmbd, OC: 4 * config.nEmbd };
+}
+
+/** One short phrase for an engine line, e.g. 'matmul register 8x8 k8 (searched)'. */
+export function describeMatmul({ config, source }: GptMatmulConfig): string {
+  const how = source === 'search' ? 'searched' : source === 'cache' ? 'cached search' : 'fixed';
+  return `matmul ${configName(config)} (${how})`;
+}
+
+/** SHOAL_MATMUL in Node (tiled or search) overrides the default, e.g. to run a model test on the search. */
+function choiceFromEnvironment(): MatmulChoice | undefined {
+  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.SHOAL_MATMUL;
+  if (value === undefined || value === '') return undefined;
+  if (value === 'tiled' || value === 'search') return value;
+  throw new RangeError(`SHOAL_MATMUL=${value}: use tiled or search`);
+}
+
+/**
+ * Software adapters (lavapipe, SwiftShader) keep the fixed tiled kernel: there the search costs
+ * a shader compile per candidate, and the register kernels ran within noise of tiled on lavapipe.
+ */
+function matmulChoice(device: GPUDevice, options: GptKernelOptions): MatmulChoice {
+  const chosen = options.matmul ?? choiceFromEnvironment();
+  if (chosen) return chosen;
+  return options.layer && !isSoftwareDevice(device) ? 'search' : 'tiled';
+}
+
+// Where a browser lacks GPUDevice.adapterInfo the search still runs; its cache key names no adapter.
+const UNKNOWN_ADAPTER = { vendor: '', architecture: '', device: '', description: '' } as GPUAdapterInfo;
+
+/** The fixed kernel, tiled 16×16 k16 (MatmulKernels' default and the search's fallback). */
+async function fixedMatmul(device: GPUDevice): Promise<{ matmul: MatmulKernels; matmulConfig: GptMatmulConfig }> {
+  const config = CANDIDATES[0] as MatmulConfig;
+  return { matmul: await MatmulKernels.create(device, config), matmulConfig: { config, source: 'fixed' } };
+}
+
+async function searchedMatmul(
+  device: GPUDevice,
+  layer: LayerShape,
+  options: GptKernelOptions,
+): Promise<{ matmul: MatmulKernels; matmulConfig: GptMatmulConfig }> {
+  const info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo ?? UNKNOWN_ADAPTER;
+  const result = await tuneMatmul(device, info, { ...options.search, shape: layer, cache: options.tileCache });
+  const source = result.source === 'search' ? 'search' : 'cache';
+  return { matmul: result.kernels, matmulConfig: { config: result.config, source } };
+}
+
+/**
+ * Compiles the families for `headSize`. The matmul family is the fixed tiled kernel or, on a
+ * hardware adapter given the model's layer shape, the tile search's pick (matmulChoice).
+ */
+export async function createGptKernels(
+  device: GPUDevice,
+  headSize: number,
+  options: GptKernelOptions = {},
+): Promise<GptKernels> {
+  const { layer } = options;
+  const choice = matmulChoice(device, options);
+  if (choice === 'search' && !layer && options.matmul === 'search') {
+    throw new RangeError('createGptKernels: the matmul search needs a layer shape (gptLayerShape)');
+  }
+  // The search runs alone, before the other families compile: their compilation would skew its timings.
+  // SHOAL_MATMUL=search without a layer shape (a caller that does not know B·T) stays tiled.
+  const searched = choice === 'search' && layer ? await searchedMatmul(device, layer, options) : null;
+  const [{ matmul, matmulConfig }, layernorm, attention, gelu, residual, embedding, crossEntropy, vector] =
+    await Promise.all([
+      searched ?? fixedMatmul(device),
+      LayernormKernels.create(device),
+      AttentionKernels.create(device, headSize),
+      GeluKernels.create(device),
+      ResidualKernels.create(device),
+      EmbeddingKernels.create(device),
+      CrossEntropyKernels.create(device),
+      VectorKernels.create(device),
+    ]);
+  return { headSize, matmulConfig, matmul, layernorm, attention, gelu, residual, embedding, crossEntropy, vector };
 }

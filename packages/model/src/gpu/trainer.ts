@@ -24,7 +24,7 @@ import { QueueMeter } from './queue-meter.ts';
 const MAP_READ = 0x1;
 const COPY_DST = 0x8;
 
-import { createGptKernels, type GptKernels, GpuGpt } from './gpt.ts';
+import { createGptKernels, type GptKernels, GpuGpt, gptLayerShape } from './gpt.ts';
 import { assertGpuFits } from './memory.ts';
 
 /**
@@ -94,7 +94,8 @@ export class GpuTrainer implements Trainer {
     kernels?: GptKernels,
   ): Promise<GpuTrainer> {
     assertGpuFits(config, train.batchSize, train.seqLen, device.limits);
-    const families = kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead));
+    const layer = gptLayerShape(config, train.batchSize, train.seqLen);
+    const families = kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { layer }));
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const model = await GpuGpt.create(device, config, train.batchSize, train.seqLen, families);
     try {

@@ -24,7 +24,7 @@ import {
   readFloat32,
 } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
-import { createGptKernels, type GptKernels, GpuGpt } from '../gpu/gpt.ts';
+import { createGptKernels, type GptKernels, GpuGpt, gptLayerShape } from '../gpu/gpt.ts';
 import { adamwRanges } from '../gpu/trainer.ts';
 import { padForGpu, type TensorSpec, unpadFromGpu } from '../layout.ts';
 import type { OptimizerState } from '../train/trainer.ts';
@@ -122,7 +122,8 @@ export class GpuStageTrainer implements StageTrainer {
     const slots = options.slots ?? 1;
     if (!Number.isInteger(microBatch) || microBatch < 1) throw new RangeError(`micro-batch ${microBatch} rows`);
     if (!Number.isInteger(slots) || slots < 1) throw new RangeError(`stage slots ${slots}`);
-    const kernels = options.kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead));
+    const layer = gptLayerShape(config, microBatch, train.seqLen);
+    const kernels = options.kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { layer }));
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const bytes = layout.paddedSize * 4;
     const shared = {

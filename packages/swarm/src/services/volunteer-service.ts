@@ -17,6 +17,7 @@ import {
   createGptKernels,
   GpuStageTrainer,
   GpuTrainer,
+  gptLayerShape,
   type StageSpec,
   type StageTrainer,
   type Trainer,
@@ -56,7 +57,8 @@ export async function trainerFor(
   }
   // before a kernel is compiled: a GPU that cannot hold the room's model says so in one line
   assertGpuFits(config.model, config.train.batchSize, config.train.seqLen, device.limits);
-  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead);
+  const layer = gptLayerShape(config.model, config.train.batchSize, config.train.seqLen);
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer });
   return GpuTrainer.create(device, config.model, config.train, params, kernels);
 }
 
@@ -69,7 +71,8 @@ export async function stageFor(
   o: { microBatch: number; slots: number },
 ): Promise<StageTrainer> {
   if (!device) return new CpuStageTrainer(config.train, spec, params, config.model, o);
-  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead);
+  const layer = gptLayerShape(config.model, o.microBatch, config.train.seqLen);
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer });
   return GpuStageTrainer.create(device, config.model, config.train, spec, params, { ...o, kernels });
 }
 
