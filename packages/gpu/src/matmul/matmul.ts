@@ -20,12 +20,20 @@ import { createEmptyStorageBuffer } from '../buffers.ts';
 import { type BoundKernel, bindKernel, ceilDiv, sequence, type TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
 import core from './matmul.wgsl?raw';
+import matrixSource from './matmul_matrix.wgsl?raw';
 import registerCore from './matmul_register.wgsl?raw';
 import registerShared from './matmul_register_shared.wgsl?raw';
 import registerSubgroup from './matmul_register_subgroup.wgsl?raw';
 import scalarAccess from './matmul_scalar.wgsl?raw';
 import reduceSource from './matmul_split_reduce.wgsl?raw';
 import vec4Access from './matmul_vec4.wgsl?raw';
+import {
+  type MatrixKernelConfig,
+  matrixCore,
+  matrixPrelude,
+  resolveMatrixTiles,
+  SUBGROUP_MATRIX_FEATURE,
+} from './matrix.ts';
 import {
   foldCount,
   type Limits,
@@ -54,6 +62,11 @@ export interface MatmulOptions {
   tileK?: number;
   /** The weight gradient splits K until about this many workgroups run (default 256). */
   targetWorkgroups?: number;
+  /**
+   * The subgroup-matrix (tensor-core) kernel on this configuration instead of `kernel`
+   * (matrix.ts; matmul_matrix.wgsl). It changes the operands' precision: gate it (gate.ts).
+   */
+  matrix?: MatrixKernelConfig;
   /** Tests only: rewrites each product's WGSL before compilation (a deliberately wrong kernel). */
   transformSource?: (code: string) => string;
 }
@@ -131,14 +144,35 @@ export class MatmulKernels {
 
   static async create(device: GPUDevice, options: MatmulOptions = {}): Promise<MatmulKernels> {
     const limits = planningLimits(device.limits);
-    const tiles = resolveTiles(limits, options);
-    if (tiles.kernel === 'registerSubgroup' && !device.features.has('subgroups')) {
-      throw new RangeError("MatmulKernels: kernel 'registerSubgroup' needs the device feature 'subgroups'");
+    let tiles: MatmulTiles;
+    let sourceOf: (access: string) => string;
+    let constants: Record<string, number> = {};
+    if (options.matrix) {
+      const subgroupMaxSize = device.adapterInfo?.subgroupMaxSize || 32;
+      const matrixTiles = resolveMatrixTiles(limits, options.matrix, subgroupMaxSize, options.targetWorkgroups);
+      const missing = [
+        ...(options.matrix.emulate ? [] : [SUBGROUP_MATRIX_FEATURE, 'subgroups' as GPUFeatureName]),
+        ...(options.matrix.componentType === 'f16' ? ['shader-f16' as GPUFeatureName] : []),
+      ].filter((feature) => !device.features.has(feature));
+      if (missing.length > 0) {
+        throw new RangeError(`MatmulKernels: the matrix kernel needs the device feature(s) ${missing.join(', ')}`);
+      }
+      tiles = matrixTiles;
+      const prelude = matrixPrelude(matrixTiles, subgroupMaxSize);
+      const body = matrixCore(matrixSource, matrixTiles.matrix.emulate);
+      sourceOf = (access) => `${prelude}\n${access}\n${body}`;
+    } else {
+      tiles = resolveTiles(limits, options);
+      if (tiles.kernel === 'registerSubgroup' && !device.features.has('subgroups')) {
+        throw new RangeError("MatmulKernels: kernel 'registerSubgroup' needs the device feature 'subgroups'");
+      }
+      constants = { WG_X: tiles.workgroupX, WG_Y: tiles.workgroupY, TILE_K: tiles.tileK };
+      const kernel = tiles.kernel as MatmulKernelName;
+      sourceOf = (access) => kernelSource(kernel, access);
     }
-    const constants = { WG_X: tiles.workgroupX, WG_Y: tiles.workgroupY, TILE_K: tiles.tileK };
     const entries = (['forward', 'backwardInput', 'backwardWeight'] as const).flatMap((product) =>
       (['vec4', 'scalar'] as const).map(async (access) => {
-        const source = kernelSource(tiles.kernel, access === 'vec4' ? vec4Access : scalarAccess);
+        const source = sourceOf(access === 'vec4' ? vec4Access : scalarAccess);
         const code = options.transformSource ? options.transformSource(source) : source;
         const label = `MatmulKernels.${product}${access === 'vec4' ? 'Vec4' : 'Scalar'}`;
         const pipeline = await createComputePipeline(device, label, code, { ...constants, ...LAYOUTS[product] });

@@ -39,7 +39,8 @@ export type MatmulKernelName = 'tiled' | 'register' | 'registerSubgroup';
 export const MATMUL_KERNEL_NAMES: readonly MatmulKernelName[] = ['tiled', 'register', 'registerSubgroup'];
 
 export interface MatmulTiles {
-  kernel: MatmulKernelName;
+  /** 'matrix': the subgroup-matrix kernel, whose tiles matrix.ts resolves. */
+  kernel: MatmulKernelName | 'matrix';
   workgroupX: number;
   workgroupY: number;
   tileK: number;
