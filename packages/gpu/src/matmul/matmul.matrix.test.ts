@@ -75,13 +75,14 @@ describe('MatmulKernels matrix (emulated subgroup matrices)', () => {
     expect(failures, failures.join('\n')).toEqual([]);
   });
 
-  it('with f16 operands passes the gate at 1e-2 and differs from f32 as f16 rounding does', {
+  it('with f16 operands passes the gate at 1e-2, differs from f32 as f16 rounding does, and matches the rounding tiled kernel', {
     timeout: 300_000,
   }, async () => {
     const { device } = gpu();
     expect(device.features.has('shader-f16'), 'lavapipe offers shader-f16').toBe(true);
     const reference = await MatmulKernels.create(device);
     const half = await MatmulKernels.create(device, { matrix: emulated('f16') });
+    const rounded = await MatmulKernels.create(device, { roundOperands: 'f16' });
     try {
       const gate = await gateMatmulPath(device, half, reference, { tolerance: 1e-2 });
       expect(gate.accepted, gate.message).toBe(true);
@@ -89,9 +90,12 @@ describe('MatmulKernels matrix (emulated subgroup matrices)', () => {
       expect(gate.worst.error).toBeGreaterThan(1e-5);
       const strict = await gateMatmulPath(device, half, reference, { tolerance: 1e-5 });
       expect(strict.accepted).toBe(false);
+      // The tiled kernel rounding its operands to f16 computes what the matrix kernel does, up to
+      // the order of f32 sums: the same numerics for volunteers with and without tensor cores.
+      const alike = await gateMatmulPath(device, rounded, half, { tolerance: 1e-5 });
+      expect(alike.accepted, alike.message).toBe(true);
     } finally {
-      reference.destroy();
-      half.destroy();
+      for (const family of [reference, half, rounded]) family.destroy();
     }
   });
 

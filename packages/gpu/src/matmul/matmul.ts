@@ -67,6 +67,12 @@ export interface MatmulOptions {
    * (matrix.ts; matmul_matrix.wgsl). It changes the operands' precision: gate it (gate.ts).
    */
   matrix?: MatrixKernelConfig;
+  /**
+   * 'f16': the tiled kernel rounds its staged operands to f16 and accumulates in f32, the
+   * numerics of the matrix kernel with f16 operands on any adapter (a room whose volunteers
+   * train in f16 operands, with or without tensor cores, computes alike).
+   */
+  roundOperands?: 'f16';
   /** Tests only: rewrites each product's WGSL before compilation (a deliberately wrong kernel). */
   transformSource?: (code: string) => string;
 }
@@ -167,6 +173,10 @@ export class MatmulKernels {
         throw new RangeError("MatmulKernels: kernel 'registerSubgroup' needs the device feature 'subgroups'");
       }
       constants = { WG_X: tiles.workgroupX, WG_Y: tiles.workgroupY, TILE_K: tiles.tileK };
+      if (options.roundOperands === 'f16') {
+        if (tiles.kernel !== 'tiled') throw new RangeError('MatmulKernels: roundOperands needs the tiled kernel');
+        constants.ROUND_F16 = 1;
+      }
       const kernel = tiles.kernel as MatmulKernelName;
       sourceOf = (access) => kernelSource(kernel, access);
     }

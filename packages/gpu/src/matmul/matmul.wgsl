@@ -22,6 +22,9 @@ override WG_Y: u32 = 16;             // invocations along M; TILE_M = 8·WG_Y
 override TILE_K: u32 = 16;           // K depth of one staged slice, a multiple of 4
 override A_K_CONTIGUOUS: bool = true;
 override B_K_CONTIGUOUS: bool = true;
+// Round the staged operands to f16 (products still accumulate in f32): the numerics of the
+// subgroup-matrix kernel with f16 operands, on any adapter.
+override ROUND_F16: bool = false;
 // Derived (never set from the host): tile sizes and the vec4 per k row of each staged tile,
 // padded by one vec4 so the transposing tile stores spread over banks.
 override TILE_M: u32 = WG_Y * 8u;
@@ -52,6 +55,31 @@ struct Params {
 var<workgroup> tileA: array<vec4f, TILE_K * A_STRIDE>;
 var<workgroup> tileB: array<vec4f, TILE_K * B_STRIDE>;
 
+// x rounded to the nearest f16 (ties to even), computed in f32 arithmetic: pack2x16float is no
+// help, Mesa folds unpack2x16float(pack2x16float(v)) into v. Below f16's normal range the
+// quantum is 2⁻²⁴ (subnormals). Past its largest finite value (65504) x is kept: the f16
+// conversion there is implementation-defined, and a run that gets there is diverging anyway.
+fn roundF16(x: f32) -> f32 {
+  let a = abs(x);
+  if (a >= 65520.0) {
+    return x;
+  }
+  if (a < 6.103515625e-5) {
+    return round(x * 16777216.0) / 16777216.0; // round() ties to even; both scalings exact
+  }
+  // 10 of f32's 23 mantissa bits survive: add half of the dropped part (ties to even), truncate.
+  let bits = bitcast<u32>(x);
+  let kept = bits + 0x0fffu + ((bits >> 13u) & 1u);
+  return bitcast<f32>(kept & 0xffffe000u);
+}
+
+fn operand(v: vec4f) -> vec4f {
+  if (ROUND_F16) {
+    return vec4f(roundF16(v.x), roundF16(v.y), roundF16(v.z), roundF16(v.w));
+  }
+  return v;
+}
+
 // Stages A[m0 … m0+TILE_M, k0 … k0+TILE_K] into tileA as [k][m]; zero outside the matrix.
 fn stageA(lid: u32, m0: u32, k0: u32) {
   let stride = A_STRIDE;
@@ -68,17 +96,17 @@ fn stageA(lid: u32, m0: u32, k0: u32) {
       let r2 = loadA4(m0 + m + 2u, k0 + k);
       let r3 = loadA4(m0 + m + 3u, k0 + k);
       let base = k * stride + m / 4u;
-      tileA[base] = vec4f(r0.x, r1.x, r2.x, r3.x);
-      tileA[base + stride] = vec4f(r0.y, r1.y, r2.y, r3.y);
-      tileA[base + 2u * stride] = vec4f(r0.z, r1.z, r2.z, r3.z);
-      tileA[base + 3u * stride] = vec4f(r0.w, r1.w, r2.w, r3.w);
+      tileA[base] = operand(vec4f(r0.x, r1.x, r2.x, r3.x));
+      tileA[base + stride] = operand(vec4f(r0.y, r1.y, r2.y, r3.y));
+      tileA[base + 2u * stride] = operand(vec4f(r0.z, r1.z, r2.z, r3.z));
+      tileA[base + 3u * stride] = operand(vec4f(r0.w, r1.w, r2.w, r3.w));
     }
   } else {
     // A is [K,M]: rows of the tile are rows of memory; one vec4 per invocation and step.
     for (var i = lid; i < rowVecs * TILE_K; i += WG_X * WG_Y) {
       let k = i / rowVecs;
       let m = (i % rowVecs) * 4u;
-      tileA[k * stride + m / 4u] = loadA4(k0 + k, m0 + m);
+      tileA[k * stride + m / 4u] = operand(loadA4(k0 + k, m0 + m));
     }
   }
 }
@@ -97,16 +125,16 @@ fn stageB(lid: u32, n0: u32, k0: u32) {
       let r2 = loadB4(n0 + n + 2u, k0 + k);
       let r3 = loadB4(n0 + n + 3u, k0 + k);
       let base = k * stride + n / 4u;
-      tileB[base] = vec4f(r0.x, r1.x, r2.x, r3.x);
-      tileB[base + stride] = vec4f(r0.y, r1.y, r2.y, r3.y);
-      tileB[base + 2u * stride] = vec4f(r0.z, r1.z, r2.z, r3.z);
-      tileB[base + 3u * stride] = vec4f(r0.w, r1.w, r2.w, r3.w);
+      tileB[base] = operand(vec4f(r0.x, r1.x, r2.x, r3.x));
+      tileB[base + stride] = operand(vec4f(r0.y, r1.y, r2.y, r3.y));
+      tileB[base + 2u * stride] = operand(vec4f(r0.z, r1.z, r2.z, r3.z));
+      tileB[base + 3u * stride] = operand(vec4f(r0.w, r1.w, r2.w, r3.w));
     }
   } else {
     for (var i = lid; i < colVecs * TILE_K; i += WG_X * WG_Y) {
       let k = i / colVecs;
       let n = (i % colVecs) * 4u;
-      tileB[k * stride + n / 4u] = loadB4(k0 + k, n0 + n);
+      tileB[k * stride + n / 4u] = operand(loadB4(k0 + k, n0 + n));
     }
   }
 }
