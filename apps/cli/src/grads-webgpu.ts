@@ -2,13 +2,13 @@
  * The WebGPU engine's side of `shoal grads` and `shoal train`: a device from the usual adapter
  * search, with "no adapter" turned into a one-line CLI error that names the fallback.
  */
-import { acquireGpu, formatAdapter, type GpuContext, NoAdapterError } from '@shoal/gpu';
+import { type AcquireOptions, acquireGpu, formatAdapter, type GpuContext, NoAdapterError } from '@shoal/gpu';
 import { type GptConfig, GpuGpt } from '@shoal/model';
 import { UsageError } from './usage.ts';
 
-export async function acquireCliGpu(): Promise<GpuContext> {
+export async function acquireCliGpu(options: AcquireOptions = {}): Promise<GpuContext> {
   try {
-    return await acquireGpu();
+    return await acquireGpu(options);
   } catch (error) {
     if (error instanceof NoAdapterError) {
       throw new UsageError(`${error.message}\n(or run this command with --backend cpu)`);

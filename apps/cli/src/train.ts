@@ -5,7 +5,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchSampler, loadCorpus, type SamplerState, validationBatches } from '@shoal/data';
-import { formatAdapter, learningRate } from '@shoal/gpu';
+import { formatAdapter, learningRate, type MatmulPrecision, precisionFromEnvironment } from '@shoal/gpu';
 import {
   buildLayout,
   CpuTrainer,
@@ -37,6 +37,8 @@ export interface TrainOptions {
   lr: number;
   seed: number;
   backend: 'webgpu' | 'cpu';
+  /** The WebGPU engine's matmul operands (--precision): f32, or f16 with f32 accumulation. */
+  precision?: MatmulPrecision;
   /** CPU engine threads (--backend cpu). */
   threads?: number;
   data?: string;
@@ -64,11 +66,17 @@ const round3 = (x: number) => Math.round(x * 1000) / 1000;
 const statePath = (weightsPath: string) => `${weightsPath.replace(/\.safetensors$/, '')}.state.safetensors`;
 
 async function createTrainer(
-  options: Pick<TrainOptions, 'backend' | 'threads'>,
+  options: Pick<TrainOptions, 'backend' | 'threads' | 'precision'>,
   config: GptConfig,
   train: TrainConfig,
   params: Float32Array,
-): Promise<{ trainer: Trainer; adapter: string | null; matmul?: string; release(): void }> {
+): Promise<{
+  trainer: Trainer;
+  adapter: string | null;
+  matmul?: string;
+  precision?: MatmulPrecision;
+  release(): void;
+}> {
   if (options.backend === 'cpu') {
     const trainer = new CpuTrainer(config, train, params, { threads: options.threads });
     await trainer.ready();
@@ -76,11 +84,13 @@ async function createTrainer(
     const adapter = `CPU (WebAssembly SIMD), ${count} thread${count === 1 ? '' : 's'}${note ? ` (${note})` : ''}`;
     return { trainer, adapter, release: () => trainer.destroy() };
   }
-  const gpu = await acquireCliGpu();
+  const precision = options.precision ?? precisionFromEnvironment() ?? 'f32';
+  // Only the f16 path asks for subgroup matrices (tensor cores).
+  const gpu = await acquireCliGpu({ subgroupMatrix: precision === 'f16' });
   try {
-    const trainer = await GpuTrainer.create(gpu.device, config, train, params);
+    const trainer = await GpuTrainer.create(gpu.device, config, train, params, undefined, { precision });
     const matmul = describeMatmul(trainer.model.kernels.matmulConfig);
-    return { trainer, adapter: formatAdapter(gpu.report), matmul, release: () => gpu.destroy() };
+    return { trainer, adapter: formatAdapter(gpu.report), matmul, precision, release: () => gpu.destroy() };
   } catch (error) {
     gpu.destroy();
     throw error instanceof RangeError ? new UsageError(error.message) : error;
@@ -256,6 +266,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
         tokensPerSecond,
         backend: options.backend,
         adapter: engine.adapter,
+        ...(engine.matmul ? { matmul: engine.matmul, precision: engine.precision } : {}),
         checkpoint: weightsPath,
         ...(queue ? { queued: round3(queue.fraction) } : {}),
       }),

@@ -6,6 +6,7 @@
  * VK_ICD_FILENAMES when an instance is created, so each attempt sets it and creates its own.
  */
 import { existsSync } from 'node:fs';
+import { precisionFromEnvironment, SUBGROUP_MATRIX_FEATURE } from './matmul/matrix.ts';
 import { openDevice } from './report.ts';
 import { type AcquireOptions, type AdapterSource, type GpuContext, NoAdapterError } from './types.ts';
 
@@ -46,13 +47,17 @@ function sourceOf(adapter: GPUAdapter): AdapterSource {
   return 'system';
 }
 
+/** Dawn hides experimental features (subgroup matrices) without this toggle. */
+const UNSAFE_APIS = 'enable-dawn-features=allow_unsafe_apis';
+let dawnToggles: string[] = [];
+
 async function tryIcd(icd: string | undefined, powerPreference: GPUPowerPreference): Promise<GPUAdapter | null> {
   const { create } = await loadDawn();
   const saved = process.env.VK_ICD_FILENAMES;
   if (icd === undefined) delete process.env.VK_ICD_FILENAMES;
   else process.env.VK_ICD_FILENAMES = icd;
   try {
-    const instance = create([]);
+    const instance = create(dawnToggles);
     const adapter = await instance.requestAdapter({ powerPreference });
     // The adapter does not keep its Dawn instance alive: if the instance is collected, the
     // process crashes on the next GPU call. Hold every instance that produced an adapter.
@@ -72,20 +77,24 @@ export async function acquireGpu(options: AcquireOptions = {}): Promise<GpuConte
     throw new NoAdapterError(`Unknown adapter preference "${prefer}": use auto, system, lavapipe or swiftshader.`);
   }
   const powerPreference = options.powerPreference ?? 'high-performance';
+  const subgroupMatrix = options.subgroupMatrix ?? precisionFromEnvironment() === 'f16';
+  dawnToggles = subgroupMatrix ? [UNSAFE_APIS] : [];
+  const extra = subgroupMatrix ? [SUBGROUP_MATRIX_FEATURE] : [];
+  const open = (adapter: GPUAdapter, source: AdapterSource) => openDevice(adapter, source, extra);
   const attempts: string[] = [];
 
   // A user who set VK_ICD_FILENAMES chose their drivers: try exactly that, nothing else.
   const userIcds = process.env.VK_ICD_FILENAMES;
   if (userIcds !== undefined && prefer === 'auto') {
     const adapter = await tryIcd(userIcds, powerPreference);
-    if (adapter) return openDevice(adapter, sourceOf(adapter));
+    if (adapter) return open(adapter, sourceOf(adapter));
     attempts.push(`VK_ICD_FILENAMES=${userIcds}: no adapter (the variable is set, so nothing else was tried)`);
     throw new NoAdapterError(`No WebGPU adapter found. ${INSTALL_HINT}`, attempts);
   }
 
   if (prefer === 'auto' || prefer === 'system') {
     const adapter = await tryIcd(undefined, powerPreference);
-    if (adapter) return openDevice(adapter, sourceOf(adapter));
+    if (adapter) return open(adapter, sourceOf(adapter));
     attempts.push('system Vulkan drivers: no adapter');
   }
   const icds = softwareIcds();
@@ -97,7 +106,7 @@ export async function acquireGpu(options: AcquireOptions = {}): Promise<GpuConte
       continue;
     }
     const adapter = await tryIcd(found.join(':'), powerPreference);
-    if (adapter) return openDevice(adapter, name);
+    if (adapter) return open(adapter, name);
     attempts.push(`${name}: ICD ${found[0]} present, but Dawn found no adapter on it`);
   }
   throw new NoAdapterError(`No WebGPU adapter found. ${INSTALL_HINT}`, attempts);

@@ -6,7 +6,18 @@ export * from './embedding/embedding.ts';
 export * from './gelu/gelu.ts';
 export * from './gradnorm/gradnorm.ts';
 export * from './layernorm/layernorm.ts';
+export { gateMatmulPath } from './matmul/gate.ts';
 export * from './matmul/matmul.ts';
+export {
+  chooseMatrixConfig,
+  MATMUL_PRECISIONS,
+  type MatmulPrecision,
+  type MatrixKernelConfig,
+  matrixPrecisionName,
+  precisionFromEnvironment,
+  SUBGROUP_MATRIX_FEATURE,
+  subgroupMatrixConfigs,
+} from './matmul/matrix.ts';
 export {
   CANDIDATES,
   configName,

@@ -54,12 +54,17 @@ export function formatAdapter(report: AdapterReport): string {
 /**
  * Requests a device with the adapter's maxima for the limits that size our buffers and
  * workgroups (the defaults are far lower: 128 MiB bindings, 256 invocations), and with the
- * optional features the adapter has.
+ * optional features the adapter has (and `extraFeatures` where it has them: subgroup matrices,
+ * asked for only by the f16 path).
  */
-export async function openDevice(adapter: GPUAdapter, source: AdapterSource): Promise<GpuContext> {
+export async function openDevice(
+  adapter: GPUAdapter,
+  source: AdapterSource,
+  extraFeatures: readonly GPUFeatureName[] = [],
+): Promise<GpuContext> {
   const requiredLimits: Record<string, number> = {};
   for (const name of LIMIT_NAMES) requiredLimits[name] = adapter.limits[name];
-  const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
+  const requiredFeatures = [...OPTIONAL_FEATURES, ...extraFeatures].filter((f) => adapter.features.has(f));
   const device = await adapter.requestDevice({ label: 'Shoal.device', requiredLimits, requiredFeatures });
   let destroyed = false;
   return {

@@ -44,6 +44,12 @@ export interface AcquireOptions {
    */
   prefer?: 'auto' | 'system' | 'lavapipe' | 'swiftshader';
   powerPreference?: GPUPowerPreference;
+  /**
+   * Ask for `chromium-experimental-subgroup-matrix` (tensor cores) where the adapter offers it;
+   * in Node this also turns on Dawn's `allow_unsafe_apis`, without which Dawn hides the feature.
+   * Default in Node: SHOAL_PRECISION=f16 (the only path that uses it); off elsewhere.
+   */
+  subgroupMatrix?: boolean;
 }
 
 /** No WebGPU adapter could be had. The message says what was tried and what to install. */

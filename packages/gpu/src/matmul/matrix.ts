@@ -14,6 +14,24 @@ import type { Limits, MatmulTiles } from './plan.ts';
 
 export const SUBGROUP_MATRIX_FEATURE = 'chromium-experimental-subgroup-matrix' as GPUFeatureName;
 
+/**
+ * The precision of the matmul operands. 'f32' (default): f32 throughout. 'f16': operands rounded
+ * to f16, products accumulated in f32, master weights, gradients' sums and AdamW in f32; on
+ * tensor cores where the adapter offers subgroup matrices and their start-up gate passes, else
+ * the tiled kernel rounding its operands alike (the same numerics, no speed-up).
+ */
+export type MatmulPrecision = 'f32' | 'f16';
+export const MATMUL_PRECISIONS: readonly MatmulPrecision[] = ['f32', 'f16'];
+
+/** SHOAL_PRECISION in Node (f32 or f16): the default precision, and whether Node asks Dawn for subgroup matrices. */
+export function precisionFromEnvironment(): MatmulPrecision | undefined {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  const value = env?.SHOAL_PRECISION || undefined;
+  if (value === undefined) return undefined;
+  if ((MATMUL_PRECISIONS as readonly string[]).includes(value)) return value as MatmulPrecision;
+  throw new RangeError(`SHOAL_PRECISION=${value}: use ${MATMUL_PRECISIONS.join(' or ')}`);
+}
+
 /** One of GPUAdapterInfo.subgroupMatrixConfigs (Dawn), as plain data. */
 export interface SubgroupMatrixConfig {
   componentType: string;

@@ -2,15 +2,22 @@ import {
   AttentionKernels,
   CANDIDATES,
   CrossEntropyKernels,
+  chooseMatrixConfig,
   configName,
   EmbeddingKernels,
   GeluKernels,
+  gateMatmulPath,
   isSoftwareDevice,
   LayernormKernels,
   type LayerShape,
   type MatmulConfig,
   MatmulKernels,
+  type MatmulPrecision,
+  matrixPrecisionName,
+  precisionFromEnvironment,
   ResidualKernels,
+  SUBGROUP_MATRIX_FEATURE,
+  subgroupMatrixConfigs,
   type TileCache,
   type TuneOptions,
   tuneMatmul,
@@ -24,11 +31,16 @@ import type { GptConfig } from '../config.ts';
  */
 export type MatmulChoice = 'tiled' | 'search';
 
+/** The largest relative error the f16 path may show against the f32 path at start-up. */
+export const F16_GATE_TOLERANCE = 1e-2;
+
 export interface GptKernelOptions {
   /** The model's largest matmul (gptLayerShape): the shape the search times. Without it: tiled. */
   layer?: LayerShape;
   /** Default: SHOAL_MATMUL, else 'search' on a hardware adapter given `layer`, else 'tiled'. */
   matmul?: MatmulChoice;
+  /** Default: SHOAL_PRECISION, else 'f32'. */
+  precision?: MatmulPrecision;
   /** Where the search keeps its choice (default: tune.ts's, see setDefaultTileCache). */
   tileCache?: TileCache;
   /** The search's budget and candidates (tests: a tiny budget, few candidates). */
@@ -39,6 +51,11 @@ export interface GptKernelOptions {
 export interface GptMatmulConfig {
   config: MatmulConfig;
   source: 'fixed' | 'cache' | 'search';
+  precision: MatmulPrecision;
+  /** On tensor cores: the subgroup-matrix configuration, e.g. 'f16×f16→f32 16×16×16'. */
+  matrix?: string;
+  /** The f16 path: the gate's verdict, or why the tensor cores are not used. */
+  note?: string;
 }
 
 /** The kernel families a model binds, compiled once per device and head size; shareable between models. */
@@ -62,15 +79,20 @@ export function gptLayerShape(config: Pick<GptConfig, 'nEmbd'>, B: number, T: nu
 }
 
 /** One short phrase for an engine line, e.g. 'matmul register 8x8 k8 (searched)'. */
-export function describeMatmul({ config, source }: GptMatmulConfig): string {
+export function describeMatmul({ config, source, precision, matrix, note }: GptMatmulConfig): string {
+  if (matrix) return `matmul on tensor cores, ${matrix}${note ? ` (${note})` : ''}`;
   const how = source === 'search' ? 'searched' : source === 'cache' ? 'cached search' : 'fixed';
-  return `matmul ${configName(config)} (${how})`;
+  const operands = precision === 'f16' ? `, f16 operands${note ? ` (${note})` : ''}` : '';
+  return `matmul ${configName(config)} (${how})${operands}`;
 }
+
+const environment = (name: string) =>
+  (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name] || undefined;
 
 /** SHOAL_MATMUL in Node (tiled or search) overrides the default, e.g. to run a model test on the search. */
 function choiceFromEnvironment(): MatmulChoice | undefined {
-  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.SHOAL_MATMUL;
-  if (value === undefined || value === '') return undefined;
+  const value = environment('SHOAL_MATMUL');
+  if (value === undefined) return undefined;
   if (value === 'tiled' || value === 'search') return value;
   throw new RangeError(`SHOAL_MATMUL=${value}: use tiled or search`);
 }
@@ -88,21 +110,66 @@ function matmulChoice(device: GPUDevice, options: GptKernelOptions): MatmulChoic
 // Where a browser lacks GPUDevice.adapterInfo the search still runs; its cache key names no adapter.
 const UNKNOWN_ADAPTER = { vendor: '', architecture: '', device: '', description: '' } as GPUAdapterInfo;
 
+type Chosen = { matmul: MatmulKernels; matmulConfig: GptMatmulConfig };
+
 /** The fixed kernel, tiled 16×16 k16 (MatmulKernels' default and the search's fallback). */
-async function fixedMatmul(device: GPUDevice): Promise<{ matmul: MatmulKernels; matmulConfig: GptMatmulConfig }> {
+async function fixedMatmul(device: GPUDevice): Promise<Chosen> {
   const config = CANDIDATES[0] as MatmulConfig;
-  return { matmul: await MatmulKernels.create(device, config), matmulConfig: { config, source: 'fixed' } };
+  return {
+    matmul: await MatmulKernels.create(device, config),
+    matmulConfig: { config, source: 'fixed', precision: 'f32' },
+  };
 }
 
-async function searchedMatmul(
-  device: GPUDevice,
-  layer: LayerShape,
-  options: GptKernelOptions,
-): Promise<{ matmul: MatmulKernels; matmulConfig: GptMatmulConfig }> {
+/**
+ * f16 operands: the subgroup-matrix kernel where the device has the feature, a usable
+ * configuration, and the kernel passes the gate against the f32 path on this device; else the
+ * tiled kernel rounding its operands to f16, with the reason.
+ */
+async function f16Matmul(device: GPUDevice): Promise<Chosen> {
+  const config = CANDIDATES[0] as MatmulConfig;
+  let note: string;
+  if (!device.features.has(SUBGROUP_MATRIX_FEATURE)) {
+    note = `no tensor cores: the device lacks ${SUBGROUP_MATRIX_FEATURE}`;
+  } else {
+    const info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
+    const chosen = chooseMatrixConfig(info ? subgroupMatrixConfigs(info) : [], device.features);
+    if (!chosen.config) {
+      note = `no tensor cores: ${chosen.refused.join('; ')}`;
+    } else {
+      const [candidate, reference] = await Promise.all([
+        MatmulKernels.create(device, { matrix: chosen.config }).catch((error: unknown) => error as Error),
+        MatmulKernels.create(device, config),
+      ]);
+      try {
+        if (candidate instanceof Error) {
+          note = `no tensor cores: ${candidate.message.split('\n')[0]}`;
+        } else {
+          const gate = await gateMatmulPath(device, candidate, reference, { tolerance: F16_GATE_TOLERANCE });
+          if (gate.accepted) {
+            const matrix = matrixPrecisionName(chosen.config);
+            return {
+              matmul: candidate,
+              matmulConfig: { config, source: 'fixed', precision: 'f16', matrix, note: `gate ${gate.message}` },
+            };
+          }
+          candidate.destroy();
+          note = `no tensor cores: the start-up gate ${gate.message}`;
+        }
+      } finally {
+        reference.destroy();
+      }
+    }
+  }
+  const matmul = await MatmulKernels.create(device, { ...config, roundOperands: 'f16' });
+  return { matmul, matmulConfig: { config, source: 'fixed', precision: 'f16', note } };
+}
+
+async function searchedMatmul(device: GPUDevice, layer: LayerShape, options: GptKernelOptions): Promise<Chosen> {
   const info = (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo ?? UNKNOWN_ADAPTER;
   const result = await tuneMatmul(device, info, { ...options.search, shape: layer, cache: options.tileCache });
   const source = result.source === 'search' ? 'search' : 'cache';
-  return { matmul: result.kernels, matmulConfig: { config: result.config, source } };
+  return { matmul: result.kernels, matmulConfig: { config: result.config, source, precision: 'f32' } };
 }
 
 /**
@@ -115,13 +182,20 @@ export async function createGptKernels(
   options: GptKernelOptions = {},
 ): Promise<GptKernels> {
   const { layer } = options;
+  const precision = options.precision ?? precisionFromEnvironment() ?? 'f32';
   const choice = matmulChoice(device, options);
   if (choice === 'search' && !layer && options.matmul === 'search') {
     throw new RangeError('createGptKernels: the matmul search needs a layer shape (gptLayerShape)');
   }
   // The search runs alone, before the other families compile: their compilation would skew its timings.
   // SHOAL_MATMUL=search without a layer shape (a caller that does not know B·T) stays tiled.
-  const searched = choice === 'search' && layer ? await searchedMatmul(device, layer, options) : null;
+  // The f16 path's gate runs alone too (its comparison does not time anything, but stays simple).
+  const searched =
+    precision === 'f16'
+      ? await f16Matmul(device)
+      : choice === 'search' && layer
+        ? await searchedMatmul(device, layer, options)
+        : null;
   const [{ matmul, matmulConfig }, layernorm, attention, gelu, residual, embedding, crossEntropy, vector] =
     await Promise.all([
       searched ?? fixedMatmul(device),

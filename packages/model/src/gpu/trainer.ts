@@ -24,7 +24,7 @@ import { QueueMeter } from './queue-meter.ts';
 const MAP_READ = 0x1;
 const COPY_DST = 0x8;
 
-import { createGptKernels, type GptKernels, GpuGpt, gptLayerShape } from './gpt.ts';
+import { createGptKernels, type GptKernelOptions, type GptKernels, GpuGpt, gptLayerShape } from './gpt.ts';
 import { assertGpuFits } from './memory.ts';
 
 /**
@@ -92,10 +92,13 @@ export class GpuTrainer implements Trainer {
     train: TrainConfig,
     params: Float32Array,
     kernels?: GptKernels,
+    /** How to build the kernels when `kernels` is not given (precision, matmul choice). */
+    kernelOptions: Omit<GptKernelOptions, 'layer'> = {},
   ): Promise<GpuTrainer> {
     assertGpuFits(config, train.batchSize, train.seqLen, device.limits);
     const layer = gptLayerShape(config, train.batchSize, train.seqLen);
-    const families = kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { layer }));
+    const families =
+      kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { ...kernelOptions, layer }));
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const model = await GpuGpt.create(device, config, train.batchSize, train.seqLen, families);
     try {
