@@ -1,5 +1,4 @@
 import { availableParallelism } from 'node:os';
-import { MATMUL_PRECISIONS, type MatmulPrecision } from '@shoal/gpu';
 import { HOST_GRACE_MS } from '@shoal/mesh';
 import { defaultCpuThreads, MAX_DEFAULT_CPU_THREADS } from '@shoal/model';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
@@ -48,13 +47,6 @@ function threadsOption(fallback: { n: number; description: string }): Option {
   )
     .argParser(parsePositiveInt)
     .default(fallback.n, fallback.description);
-}
-
-function parsePrecision(value: string): MatmulPrecision {
-  if (!(MATMUL_PRECISIONS as readonly string[]).includes(value)) {
-    throw new InvalidArgumentError(`expected ${MATMUL_PRECISIONS.join(' or ')}`);
-  }
-  return value as MatmulPrecision;
 }
 
 function parseBackend(value: string): 'webgpu' | 'cpu' {
@@ -124,11 +116,7 @@ export function createProgram(): Command {
     .addOption(runOption('lr', 'peak learning rate (warmup, then cosine decay to lr/10)'))
     .addOption(runOption('seed'))
     .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
-    .option(
-      '--precision <p>',
-      'WebGPU matmul operands: f32, or f16 (f32 accumulation and master weights; tensor cores where the GPU offers them, after a start-up check). Default: SHOAL_PRECISION, else f32',
-      parsePrecision,
-    )
+    .addOption(runOption('precision'))
     .addOption(threadsOption(threads))
     .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); the last 10% is validation')
     .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')

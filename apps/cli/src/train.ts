@@ -5,7 +5,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchSampler, loadCorpus, type SamplerState, validationBatches } from '@shoal/data';
-import { formatAdapter, learningRate, type MatmulPrecision, precisionFromEnvironment } from '@shoal/gpu';
+import { formatAdapter, learningRate, type MatmulPrecision } from '@shoal/gpu';
 import {
   buildLayout,
   CpuTrainer,
@@ -84,7 +84,7 @@ async function createTrainer(
     const adapter = `CPU (WebAssembly SIMD), ${count} thread${count === 1 ? '' : 's'}${note ? ` (${note})` : ''}`;
     return { trainer, adapter, release: () => trainer.destroy() };
   }
-  const precision = options.precision ?? precisionFromEnvironment() ?? 'f32';
+  const precision = options.precision ?? 'f32';
   // Only the f16 path asks for subgroup matrices (tensor cores).
   const gpu = await acquireCliGpu({ subgroupMatrix: precision === 'f16' });
   try {

@@ -210,6 +210,11 @@ export const runConfigSchema = z.object({
      */
     fingerprint: corpusFingerprintSchema.optional(),
   }),
+  /**
+   * The matmul operands of WebGPU volunteers (@shoal/model's MatmulPrecision): 'f16' rounds them
+   * to f16 with f32 sums and f32 master weights. Absent: f32.
+   */
+  precision: z.enum(['f32', 'f16']).optional(),
   /** How often members send heartbeats. */
   heartbeatMs: z.int().min(100).max(60_000),
 });

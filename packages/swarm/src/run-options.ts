@@ -19,6 +19,8 @@ import {
 import {
   defaultTrainConfig,
   type GptConfig,
+  MATMUL_PRECISIONS,
+  type MatmulPrecision,
   PIPELINE_SCHEDULES,
   type PipelineSchedule,
   PRESETS,
@@ -330,6 +332,17 @@ export const RUN_OPTIONS = {
     simulate: false,
     section: 'training',
   },
+  precision: {
+    kind: 'choice',
+    flag: '--precision',
+    metavar: 'p',
+    label: 'Matmul precision',
+    help: 'f16: WebGPU volunteers multiply f16 operands with f32 sums and f32 weights (tensor cores where the GPU offers them and a start-up check passes; CPU volunteers stay f32)',
+    default: 'f32',
+    choices: MATMUL_PRECISIONS,
+    simulate: false,
+    section: 'training',
+  },
   seed: {
     kind: 'integer',
     flag: '--seed',
@@ -536,6 +549,8 @@ export function runConfigOf(values: RunOptions, extra: { model?: GptConfig; corp
     },
     ...(pipeline ? { pipeline } : {}),
     data: { corpus: extra.corpus ?? 'moby-dick', seed: train.seed },
+    // absent: f32 (and rooms of older hosts)
+    ...(values.precision === 'f32' ? {} : { precision: values.precision as MatmulPrecision }),
     heartbeatMs: 1000,
   };
 }

@@ -38,7 +38,9 @@ export {
   type GptKernels,
   type GptMatmulConfig,
   gptLayerShape,
+  MATMUL_PRECISIONS,
   type MatmulChoice,
+  type MatmulPrecision,
 } from './kernels.ts';
 
 const MAP_READ = 0x1;

@@ -25,6 +25,8 @@ import {
 } from '@shoal/gpu';
 import type { GptConfig } from '../config.ts';
 
+export { MATMUL_PRECISIONS, type MatmulPrecision } from '@shoal/gpu';
+
 /**
  * How the matmul family is chosen: 'tiled' is the fixed kernel; 'search' is the per-adapter tile
  * search (tune.ts), timed at the model's largest matmul and cached per adapter and shape class.

@@ -58,7 +58,8 @@ export async function trainerFor(
   // before a kernel is compiled: a GPU that cannot hold the room's model says so in one line
   assertGpuFits(config.model, config.train.batchSize, config.train.seqLen, device.limits);
   const layer = gptLayerShape(config.model, config.train.batchSize, config.train.seqLen);
-  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer });
+  const precision = config.precision ?? 'f32';
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer, precision });
   return GpuTrainer.create(device, config.model, config.train, params, kernels);
 }
 
@@ -72,7 +73,8 @@ export async function stageFor(
 ): Promise<StageTrainer> {
   if (!device) return new CpuStageTrainer(config.train, spec, params, config.model, o);
   const layer = gptLayerShape(config.model, o.microBatch, config.train.seqLen);
-  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer });
+  const precision = config.precision ?? 'f32';
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer, precision });
   return GpuStageTrainer.create(device, config.model, config.train, spec, params, { ...o, kernels });
 }
 
