@@ -12,6 +12,7 @@ describe("the Run panel: the room's configuration as a person reads it", () => {
     expect(rows.Text).toBe('Moby Dick');
     expect(rows['Batch × sequence']).toBe('8 × 32 tokens per volunteer per step');
     expect(rows['GPU memory']).toMatch(/^\d+\.\d\d MiB per WebGPU volunteer$/);
+    expect(rows[RUN_OPTIONS.precision.label]).toBe('f32');
     expect(rows[RUN_OPTIONS.innerSteps.label]).toBe('30');
     expect(rows[RUN_OPTIONS.overlap.label]).toBe('3');
     expect(rows[RUN_OPTIONS.codec.label]).toBe('fp4, blocks of 1024');
@@ -27,6 +28,8 @@ describe("the Run panel: the room's configuration as a person reads it", () => {
     const rows = Object.fromEntries(runConfigRows(config));
     expect(rows[RUN_OPTIONS.pipelineStages.label]).toBe('2 stages, 8 micro-batches, 1f1b, activations f32');
     expect(rows[RUN_OPTIONS.lowRank.label]).toMatch(/^4 \(error target /);
+    const f16 = Object.fromEntries(runConfigRows(runConfigOf({ ...RUN_OPTION_DEFAULTS, precision: 'f16' })));
+    expect(f16[RUN_OPTIONS.precision.label]).toMatch(/^f16 operands, f32 sums and weights, on WebGPU volunteers/);
     const model = { nLayer: 3, nHead: 2, nEmbd: 32, blockSize: 32, vocabSize: 256 };
     expect(presetNameOf(model)).toBeNull();
     expect(presetNameOf(config.model)).toBe('tiny');

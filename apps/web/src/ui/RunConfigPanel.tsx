@@ -51,6 +51,12 @@ export function runConfigRows(config: RunConfig): [string, string][] {
       'GPU memory',
       `${formatMemory(gpuTrainingMemory(model, train.batchSize, train.seqLen).total)} per WebGPU volunteer`,
     ],
+    [
+      label('precision'),
+      config.precision === 'f16'
+        ? 'f16 operands, f32 sums and weights, on WebGPU volunteers (tensor cores where offered); CPU volunteers f32'
+        : 'f32',
+    ],
     [label('innerSteps'), String(diloco.innerSteps)],
     [label('fragments'), String(diloco.fragments)],
     [label('overlap'), String(diloco.overlap)],
