@@ -52,9 +52,9 @@ describe('bench:device', () => {
     run = spawnSync('bash', [join(kit, 'run.sh'), '--local'], {
       env: { ...process.env, OUT: out },
       encoding: 'utf8',
-      timeout: 360_000, // the parts' budgets and their backstops (plan.ts)
+      timeout: 520_000, // the parts' budgets and their backstops (plan.ts)
     });
-  }, 400_000);
+  }, 560_000);
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   test('the folder holds Node, Dawn beside the webgpu loader, the bundle, torch_step.py and run.sh', () => {
@@ -64,6 +64,7 @@ describe('bench:device', () => {
       'node_modules/webgpu/dist/linux-x64/dawn.node',
       'device.mjs',
       'torch_step.py',
+      'moby-dick.txt',
       'run.sh',
     ]) {
       expect(manifest.files[file], file).toBeGreaterThan(0);
@@ -129,10 +130,34 @@ describe('bench:device', () => {
     expect(kernels.rows.map((r: { kernel: string }) => r.kernel)).toEqual(
       expect.arrayContaining(['attention.forward', 'adamw', 'matmul.forward 64³']),
     );
-    for (const part of [adapter, grads, steps, kernels]) expect(part.complete, part.part).toBe(true);
+
+    // A software adapter offers no subgroup matrices: the f16 run takes the rounding tiled
+    // kernel and says why; its losses must still be within 1% of the f32 run's.
+    const precision = json('precision');
+    expect(precision.tensor.chosen).toBeNull();
+    expect(precision.tensor.refused.length).toBeGreaterThan(0);
+    expect(precision.tensor.roundingGate.accepted, precision.tensor.roundingGate.message).toBe(true);
+    expect(precision.matmul.map((r: { family: string; product: string }) => `${r.family} ${r.product}`)).toEqual(
+      expect.arrayContaining(['f32 tiled forward', 'f16 rounding tiled backwardWeight']),
+    );
+    const { runs, difference, passed, corpus } = precision.training;
+    expect(corpus).toContain('1216578:beb9fa0f'); // Moby Dick, read from the file beside the bundle
+    expect(runs.f32.matmul).not.toMatch(/f16/);
+    expect(runs.f16.matmul).toMatch(/f16 operands \(no tensor cores: /);
+    for (const run of [runs.f32, runs.f16]) {
+      expect(run.msPerStep).toBeGreaterThan(0);
+      expect(run.trainLoss).toBeLessThan(run.firstLoss); // it trained
+      expect(Number.isFinite(run.valLoss)).toBe(true);
+    }
+    expect(passed, JSON.stringify(difference)).toBe(true);
+    // f16 operands change the sums: equal losses would mean the rounding never ran
+    expect(difference.trainLoss).toBeGreaterThan(0);
+    for (const part of [adapter, grads, steps, kernels, precision]) expect(part.complete, part.part).toBe(true);
 
     const summary = readFileSync(join(out, 'summary.md'), 'utf8');
     expect(summary).toMatch(/\| adapter \| ok \|/);
+    expect(summary).toMatch(/\| precision \| ok \|/);
     expect(summary).toContain('## Kernels');
+    expect(summary).toMatch(/f16 within 1\.0% of f32 \(train and validation loss\): passed/);
   });
 });

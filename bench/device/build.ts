@@ -6,6 +6,7 @@
  *   node_modules/webgpu/…/linux-x64/dawn.node.xz the `webgpu` package's Dawn build, beside its index.js
  *   device.mjs                                  bench/device/main.ts and everything it imports, bundled
  *   torch_step.py                               the PyTorch side (beside device.mjs, where torch-child looks)
+ *   moby-dick.txt                               the training corpus of the precision part (beside device.mjs)
  *   debs/*.deb                                  Debian's Vulkan loader and GL/EGL dispatch libraries (amd64)
  *   run.sh                                      unpacks all that there and runs the parts (bench/device/run.sh)
  *   manifest.json                               what was built from which commit, and the sizes
@@ -31,6 +32,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build, type Plugin } from 'esbuild';
+import { writeMobyDickText } from '../../packages/data/src/corpus.node.ts';
+import { CORPUS_FILE } from './output.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const MIB = 1024 * 1024;
@@ -199,6 +202,7 @@ export async function buildKit(options: KitOptions): Promise<KitManifest> {
   log('bundling bench/device/main.ts → device.mjs');
   await bundle(out);
   copyFileSync(join(ROOT, 'bench/torch_step.py'), join(out, 'torch_step.py'));
+  writeMobyDickText(join(out, CORPUS_FILE));
   copyFileSync(join(ROOT, 'bench/device/run.sh'), join(out, 'run.sh'));
   chmodSync(join(out, 'run.sh'), 0o755);
 

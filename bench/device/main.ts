@@ -3,9 +3,9 @@
  * the GPU machine (docs/device-bench.md). One part per process, so one that fails or hangs leaves
  * the others their measurements:
  *
- *   node device.mjs adapter|grads|steps|kernels [--out DIR] [--local [--torch]] [--python python3]
+ *   node device.mjs adapter|grads|steps|kernels|precision [--out DIR] [--local [--torch]] [--python python3]
  *   node device.mjs budgets [--local]          each part's time budget in seconds, one per line
- *   node device.mjs report --out DIR [--status adapter=0,grads=0,steps=124,kernels=0]
+ *   node device.mjs report --out DIR [--status adapter=0,grads=0,steps=124,kernels=0,precision=0]
  *
  * A part writes DIR/<part>.json as it goes and exits 0 when everything it measured passed,
  * 1 when something failed, 124 when it ran out of its time budget. --local: this machine's
@@ -18,6 +18,7 @@ import { type GradsPart, gradsPart } from './grads.ts';
 import { type KernelsPart, kernelsPart } from './kernels.ts';
 import { PartOutput } from './output.ts';
 import { devicePlan, PART_NAMES, type PartName } from './plan.ts';
+import { type PrecisionPart, precisionPart } from './precision.ts';
 import { writeSummary } from './report.ts';
 import { type StepsPart, stepsPart } from './steps.ts';
 
@@ -47,7 +48,9 @@ async function runPart(part: PartName): Promise<number> {
         ? new PartOutput<GradsPart>(out, part, { tolerance: plan.gradTolerance, reference: '', rows: [] })
         : part === 'steps'
           ? new PartOutput<StepsPart>(out, part, { rows: [] })
-          : new PartOutput<KernelsPart>(out, part, { rows: [] });
+          : part === 'kernels'
+            ? new PartOutput<KernelsPart>(out, part, { rows: [] })
+            : new PartOutput<PrecisionPart>(out, part, { matmul: [] });
   // Past its budget a part stops where it is; what it wrote stays (complete: false).
   const timer = setTimeout(() => {
     output.fail(new Error(`stopped at its time budget of ${budget} s`));
@@ -62,7 +65,9 @@ async function runPart(part: PartName): Promise<number> {
           ? await gradsPart(output as PartOutput<GradsPart>, plan, { ...python, deadline })
           : part === 'steps'
             ? await stepsPart(output as PartOutput<StepsPart>, plan, { ...python, deadline })
-            : await kernelsPart(output as PartOutput<KernelsPart>, plan, deadline);
+            : part === 'kernels'
+              ? await kernelsPart(output as PartOutput<KernelsPart>, plan, deadline)
+              : await precisionPart(output as PartOutput<PrecisionPart>, plan, deadline);
     output.finish();
     return ok ? 0 : 1;
   } catch (error) {

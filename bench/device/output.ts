@@ -46,3 +46,9 @@ export class PartOutput<T extends object> {
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * The precision part's corpus, Moby Dick as text, written beside the bundle by build.ts: the GPU
+ * machine has no @stdlib package to read it from.
+ */
+export const CORPUS_FILE = 'moby-dick.txt';

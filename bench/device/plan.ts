@@ -1,6 +1,6 @@
 /**
  * What bench:device measures, and how long each part may take. Two plans: the GPU machine's
- * (an H100/H200: every preset, GPT-2-small and a 304M model, within 3 minutes in all) and
+ * (an H100/H200: every preset, GPT-2-small and a 304M model, within 4 minutes in all) and
  * `--local`'s (this machine's software adapter at 0.2–2 GFLOP/s: tiny shapes, seconds per part).
  */
 import { type GptConfig, PRESETS, type PresetName } from '../../packages/model/src/config.ts';
@@ -19,7 +19,7 @@ export interface StepShape extends Shape {
   steps: number;
 }
 
-export const PART_NAMES = ['adapter', 'grads', 'steps', 'kernels'] as const;
+export const PART_NAMES = ['adapter', 'grads', 'steps', 'kernels', 'precision'] as const;
 export type PartName = (typeof PART_NAMES)[number];
 
 export interface DevicePlan {
@@ -37,6 +37,21 @@ export interface DevicePlan {
   squareMatmul: number[];
   /** Seconds of timed dispatches per kernel (each also gets a quarter of that as warm-up). */
   kernelSeconds: number;
+  precision: PrecisionPlan;
+}
+
+/** The precision part: f16 matmul operands (tensor cores, else rounding) against f32. */
+export interface PrecisionPlan {
+  /** Size of the square matmul timed per matmul family (N = C = OC). */
+  matmulSize: number;
+  /** The model trained twice, at f32 and at f16, from the same init on the same batches. */
+  train: Shape;
+  steps: number;
+  /** The train loss compared is the mean over this many last steps. */
+  lastSteps: number;
+  evalBatches: number;
+  /** Largest relative difference of the f16 run's losses from the f32 run's that passes. */
+  tolerance: number;
 }
 
 const preset = (name: PresetName, B: number, T: number): Shape => ({ name, config: { ...PRESETS[name] }, B, T });
@@ -73,13 +88,24 @@ function gpuPlan(): DevicePlan {
   return {
     local: false,
     torch: true,
-    budgets: { adapter: 15, grads: 40, steps: 80, kernels: 35 },
+    // precision: two 400-step runs of small at ~18 ms a step, kernels compiled twice, the gate
+    // and three matmul families at 4096³
+    budgets: { adapter: 15, grads: 40, steps: 80, kernels: 35, precision: 45 },
     grads: [preset('nano', 4, 64), preset('small', 4, 256), { ...l12, name: `${l12.name} T256`, B: 2, T: 256 }],
     gradTolerance: 1e-4,
     steps: steps.map(stepCounts),
     kernels: [{ ...l12, B: 8, T: 1024 }],
     squareMatmul: [4096],
     kernelSeconds: 0.25,
+    // "its loss over 400 steps of small stays within 1% of the f32 engine's"
+    precision: {
+      matmulSize: 4096,
+      train: preset('small', PRESET_BATCH.small.B, PRESET_BATCH.small.T),
+      steps: 400,
+      lastSteps: 50,
+      evalBatches: 4,
+      tolerance: 0.01,
+    },
   };
 }
 
@@ -89,13 +115,21 @@ function localPlan(): DevicePlan {
     torch: false,
     // a software adapter compiles each kernel family for seconds, more on a loaded machine with a
     // cold shader cache (CI): the budgets are backstops, not estimates
-    budgets: { adapter: 60, grads: 90, steps: 90, kernels: 90 },
+    budgets: { adapter: 60, grads: 90, steps: 90, kernels: 90, precision: 120 },
     grads: [preset('nano', 2, 16)],
     gradTolerance: 1e-4,
     steps: [{ ...preset('nano', 2, 32), warmup: 1, steps: 2 }],
     kernels: [preset('nano', 1, 32)],
     squareMatmul: [64],
     kernelSeconds: 0.1,
+    precision: {
+      matmulSize: 64,
+      train: preset('nano', 4, 32),
+      steps: 20,
+      lastSteps: 5,
+      evalBatches: 2,
+      tolerance: 0.01,
+    },
   };
 }
 

@@ -1,6 +1,6 @@
 /**
- * summary.md from the parts' JSON files: the adapter, the gradient check, the step-time table
- * and the kernel table, and which parts failed or ran out of time.
+ * summary.md from the parts' JSON files: the adapter, the gradient check, the step-time table,
+ * the kernel table and the f16-against-f32 check, and which parts failed or ran out of time.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -8,6 +8,7 @@ import type { AdapterPart } from './adapter.ts';
 import type { GradsPart } from './grads.ts';
 import type { KernelsPart } from './kernels.ts';
 import { PART_NAMES, type PartName } from './plan.ts';
+import type { PrecisionPart } from './precision.ts';
 import { type EngineTiming, type StepsPart, TORCH_PRECISIONS } from './steps.ts';
 
 type Written<T> = T & { part: string; complete: boolean; seconds: number; error?: string };
@@ -141,6 +142,70 @@ function kernelsSection(part: Written<KernelsPart> | null): string[] {
   return [...lines, ''];
 }
 
+/** Two significant digits: f16's difference from f32 may be a ten-thousandth of a percent. */
+const percent = (value: number | undefined) =>
+  value === undefined || !Number.isFinite(value) ? '—' : `${(value * 100).toPrecision(2)}%`;
+
+function precisionSection(part: Written<PrecisionPart> | null): string[] {
+  if (!part) return ['## Precision f16 against f32', '', 'not measured', ''];
+  const lines = ['## Precision f16 against f32', '', `${part.adapter ?? '?'}; timing: ${part.timing ?? '?'}.`, ''];
+  const tensor = part.tensor;
+  if (tensor) {
+    const features = Object.entries(tensor.features)
+      .map(([name, has]) => `${name} ${has ? 'yes' : 'no'}`)
+      .join(', ');
+    const configs = tensor.configs.map((c) => `${c.componentType}→${c.resultComponentType} ${c.M}×${c.N}×${c.K}`);
+    const compiled =
+      tensor.compiled === undefined
+        ? 'not tried (no configuration chosen)'
+        : tensor.compiled
+          ? 'yes'
+          : `no (${oneLine(tensor.compileError ?? '')})`;
+    lines.push(
+      `- features: ${features}`,
+      `- subgroup-matrix configurations: ${configs.join(', ') || 'none'}`,
+      `- chosen: ${tensor.chosen ?? 'none'}${tensor.refused.length ? `; refused: ${tensor.refused.join('; ')}` : ''}`,
+      `- matrix kernel compiles: ${compiled}`,
+      `- gate, tensor cores against f32 tiled: ${tensor.gate?.message ?? '—'}`,
+      `- gate, f16 rounding tiled against f32 tiled: ${tensor.roundingGate?.message ?? '—'}`,
+      '',
+    );
+  }
+  if (part.matmul?.length) {
+    lines.push('| matmul family | product | size | ms | TFLOP/s |', '|---|---|---|---|---|');
+    for (const r of part.matmul) {
+      lines.push(`| ${r.family} | ${r.product} | ${r.size}³ | ${sig(r.ms)} | ${sig(r.tflops)} |`);
+    }
+    lines.push('');
+  }
+  const t = part.training;
+  if (t) {
+    lines.push(
+      `Training ${t.shape} ${t.B}×${t.T}, ${t.steps} steps on ${t.corpus}, the same init and batches per precision; ` +
+        `train loss: mean of the last ${t.lastSteps} steps; validation: ${t.evalBatches} batches at the end.`,
+      '',
+      '| precision | matmul | ms per step | first loss | train loss | val loss | Δ train | Δ val |',
+      '|---|---|---|---|---|---|---|---|',
+    );
+    for (const precision of ['f32', 'f16'] as const) {
+      const r = t.runs[precision];
+      if (!r || r.error) {
+        lines.push(`| ${precision} | ${r?.error ? `error: ${oneLine(r.error)}` : 'not run'} | | | | | | |`);
+        continue;
+      }
+      const delta = precision === 'f16' ? [percent(t.difference?.trainLoss), percent(t.difference?.valLoss)] : ['', ''];
+      lines.push(
+        `| ${precision} | ${r.matmul ?? '?'} | ${sig(r.msPerStep)} | ${num(r.firstLoss, 4)} | ${num(r.trainLoss, 4)} | ` +
+          `${num(r.valLoss, 4)} | ${delta.join(' | ')} |`,
+      );
+    }
+    const verdict = t.passed === undefined ? 'not decided' : t.passed ? 'passed' : 'failed';
+    lines.push('', `f16 within ${percent(t.tolerance)} of f32 (train and validation loss): ${verdict}.`);
+  }
+  if (part.skipped?.length) lines.push('', `Skipped for time: ${part.skipped.join(', ')}`);
+  return [...lines, ''];
+}
+
 /** Writes summary.md under `out` and returns its text; `status` is each part's exit code from run.sh. */
 export function writeSummary(out: string, status: Partial<Record<PartName, number>>): string {
   const parts = {
@@ -148,6 +213,7 @@ export function writeSummary(out: string, status: Partial<Record<PartName, numbe
     grads: read<GradsPart>(out, 'grads'),
     steps: read<StepsPart>(out, 'steps'),
     kernels: read<KernelsPart>(out, 'kernels'),
+    precision: read<PrecisionPart>(out, 'precision'),
   };
   const statusLines = PART_NAMES.map((name) => {
     const part = parts[name];
@@ -176,6 +242,7 @@ export function writeSummary(out: string, status: Partial<Record<PartName, numbe
     ...gradsSection(parts.grads),
     ...stepsSection(parts.steps),
     ...kernelsSection(parts.kernels),
+    ...precisionSection(parts.precision),
   ].join('\n');
   writeFileSync(join(out, 'summary.md'), text);
   return text;

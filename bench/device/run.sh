@@ -2,9 +2,9 @@
 # bench:device on the GPU machine (docs/device-bench.md): unpacks the Node binary, Dawn and (as
 # root) Debian's Vulkan loader and GL/EGL dispatch libraries carried in this folder, then runs each
 # part of the benchmark in its own Node process under its time budget. Results: $OUT (default
-# ./out): adapter.json, grads.json, steps.json, kernels.json, summary.md, log.txt.
+# ./out): adapter.json, grads.json, steps.json, kernels.json, precision.json, summary.md, log.txt.
 #
-#   bash .device/run.sh            there: NVIDIA's Vulkan ICD, PyTorch with CUDA; within 3 minutes
+#   bash .device/run.sh            there: NVIDIA's Vulkan ICD, PyTorch with CUDA; within 4 minutes
 #   bash .device/run.sh --local    here: the software adapter, tiny shapes, no PyTorch
 #
 # Exit status 0 when every part passed; 1 otherwise (summary.md says which and why).
@@ -37,7 +37,7 @@ NODE="$WORK/bin/node"
 DAWN=node_modules/webgpu/dist/linux-x64/dawn.node
 unpack bin/node "$NODE" && chmod +x "$NODE" || { echo "bench:device: no Node binary"; exit 1; }
 unpack "$DAWN" "$WORK/$DAWN" || { echo "bench:device: no dawn.node"; exit 1; }
-cp "$KIT/device.mjs" "$KIT/torch_step.py" "$WORK/"
+cp "$KIT/device.mjs" "$KIT/torch_step.py" "$KIT/moby-dick.txt" "$WORK/"
 cp "$KIT/node_modules/webgpu/index.js" "$KIT/node_modules/webgpu/package.json" "$WORK/node_modules/webgpu/"
 
 if [ -z "$LOCAL" ]; then
@@ -61,7 +61,7 @@ declare -A budget
 while read -r part seconds; do budget[$part]=$seconds; done < <("$NODE" "$WORK/device.mjs" budgets $LOCAL)
 status=""
 failed=0
-for part in adapter grads steps kernels; do
+for part in adapter grads steps kernels precision; do
   echo "== $part (budget ${budget[$part]:-60} s) =="
   # The part stops itself at its budget; timeout is the backstop for a process that hangs outright.
   timeout -k 5 $((${budget[$part]:-60} + 10)) "$NODE" "$WORK/device.mjs" "$part" --out "$OUT" $LOCAL
