@@ -46,6 +46,7 @@ import {
   resolveTiles,
   tensorBinding,
 } from './plan.ts';
+import roundF16Source from './round_f16.wgsl?raw';
 import { SharedScratch } from './scratch.ts';
 
 export interface MatmulOptions {
@@ -131,7 +132,7 @@ const REDUCE_WORKGROUP = 256;
 
 /** The WGSL module of a kernel: global access, then the core (and its slice multiplier). */
 function kernelSource(kernel: MatmulKernelName, access: string): string {
-  if (kernel === 'tiled') return `${access}\n${core}`;
+  if (kernel === 'tiled') return `${access}\n${core}\n${roundF16Source}`;
   if (kernel === 'register') return `${access}\n${registerCore}\n${registerShared}`;
   return `enable subgroups;\n${access}\n${registerCore}\n${registerSubgroup}`;
 }
@@ -156,17 +157,18 @@ export class MatmulKernels {
     if (options.matrix) {
       const subgroupMaxSize = device.adapterInfo?.subgroupMaxSize || 32;
       const matrixTiles = resolveMatrixTiles(limits, options.matrix, subgroupMaxSize, options.targetWorkgroups);
+      // Emulated, f16 operands need no shader-f16: they are staged as f32 rounded to f16.
       const missing = [
         ...(options.matrix.emulate ? [] : [SUBGROUP_MATRIX_FEATURE, 'subgroups' as GPUFeatureName]),
-        ...(options.matrix.componentType === 'f16' ? ['shader-f16' as GPUFeatureName] : []),
+        ...(options.matrix.componentType === 'f16' && !options.matrix.emulate ? ['shader-f16' as GPUFeatureName] : []),
       ].filter((feature) => !device.features.has(feature));
       if (missing.length > 0) {
         throw new RangeError(`MatmulKernels: the matrix kernel needs the device feature(s) ${missing.join(', ')}`);
       }
       tiles = matrixTiles;
-      const prelude = matrixPrelude(matrixTiles, subgroupMaxSize);
+      const prelude = matrixPrelude(matrixTiles, subgroupMaxSize, device.features.has('shader-f16'));
       const body = matrixCore(matrixSource, matrixTiles.matrix.emulate);
-      sourceOf = (access) => `${prelude}\n${access}\n${body}`;
+      sourceOf = (access) => `${prelude}\n${access}\n${body}\n${roundF16Source}`;
     } else {
       tiles = resolveTiles(limits, options);
       if (tiles.kernel === 'registerSubgroup' && !device.features.has('subgroups')) {

@@ -23,7 +23,7 @@ override TILE_K: u32 = 16;           // K depth of one staged slice, a multiple 
 override A_K_CONTIGUOUS: bool = true;
 override B_K_CONTIGUOUS: bool = true;
 // Round the staged operands to f16 (products still accumulate in f32): the numerics of the
-// subgroup-matrix kernel with f16 operands, on any adapter.
+// subgroup-matrix kernel with f16 operands, on any adapter (roundF16: round_f16.wgsl).
 override ROUND_F16: bool = false;
 // Derived (never set from the host): tile sizes and the vec4 per k row of each staged tile,
 // padded by one vec4 so the transposing tile stores spread over banks.
@@ -54,24 +54,6 @@ struct Params {
 // (8.25 + 4.25 KiB at the defaults).
 var<workgroup> tileA: array<vec4f, TILE_K * A_STRIDE>;
 var<workgroup> tileB: array<vec4f, TILE_K * B_STRIDE>;
-
-// x rounded to the nearest f16 (ties to even), computed in f32 arithmetic: pack2x16float is no
-// help, Mesa folds unpack2x16float(pack2x16float(v)) into v. Below f16's normal range the
-// quantum is 2⁻²⁴ (subnormals). Past its largest finite value (65504) x is kept: the f16
-// conversion there is implementation-defined, and a run that gets there is diverging anyway.
-fn roundF16(x: f32) -> f32 {
-  let a = abs(x);
-  if (a >= 65520.0) {
-    return x;
-  }
-  if (a < 6.103515625e-5) {
-    return round(x * 16777216.0) / 16777216.0; // round() ties to even; both scalings exact
-  }
-  // 10 of f32's 23 mantissa bits survive: add half of the dropped part (ties to even), truncate.
-  let bits = bitcast<u32>(x);
-  let kept = bits + 0x0fffu + ((bits >> 13u) & 1u);
-  return bitcast<f32>(kept & 0xffffe000u);
-}
 
 fn operand(v: vec4f) -> vec4f {
   if (ROUND_F16) {

@@ -8,7 +8,7 @@
 //   SG_X, SG_Y                subgroups per workgroup along N and M
 //   TILE_M, TILE_N, TILE_K    the workgroup's block (SG_Y·SUB_TM·SM_M × SG_X·SUB_TN·SM_N) and K slice
 //   WG_SIZE                   invocations: a multiple of the adapter's largest subgroup
-//   T                         the staged component type (f32, or f16 with shader-f16)
+//   T, toT                    the staged type (f32, or f16 with shader-f16) and the conversion
 //   Left, Right, Result       the matrix types; loadLeft, loadRight, mma, storeResult on them
 //
 // With the real feature the types are subgroup_matrix_left/right/result and the functions the
@@ -62,10 +62,10 @@ fn stageA(lid: u32, m0: u32, k0: u32) {
       let k = (i % kVecs) * 4u;
       let v = loadA4(m0 + m, k0 + k);
       let at = m * TILE_K + k;
-      tileA[at] = T(v.x);
-      tileA[at + 1u] = T(v.y);
-      tileA[at + 2u] = T(v.z);
-      tileA[at + 3u] = T(v.w);
+      tileA[at] = toT(v.x);
+      tileA[at + 1u] = toT(v.y);
+      tileA[at + 2u] = toT(v.z);
+      tileA[at + 3u] = toT(v.w);
     }
   } else {
     // A is [K,M]: four consecutive m per load, transposed into four rows of the tile.
@@ -75,10 +75,10 @@ fn stageA(lid: u32, m0: u32, k0: u32) {
       let m = (i % mVecs) * 4u;
       let v = loadA4(k0 + k, m0 + m);
       let at = m * TILE_K + k;
-      tileA[at] = T(v.x);
-      tileA[at + TILE_K] = T(v.y);
-      tileA[at + 2u * TILE_K] = T(v.z);
-      tileA[at + 3u * TILE_K] = T(v.w);
+      tileA[at] = toT(v.x);
+      tileA[at + TILE_K] = toT(v.y);
+      tileA[at + 2u * TILE_K] = toT(v.z);
+      tileA[at + 3u * TILE_K] = toT(v.w);
     }
   }
 }
@@ -93,10 +93,10 @@ fn stageB(lid: u32, n0: u32, k0: u32) {
       let k = (i % kVecs) * 4u;
       let v = loadB4(n0 + n, k0 + k);
       let at = k * TILE_N + n;
-      tileB[at] = T(v.x);
-      tileB[at + TILE_N] = T(v.y);
-      tileB[at + 2u * TILE_N] = T(v.z);
-      tileB[at + 3u * TILE_N] = T(v.w);
+      tileB[at] = toT(v.x);
+      tileB[at + TILE_N] = toT(v.y);
+      tileB[at + 2u * TILE_N] = toT(v.z);
+      tileB[at + 3u * TILE_N] = toT(v.w);
     }
   } else {
     // B is [K,N]: rows of the tile are rows of memory.
@@ -106,10 +106,10 @@ fn stageB(lid: u32, n0: u32, k0: u32) {
       let n = (i % nVecs) * 4u;
       let v = loadB4(k0 + k, n0 + n);
       let at = k * TILE_N + n;
-      tileB[at] = T(v.x);
-      tileB[at + 1u] = T(v.y);
-      tileB[at + 2u] = T(v.z);
-      tileB[at + 3u] = T(v.w);
+      tileB[at] = toT(v.x);
+      tileB[at + 1u] = toT(v.y);
+      tileB[at + 2u] = toT(v.z);
+      tileB[at + 3u] = toT(v.w);
     }
   }
 }

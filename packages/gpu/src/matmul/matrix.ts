@@ -151,7 +151,8 @@ export function resolveMatrixTiles(
       `MatmulKernels: the matrix kernel needs ${invocations} invocations, the device allows ${limits.maxComputeInvocationsPerWorkgroup}`,
     );
   }
-  const bytes = componentType === 'f16' ? 2 : 4;
+  // Emulated f16 operands may be staged as f32 (matrixPrelude): count them at 4 bytes.
+  const bytes = componentType === 'f16' && !config.emulate ? 2 : 4;
   const workgroupStorageBytes = (tileM * TILE_K + TILE_K * tileN) * bytes + sgX * sgY * M * N * 4;
   if (workgroupStorageBytes > limits.maxComputeWorkgroupStorageSize) {
     throw new RangeError(
@@ -172,8 +173,21 @@ export function resolveMatrixTiles(
 }
 
 /** The prelude of matmul_matrix.wgsl for resolved tiles (see the list at the top of that file). */
-export function matrixPrelude(tiles: ReturnType<typeof resolveMatrixTiles>, subgroupMaxSize: number): string {
-  const { componentType: T, M, N, K, subgroupTiles, subgroups, emulate } = tiles.matrix;
+export function matrixPrelude(
+  tiles: ReturnType<typeof resolveMatrixTiles>,
+  subgroupMaxSize: number,
+  shaderF16: boolean,
+): string {
+  const { componentType, M, N, K, subgroupTiles, subgroups, emulate } = tiles.matrix;
+  // Emulated without shader-f16, f16 operands are staged as f32 values rounded to f16 (roundF16,
+  // round_f16.wgsl): the same numbers, in a wider type.
+  const widened = emulate && componentType === 'f16' && !shaderF16;
+  const T = widened ? 'f32' : componentType;
+  const toT = widened
+    ? 'fn toT(x: f32) -> T { return roundF16(x); }'
+    : T === 'f16'
+      ? 'fn toT(x: f32) -> T { return T(x); }'
+      : 'fn toT(x: f32) -> T { return x; }';
   const constants = [
     `const SM_M: u32 = ${M}u;`,
     `const SM_N: u32 = ${N}u;`,
@@ -187,6 +201,7 @@ export function matrixPrelude(tiles: ReturnType<typeof resolveMatrixTiles>, subg
     `const TILE_K: u32 = ${tiles.tileK}u;`,
     `const WG_SIZE: u32 = ${tiles.workgroupX}u;`,
     `alias T = ${T};`,
+    toT,
   ].join('\n');
   const f16 = T === 'f16' ? 'enable f16;\n' : '';
   if (emulate) {
