@@ -26,6 +26,14 @@ const cases: Case[] = [
     T: 13,
   },
   { name: 'L1 H3 C24 V37, B3 T7', config: { nLayer: 1, nHead: 3, nEmbd: 24, blockSize: 8, vocabSize: 37 }, B: 3, T: 7 },
+  // GPT-2 small's width and heads (768, 12 of 64: the register attention, the matmuls' vec4
+  // paths at C, 3C and 4C) in two layers, a small batch.
+  {
+    name: 'GPT-2-small-like L2 H12 C768 V256, B1 T48',
+    config: { nLayer: 2, nHead: 12, nEmbd: 768, blockSize: 64, vocabSize: 256 },
+    B: 1,
+    T: 48,
+  },
 ];
 
 function batch(config: GptConfig, count: number, seed: number) {
@@ -44,7 +52,9 @@ function perturbedParams(model: { layout: CpuGpt<Float64Array>['layout'] }, seed
 
 describe('GpuGpt', () => {
   for (const { name, config, B, T } of cases) {
-    it(`matches the float64 CPU model's loss (1e-5) and every gradient (1e-3): ${name}`, async () => {
+    it(`matches the float64 CPU model's loss (1e-5) and every gradient (1e-3): ${name}`, {
+      timeout: 300_000,
+    }, async () => {
       const { device } = gpu();
       const reference = new CpuGpt<Float64Array>(config, B, T, Float64Array);
       const params = perturbedParams(reference, 7);
