@@ -54,6 +54,7 @@ describe('createGptKernels matmul choice', () => {
     expect(kernels.matmulConfig).toEqual({
       config: { kernel: 'tiled', workgroupX: 16, workgroupY: 16, tileK: 16 },
       source: 'fixed',
+      precision: 'f32',
     });
     expect(kernels.matmul.tiles).toMatchObject({ kernel: 'tiled' });
     expect(describeMatmul(kernels.matmulConfig)).toBe('matmul tiled 16x16 k16 (fixed)');
@@ -81,7 +82,7 @@ describe('createGptKernels matmul choice', () => {
       tileCache: cache,
       search: { candidates: [register], budgetMs: 1, sampleMs: 1 },
     });
-    expect(kernels.matmulConfig).toEqual({ config: register, source: 'search' });
+    expect(kernels.matmulConfig).toEqual({ config: register, source: 'search', precision: 'f32' });
     expect(kernels.matmul.tiles).toMatchObject({ kernel: 'register' });
     expect([...cache.entries.values()]).toEqual([register]);
     expect(describeMatmul(kernels.matmulConfig)).toBe('matmul register 8x8 k8 (searched)');
@@ -120,7 +121,7 @@ describe('createGptKernels matmul choice', () => {
       expect(first.matmulConfig.source).toBe('search');
       expect(cache.entries.size).toBe(1);
       const again = await createGptKernels(device, headSize, { layer, matmul: 'search', search });
-      expect(again.matmulConfig).toEqual({ config: register, source: 'cache' });
+      expect(again.matmulConfig).toEqual({ config: register, source: 'cache', precision: 'f32' });
       expect(describeMatmul(again.matmulConfig)).toBe('matmul register 8x8 k8 (cached search)');
     } finally {
       setDefaultTileCache(memoryTileCache);
