@@ -3,6 +3,7 @@ export * from './adamw/adamw.ts';
 export * from './attention/attention.ts';
 export * from './crossentropy/crossentropy.ts';
 export * from './embedding/embedding.ts';
+export { choiceFromEnvironment } from './environment.ts';
 export * from './gelu/gelu.ts';
 export * from './gradnorm/gradnorm.ts';
 export * from './layernorm/layernorm.ts';

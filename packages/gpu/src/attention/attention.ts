@@ -6,6 +6,7 @@
  * The pipelines are compiled for one head size (hs = C / NH), as workgroup arrays are sized by it.
  */
 import { createEmptyStorageBuffer, f32Bits } from '../buffers.ts';
+import { choiceFromEnvironment } from '../environment.ts';
 import { type BoundKernel, bindKernel, ceilDiv, sequence, type TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
 import { isSoftwareDevice } from '../vector/launch.ts';
@@ -116,11 +117,7 @@ export interface AttentionOptions {
 
 /** SHOAL_ATTENTION in Node (register, tiled or rows) overrides the default, e.g. to run a model test on another strategy. */
 function strategyFromEnvironment(): AttentionStrategy | undefined {
-  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
-    ?.SHOAL_ATTENTION;
-  if (value === undefined || value === '') return undefined;
-  if (value === 'register' || value === 'tiled' || value === 'rows') return value;
-  throw new RangeError(`SHOAL_ATTENTION=${value}: use register, tiled or rows`);
+  return choiceFromEnvironment<AttentionStrategy>('SHOAL_ATTENTION', ['register', 'tiled', 'rows']);
 }
 
 function defaultStrategy(device: GPUDevice, headSize: number): AttentionStrategy {

@@ -10,6 +10,7 @@
  * relative error is about 1e-3 (two roundings to 11 bits); the start-up gate (gate.ts) measures
  * it on the adapter before the engine uses the kernel.
  */
+import { choiceFromEnvironment } from '../environment.ts';
 import type { Limits, MatmulTiles } from './plan.ts';
 
 export const SUBGROUP_MATRIX_FEATURE = 'chromium-experimental-subgroup-matrix' as GPUFeatureName;
@@ -25,11 +26,7 @@ export const MATMUL_PRECISIONS: readonly MatmulPrecision[] = ['f32', 'f16'];
 
 /** SHOAL_PRECISION in Node (f32 or f16): the default precision, and whether Node asks Dawn for subgroup matrices. */
 export function precisionFromEnvironment(): MatmulPrecision | undefined {
-  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
-  const value = env?.SHOAL_PRECISION || undefined;
-  if (value === undefined) return undefined;
-  if ((MATMUL_PRECISIONS as readonly string[]).includes(value)) return value as MatmulPrecision;
-  throw new RangeError(`SHOAL_PRECISION=${value}: use ${MATMUL_PRECISIONS.join(' or ')}`);
+  return choiceFromEnvironment('SHOAL_PRECISION', MATMUL_PRECISIONS);
 }
 
 /** One of GPUAdapterInfo.subgroupMatrixConfigs (Dawn), as plain data. */

@@ -2,6 +2,7 @@ import {
   AttentionKernels,
   CANDIDATES,
   CrossEntropyKernels,
+  choiceFromEnvironment,
   chooseMatrixConfig,
   configName,
   EmbeddingKernels,
@@ -88,23 +89,15 @@ export function describeMatmul({ config, source, precision, matrix, note }: GptM
   return `matmul ${configName(config)} (${how})${operands}`;
 }
 
-const environment = (name: string) =>
-  (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name] || undefined;
-
 /** SHOAL_MATMUL in Node (tiled or search) overrides the default, e.g. to run a model test on the search. */
-function choiceFromEnvironment(): MatmulChoice | undefined {
-  const value = environment('SHOAL_MATMUL');
-  if (value === undefined) return undefined;
-  if (value === 'tiled' || value === 'search') return value;
-  throw new RangeError(`SHOAL_MATMUL=${value}: use tiled or search`);
-}
+const choiceOfEnvironment = () => choiceFromEnvironment<MatmulChoice>('SHOAL_MATMUL', ['tiled', 'search']);
 
 /**
  * Software adapters (lavapipe, SwiftShader) keep the fixed tiled kernel: there the search costs
  * a shader compile per candidate, and the register kernels ran within noise of tiled on lavapipe.
  */
 function matmulChoice(device: GPUDevice, options: GptKernelOptions): MatmulChoice {
-  const chosen = options.matmul ?? choiceFromEnvironment();
+  const chosen = options.matmul ?? choiceOfEnvironment();
   if (chosen) return chosen;
   return options.layer && !isSoftwareDevice(device) ? 'search' : 'tiled';
 }
