@@ -1,6 +1,10 @@
+import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import {
+  DATASETS_PATH,
   DEFAULT_SIGNALING_LIMITS,
   type IceServer,
+  listDatasets,
   resolveIceServers,
   resolveRoomsDir,
   type SignalingLimits,
@@ -19,6 +23,8 @@ export interface ServerCliOptions {
   roomsDir?: string;
   /** False (`--no-persist`): rooms in memory only. */
   persist?: boolean;
+  /** A folder of packed datasets (`shoal data pack`) to serve at /datasets/. */
+  datasets?: string;
 }
 
 /** `["maxPeersPerRoom=8", …]` → limits; an unknown name or a bad value is a one-line error. */
@@ -48,26 +54,50 @@ export async function serverCommand(options: ServerCliOptions): Promise<void> {
     throw new UsageError(`--ice-servers: ${(error as Error).message.replace(/^SHOAL_ICE_SERVERS /, '')}`);
   }
   const roomsDir = resolveRoomsDir(options);
+  const datasetsDir = options.datasets === undefined ? undefined : resolve(options.datasets);
+  if (datasetsDir !== undefined && !statSync(datasetsDir, { throwIfNoEntry: false })?.isDirectory()) {
+    throw new UsageError(
+      `--datasets ${options.datasets}: no such folder (pack one with: shoal data pack INPUT --out DIR)`,
+    );
+  }
   // JSON lines on stdout, also when a test (under Vitest) runs this command as a process
   const logger = (line: string) => process.stdout.write(`${line}\n`);
-  const server = await startServer({ port, host: options.host, limits, iceServers, roomsDir, logger }).catch(
-    (error: NodeJS.ErrnoException) => {
-      if (error.code === 'EADDRINUSE') {
-        console.error(
-          `shoal server: port ${port} is already in use. Stop the other server, or pick another port: PORT=8081 npm start`,
-        );
-      } else {
-        console.error(`shoal server: ${error.message}`);
-      }
-      process.exit(1);
-    },
-  );
+  const server = await startServer({
+    port,
+    host: options.host,
+    limits,
+    iceServers,
+    roomsDir,
+    datasetsDir,
+    logger,
+  }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'EADDRINUSE') {
+      console.error(
+        `shoal server: port ${port} is already in use. Stop the other server, or pick another port: PORT=8081 npm start`,
+      );
+    } else {
+      console.error(`shoal server: ${error.message}`);
+    }
+    process.exit(1);
+  });
   const { restoredRooms } = server.signalingStats();
   console.log(
     server.roomsDir
       ? `Rooms are kept in ${server.roomsDir} (${restoredRooms} taken back); --no-persist keeps them in memory only.`
       : 'Rooms are kept in memory only: a restart forgets them.',
   );
+  if (datasetsDir !== undefined) {
+    const datasets = listDatasets(datasetsDir);
+    console.log(
+      `Serving ${datasets.length} dataset${datasets.length === 1 ? '' : 's'} from ${datasetsDir} at ${server.url}${DATASETS_PATH}` +
+        datasets
+          .map(
+            (dataset) =>
+              `\n  ${server.url}${dataset.url}  (${dataset.shards} shards, ${(dataset.bytes / 2 ** 20).toFixed(1)} MiB)`,
+          )
+          .join(''),
+    );
+  }
   console.log(`Shoal is running. Open ${server.url} in a browser with WebGPU.`);
   const stop = () => {
     server.close().then(() => process.exit(0));

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type IceServer, SIGNAL_PATH } from '@shoal/signaling';
 import sirv from 'sirv';
+import { datasetHandler } from './datasets.ts';
 import { CROSS_ORIGIN_ISOLATION_HEADERS } from './isolation.ts';
 import { FileRoomStore, fileStoreBounds, MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { resolveIceServers, resolveSignalingLimits, type SignalingLimits, type SignalLogger } from './signal-config.ts';
@@ -17,6 +18,7 @@ import { attachSignaling, type SignalingStats } from './signaling.ts';
 
 // the types of startServer's options and result, and what `shoal server` (apps/cli) reads its flags with
 export type { IceServer } from '@shoal/signaling';
+export { DATASETS_PATH, type DatasetListing, listDatasets } from './datasets.ts';
 export { CROSS_ORIGIN_ISOLATION_HEADERS } from './isolation.ts';
 export { FileRoomStore, MemoryRoomStore, type RoomStore } from './room-store.ts';
 export {
@@ -68,6 +70,8 @@ export interface ServerOptions {
   viewSaveIntervalMs?: number;
   /** The clock for rate limits and timeouts (ms). */
   now?: () => number;
+  /** Serve the packed datasets in this folder at /datasets/ (datasets.ts). */
+  datasetsDir?: string;
   /**
    * Behind a reverse proxy: per-address limits count the address the proxy appended to
    * X-Forwarded-For, not the proxy's. Default false (the header is the client's to forge).
@@ -95,6 +99,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // `single`: client-side routes (/host, /room/…) get index.html. Hashed assets may be cached.
   // The build writes .br and .gz beside large assets; a browser that accepts them gets those.
   const serveStatic = built ? sirv(staticDir, { single: true, etag: true, gzip: true, brotli: true }) : null;
+  const serveDatasets = options.datasetsDir ? datasetHandler(options.datasetsDir) : null;
 
   const handle = (request: IncomingMessage, response: ServerResponse) => {
     // On every response, not just the HTML: a worker's script without COEP does not start under
@@ -106,6 +111,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       response.end(JSON.stringify({ ok: true, webBuilt: built }));
       return;
     }
+    if (serveDatasets?.(request, response)) return;
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       response.writeHead(405, { allow: 'GET, HEAD' }).end();
       return;
