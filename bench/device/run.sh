@@ -61,7 +61,7 @@ declare -A budget
 while read -r part seconds; do budget[$part]=$seconds; done < <("$NODE" "$WORK/device.mjs" budgets $LOCAL)
 status=""
 failed=0
-for part in adapter grads steps kernels precision; do
+for part in ${SHOAL_DEVICE_PARTS:-adapter grads steps kernels precision}; do
   echo "== $part (budget ${budget[$part]:-60} s) =="
   # The part stops itself at its budget; timeout is the backstop for a process that hangs outright.
   timeout -k 5 $((${budget[$part]:-60} + 10)) "$NODE" "$WORK/device.mjs" "$part" --out "$OUT" $LOCAL

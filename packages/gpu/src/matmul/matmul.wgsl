@@ -25,6 +25,10 @@ override B_K_CONTIGUOUS: bool = true;
 // Round the staged operands to f16 (products still accumulate in f32): the numerics of the
 // subgroup-matrix kernel with f16 operands, on any adapter (roundF16: round_f16.wgsl).
 override ROUND_F16: bool = false;
+// With ROUND_F16, A is staged as roundF16(a·A_SCALE)/A_SCALE: f16's range moved by a power of two
+// (exact in f32). The backward products' A is dout, mostly below f16's normal range (6.1e-5)
+// where its subnormals keep a few bits or none: mixed precision's loss scale.
+override A_SCALE: f32 = 1.0;
 // Derived (never set from the host): tile sizes and the vec4 per k row of each staged tile,
 // padded by one vec4 so the transposing tile stores spread over banks.
 override TILE_M: u32 = WG_Y * 8u;
@@ -62,6 +66,13 @@ fn operand(v: vec4f) -> vec4f {
   return v;
 }
 
+fn operandA(v: vec4f) -> vec4f {
+  if (ROUND_F16) {
+    return operand(v * A_SCALE) / A_SCALE;
+  }
+  return v;
+}
+
 // Stages A[m0 … m0+TILE_M, k0 … k0+TILE_K] into tileA as [k][m]; zero outside the matrix.
 fn stageA(lid: u32, m0: u32, k0: u32) {
   let stride = A_STRIDE;
@@ -78,17 +89,17 @@ fn stageA(lid: u32, m0: u32, k0: u32) {
       let r2 = loadA4(m0 + m + 2u, k0 + k);
       let r3 = loadA4(m0 + m + 3u, k0 + k);
       let base = k * stride + m / 4u;
-      tileA[base] = operand(vec4f(r0.x, r1.x, r2.x, r3.x));
-      tileA[base + stride] = operand(vec4f(r0.y, r1.y, r2.y, r3.y));
-      tileA[base + 2u * stride] = operand(vec4f(r0.z, r1.z, r2.z, r3.z));
-      tileA[base + 3u * stride] = operand(vec4f(r0.w, r1.w, r2.w, r3.w));
+      tileA[base] = operandA(vec4f(r0.x, r1.x, r2.x, r3.x));
+      tileA[base + stride] = operandA(vec4f(r0.y, r1.y, r2.y, r3.y));
+      tileA[base + 2u * stride] = operandA(vec4f(r0.z, r1.z, r2.z, r3.z));
+      tileA[base + 3u * stride] = operandA(vec4f(r0.w, r1.w, r2.w, r3.w));
     }
   } else {
     // A is [K,M]: rows of the tile are rows of memory; one vec4 per invocation and step.
     for (var i = lid; i < rowVecs * TILE_K; i += WG_X * WG_Y) {
       let k = i / rowVecs;
       let m = (i % rowVecs) * 4u;
-      tileA[k * stride + m / 4u] = operand(loadA4(k0 + k, m0 + m));
+      tileA[k * stride + m / 4u] = operandA(loadA4(k0 + k, m0 + m));
     }
   }
 }

@@ -25,6 +25,9 @@
 
 override A_K_CONTIGUOUS: bool = true;
 override B_K_CONTIGUOUS: bool = true;
+// A is staged as toT(a·A_SCALE) and its products and sums divided by A_SCALE, a power of two:
+// the backward products' loss scale (F16_GRADIENT_SCALE in matmul.ts; 1 for f32 operands).
+override A_SCALE: f32 = 1.0;
 
 const ACCUMULATE: u32 = 1u;          // result += instead of =
 const ADD_BIAS: u32 = 2u;            // result[m,n] += bias[n] (forward)
@@ -62,10 +65,10 @@ fn stageA(lid: u32, m0: u32, k0: u32) {
       let k = (i % kVecs) * 4u;
       let v = loadA4(m0 + m, k0 + k);
       let at = m * TILE_K + k;
-      tileA[at] = toT(v.x);
-      tileA[at + 1u] = toT(v.y);
-      tileA[at + 2u] = toT(v.z);
-      tileA[at + 3u] = toT(v.w);
+      tileA[at] = toT(A_SCALE * v.x);
+      tileA[at + 1u] = toT(A_SCALE * v.y);
+      tileA[at + 2u] = toT(A_SCALE * v.z);
+      tileA[at + 3u] = toT(A_SCALE * v.w);
     }
   } else {
     // A is [K,M]: four consecutive m per load, transposed into four rows of the tile.
@@ -75,10 +78,10 @@ fn stageA(lid: u32, m0: u32, k0: u32) {
       let m = (i % mVecs) * 4u;
       let v = loadA4(k0 + k, m0 + m);
       let at = m * TILE_K + k;
-      tileA[at] = toT(v.x);
-      tileA[at + TILE_K] = toT(v.y);
-      tileA[at + 2u * TILE_K] = toT(v.z);
-      tileA[at + 3u * TILE_K] = toT(v.w);
+      tileA[at] = toT(A_SCALE * v.x);
+      tileA[at + TILE_K] = toT(A_SCALE * v.y);
+      tileA[at + 2u * TILE_K] = toT(A_SCALE * v.z);
+      tileA[at + 3u * TILE_K] = toT(A_SCALE * v.w);
     }
   }
 }
@@ -191,7 +194,7 @@ fn main(
         let r = e / (SM_N / 4u);
         let c = (e % (SM_N / 4u)) * 4u;
         let at = mine + r * SM_N + c;
-        var value = vec4f(scratch[at], scratch[at + 1u], scratch[at + 2u], scratch[at + 3u]);
+        var value = vec4f(scratch[at], scratch[at + 1u], scratch[at + 2u], scratch[at + 3u]) / A_SCALE;
         if (addBias) {
           for (var j = 0u; j < 4u; j++) {
             if (col0 + c + j < params.N) {
@@ -206,6 +209,6 @@ fn main(
   }
   if (reduceBias && lid < TILE_M && m0 + lid < params.M) {
     let index = split * params.biasSplitStride + m0 + lid;
-    biasVector[index] = select(0.0, biasVector[index], accumulate) + biasSum;
+    biasVector[index] = select(0.0, biasVector[index], accumulate) + biasSum / A_SCALE;
   }
 }

@@ -183,7 +183,7 @@ export function matrixPrelude(
   const toT = widened
     ? 'fn toT(x: f32) -> T { return roundF16(x); }'
     : T === 'f16'
-      ? 'fn toT(x: f32) -> T { return T(x); }'
+      ? 'fn toT(x: f32) -> T { return T(clamp(x, -65504.0, 65504.0)); }' // saturating, as roundF16
       : 'fn toT(x: f32) -> T { return x; }';
   const constants = [
     `const SM_M: u32 = ${M}u;`,

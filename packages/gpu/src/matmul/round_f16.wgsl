@@ -1,11 +1,11 @@
 // x rounded to the nearest f16 (ties to even), computed in f32 arithmetic: pack2x16float is no
 // help, Mesa folds unpack2x16float(pack2x16float(v)) into v. Below f16's normal range the
-// quantum is 2⁻²⁴ (subnormals). Past its largest finite value (65504) x is kept: the f16
-// conversion there is implementation-defined, and a run that gets there is diverging anyway.
+// quantum is 2⁻²⁴ (subnormals). Past its largest finite value x saturates to ±65504, as the
+// conversion in the tensor-core kernel does (toT in matrix.ts), never to ∞.
 fn roundF16(x: f32) -> f32 {
   let a = abs(x);
   if (a >= 65520.0) {
-    return x;
+    return sign(x) * 65504.0;
   }
   if (a < 6.103515625e-5) {
     return round(x * 16777216.0) / 16777216.0; // round() ties to even; both scalings exact
