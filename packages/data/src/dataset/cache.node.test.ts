@@ -76,7 +76,7 @@ describe('DirShardCache', () => {
       const [key, bytes] = await shard(1000, 5);
       await cache.put(key, bytes);
       const damaged = new Uint8Array(await readFile(join(fixture.dir, key)));
-      damaged[0] ^= 1;
+      damaged[0] = (damaged[0] as number) ^ 1;
       await writeFile(join(fixture.dir, key), damaged);
       expect(await cache.get(key)).toBeNull();
       expect(await readdir(fixture.dir)).toEqual([]);

@@ -38,7 +38,7 @@ describe('openDataset', () => {
     const files = await fixtureFiles(shape);
     const damaged = new Map(files);
     const bytes = new Uint8Array(files.get('train-00002.txt') as Uint8Array);
-    bytes[100] ^= 1;
+    bytes[100] = (bytes[100] as number) ^ 1;
     damaged.set('train-00002.txt', bytes);
     const primary = memorySource(damaged, 'primary');
     const mirror = memorySource(files, 'mirror');
