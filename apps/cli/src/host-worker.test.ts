@@ -8,7 +8,7 @@
 import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { corpusFingerprint, loadMobyDick } from '@shoal/data';
+import { bitsPerByte, corpusFingerprint, loadMobyDick } from '@shoal/data';
 import { startServer } from '@shoal/server';
 import type { ServerMessageOf } from '@shoal/signaling';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
@@ -158,8 +158,20 @@ describe('shoal host + shoal worker over WebRTC', () => {
       }
       const metrics = eventsOf(host, 'metrics').at(-1) as Record<string, unknown>;
       expect(Object.keys(metrics).sort()).toEqual(
-        ['bytesReceived', 'bytesSent', 'evalLoss', 'event', 'step', 'tokens', 'tokensPerSecond', 'trainLoss'].sort(),
+        [
+          'bytesReceived',
+          'bytesSent',
+          'evalBitsPerByte',
+          'evalLoss',
+          'event',
+          'step',
+          'tokens',
+          'tokensPerSecond',
+          'trainBitsPerByte',
+          'trainLoss',
+        ].sort(),
       );
+      expect(metrics.evalBitsPerByte).toBe(bitsPerByte(metrics.evalLoss as number));
       expect(metrics.step).toBeGreaterThan(0);
       expect(metrics.tokens).toBeGreaterThan(0);
       expect(metrics.bytesReceived).toBeGreaterThan(0);

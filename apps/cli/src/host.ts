@@ -15,7 +15,7 @@
  */
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { loadCorpus } from '@shoal/data';
+import { bitsPerByte, loadCorpus } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig, roomSummaryMessage, roomSummaryOf } from '@shoal/protocol';
 import type { IceServer, SignalClient } from '@shoal/signaling';
@@ -74,8 +74,14 @@ export type HostEvent =
   | { event: 'round-aborted'; fragment: number; round: number; reason: string }
   /** The room's step reached the schedule's total steps: a last checkpoint follows, and the process exits 0. */
   | { event: 'ended'; reason: 'schedule'; step: number }
-  /** Every --metrics-every-ms, and after an evaluation of θ_global that moved. */
-  | ({ event: 'metrics' } & Omit<HostMetrics, 'members'>)
+  /**
+   * Every --metrics-every-ms, and after an evaluation of θ_global that moved. The losses are in
+   * nats per byte-token; each has its bits per byte beside it (docs/bits-per-byte.md).
+   */
+  | ({ event: 'metrics' } & Omit<HostMetrics, 'members'> & {
+        trainBitsPerByte: number | null;
+        evalBitsPerByte: number | null;
+      })
   | {
       event: 'checkpoint';
       path: string;
@@ -325,9 +331,13 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   const printMetrics = () => {
     const { members, ...figures } = service.metrics();
     const { step, tokens, trainLoss, evalLoss, tokensPerSecond } = figures;
+    const bits = (nats: number | null) => (nats === null ? null : bitsPerByte(nats));
+    // "1.4203 bits/byte (0.9845 nats)": bits per byte first, as every loss is shown
+    const shown = (nats: number | null) =>
+      nats === null ? '—' : `${bitsPerByte(nats).toFixed(4)} bits/byte (${nats.toFixed(4)} nats)`;
     print(
-      { event: 'metrics', ...figures },
-      `step ${step}  tokens ${tokens}  train ${trainLoss?.toFixed(4) ?? '—'}  eval ${evalLoss?.toFixed(4) ?? '—'}  ` +
+      { event: 'metrics', ...figures, trainBitsPerByte: bits(trainLoss), evalBitsPerByte: bits(evalLoss) },
+      `step ${step}  tokens ${tokens}  train ${shown(trainLoss)}  eval ${shown(evalLoss)}  ` +
         `${tokensPerSecond.toFixed(0)} tok/s  ${members} members`,
     );
   };

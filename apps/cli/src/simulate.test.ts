@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bitsPerByte } from '@shoal/data';
 import { describe, expect, it } from 'vitest';
 
 const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
@@ -33,8 +34,17 @@ describe('shoal simulate', () => {
     expect(last.methods.map((m: { name: string }) => m.name)).toEqual(['dp', 'diloco', 'streaming', 'streaming-fp4']);
     for (const m of last.methods) {
       expect(Object.keys(m).sort()).toEqual(
-        ['bytesPerWorker', 'computeUtilization', 'evalLoss', 'name', 'peakSyncBytes', 'simSeconds'].sort(),
+        [
+          'bytesPerWorker',
+          'computeUtilization',
+          'evalBitsPerByte',
+          'evalLoss',
+          'name',
+          'peakSyncBytes',
+          'simSeconds',
+        ].sort(),
       );
+      expect(m.evalBitsPerByte).toBe(bitsPerByte(m.evalLoss));
       expect(m.evalLoss).toBeGreaterThan(1);
       expect(m.evalLoss).toBeLessThan(5.4); // below ln 256: every method learned something
       expect(m.computeUtilization).toBeGreaterThan(0);

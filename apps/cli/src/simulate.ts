@@ -2,8 +2,9 @@
  * `shoal simulate`: M workers and a host replica in one process, on the real engine, over the
  * in-memory network on a virtual clock, for each method (dp, diloco, streaming, streaming-fp4,
  * streaming-lowrank, streaming-delay, dilocox);
- * then a table (or, with --json, one JSON line last) of validation loss, bytes, peak bytes per
- * sync, simulated time and compute utilisation. See packages/swarm/src/simulate.ts for the model.
+ * then a table (or, with --json, one JSON line last) of validation loss (bits per byte, nats
+ * beside it), bytes, peak bytes per sync, simulated time and compute utilisation. See
+ * packages/swarm/src/simulate.ts for the model.
  *
  * With --pipeline-stages S (or --max-memory, which picks the fewest stages whose every volunteer
  * fits the cap), each worker is a replica of S stage volunteers on a --stage-link-mbps link; the
@@ -11,7 +12,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadCorpus, validationBatches } from '@shoal/data';
+import { bitsPerByte, loadCorpus, validationBatches } from '@shoal/data';
 import { DEFAULT_LOW_RANK } from '@shoal/diloco';
 import {
   createGptKernels,
@@ -254,13 +255,13 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     const line = pipelineLine(plan, results[0]?.pipeline ?? null, options);
     if (line) console.log(line);
     console.log(
-      'method             eval loss   bytes/worker   vs dp     peak/sync    sim time   compute util   rounds (aborted)',
+      'method             eval bits/byte (nats)   bytes/worker   vs dp     peak/sync    sim time   compute util   rounds (aborted)',
     );
     for (const r of results) {
       const ratio =
         dp && r !== dp && r.bytesPerWorker > 0 ? `${(dp.bytesPerWorker / r.bytesPerWorker).toFixed(0)}×` : '—';
       console.log(
-        `${r.name.padEnd(19)}${(r.evalLoss === null ? '—' : r.evalLoss.toFixed(4)).padEnd(12)}` +
+        `${r.name.padEnd(19)}${(r.evalLoss === null ? '—' : `${bitsPerByte(r.evalLoss).toFixed(4)} (${r.evalLoss.toFixed(4)})`).padEnd(24)}` +
           `${formatBytes(r.bytesPerWorker).padEnd(15)}${ratio.padEnd(10)}${formatBytes(r.peakSyncBytes).padEnd(13)}` +
           `${`${r.simSeconds.toFixed(1)} s`.padEnd(11)}${`${(100 * r.computeUtilization).toFixed(1)}%`.padEnd(15)}` +
           `${r.committedRounds} (${r.abortedRounds})`,
@@ -274,6 +275,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
       methods: results.map(({ name, evalLoss, bytesPerWorker, peakSyncBytes, simSeconds, computeUtilization }) => ({
         name,
         evalLoss,
+        evalBitsPerByte: evalLoss === null ? null : bitsPerByte(evalLoss),
         bytesPerWorker,
         peakSyncBytes,
         simSeconds,

@@ -22,6 +22,30 @@ describe('the room charts', () => {
     expect(html.match(/wire-label/g)).toHaveLength(1);
   });
 
+  it('put the loss in bits per byte, with the latest validation loss and its nats beside the title', () => {
+    const at = (t: number, evalLoss: number | null) => ({
+      t,
+      tokens: t,
+      step: 0,
+      trainLoss: 1,
+      evalLoss,
+      tokensPerSecond: 0,
+      bytes: 0,
+      fp32Bytes: 0,
+      dpBytes: 0,
+      peers: {},
+    });
+    const loss = caption(
+      renderToStaticMarkup(createElement(RoomCharts, { points: [at(0, 1.2), at(1, 0.984), at(2, null)] })),
+      'chart-loss',
+    );
+    expect(loss).toContain('<small>bits/byte</small>');
+    expect(loss).toContain('validation 1.420 bits/byte (0.984 nats)');
+    const before = caption(renderToStaticMarkup(createElement(RoomCharts, { points: [] })), 'chart-loss');
+    expect(before).toContain('bits/byte');
+    expect(before).not.toContain('chart-loss-latest');
+  });
+
   it('say nothing of the codec for a view from before low-rank rounds', () => {
     const html = renderToStaticMarkup(createElement(RoomCharts, { points: [] }));
     expect(caption(html, 'chart-bandwidth')).toContain('Bandwidth');

@@ -1,15 +1,17 @@
 /**
- * The room's charts, for the host dashboard and the watch page: loss, throughput, bandwidth and
- * cumulative bytes against Shoal's baselines, over tokens or run time, in a grid that is one
- * column wide on a phone. The bandwidth chart names how the rounds travel (the codec, the rank
- * in use) in the room view's own words.
+ * The room's charts, for the host dashboard and the watch page: loss in bits per byte (the latest
+ * validation figure, with its nats, beside the title), throughput, bandwidth and cumulative bytes
+ * against Shoal's baselines, over tokens or run time, in a grid that is one column wide on a
+ * phone. The bandwidth chart names how the rounds travel (the codec, the rank in use) in the room
+ * view's own words.
  */
 import type { RoomViewPoint } from '@shoal/protocol';
 import { useId, useMemo, useState } from 'react';
-import { formatSi } from './format.ts';
+import { BITS_PER_BYTE, formatLoss, formatSi } from './format.ts';
 import {
   bandwidthRateSeries,
   cumulativeBytesSeries,
+  latestEvalLoss,
   lossSeries,
   savings,
   throughputSeries,
@@ -64,6 +66,7 @@ export function RoomCharts({
   };
   const options = useMemo(() => (maxPeers === undefined ? {} : { maxPeers }), [maxPeers]);
   const loss = useMemo(() => lossSeries(points, xAxis, options), [points, xAxis, options]);
+  const evalLoss = latestEvalLoss(points);
   const throughput = useMemo(() => throughputSeries(points, xAxis, options), [points, xAxis, options]);
   const rate = useMemo(() => bandwidthRateSeries(points, xAxis, rateWindowMs), [points, xAxis, rateWindowMs]);
   const cumulative = useMemo(() => cumulativeBytesSeries(points, xAxis), [points, xAxis]);
@@ -92,7 +95,9 @@ export function RoomCharts({
       <div className="shoal-charts">
         <TimeSeriesChart
           title="Loss"
-          units="nats"
+          units={BITS_PER_BYTE}
+          yLabel={BITS_PER_BYTE}
+          subtitle={evalLoss !== null && <span data-testid="chart-loss-latest">validation {formatLoss(evalLoss)}</span>}
           xAxis={xAxis}
           data={loss.data}
           series={loss.series}

@@ -22,6 +22,8 @@ export interface TimeSeriesChartProps {
   xAxis: XAxisKind;
   /** The x axis' label; default "tokens" or "time". */
   xLabel?: string;
+  /** The y axis' label, drawn beside its ticks; default none (the units are in the title). */
+  yLabel?: string;
   /** uPlot's AlignedData: x ascending, then one column per entry of `series`, null for gaps. */
   data: ChartColumns;
   series: SeriesSpec[];
@@ -122,6 +124,7 @@ function useColorScheme(): number {
 export function TimeSeriesChart(props: TimeSeriesChartProps) {
   const { title, units, xAxis, data, series, height = DEFAULT_HEIGHT, logY = false, zeroBased = false } = props;
   const xLabel = props.xLabel ?? (xAxis === 'tokens' ? 'tokens' : 'time');
+  const yLabel = props.yLabel;
   const plotRef = useRef<HTMLDivElement>(null);
   const chartRef = useRef<uPlot | null>(null);
   const appliedData = useRef<ChartColumns | null>(null);
@@ -132,7 +135,7 @@ export function TimeSeriesChart(props: TimeSeriesChartProps) {
   const scheme = useColorScheme();
 
   // What requires a new uPlot instance; everything else goes through setData / setSize.
-  const structure = JSON.stringify({ series, units, xAxis, xLabel, logY, zeroBased });
+  const structure = JSON.stringify({ series, units, xAxis, xLabel, yLabel, logY, zeroBased });
 
   // biome-ignore lint/correctness/useExhaustiveDependencies: `structure` and `scheme` stand for what the build reads; data and height go through their own effects.
   useEffect(() => {
@@ -174,8 +177,9 @@ export function TimeSeriesChart(props: TimeSeriesChartProps) {
           values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? '' : formatX(v))),
         },
         {
-          // The units are in the title and on the ticks; no rotated label beside them.
+          // The units are in the title and on the ticks; a rotated label only where one is asked for.
           ...axisStyle,
+          ...(yLabel ? { label: yLabel, labelSize: 18, labelGap: 0 } : {}),
           size: axisSize,
           // uPlot's own log filter would hide the labels of decades that are not adjacent.
           ...(logY ? { splits: decadeSplits, filter: (_u: uPlot, splits: number[]) => splits } : {}),

@@ -1,7 +1,9 @@
 /**
- * Number formatting for chart axes and legends: SI prefixes (1.2M tokens, 34.5k tok/s, 1.2 MB/s)
- * and run time as mm:ss. Pure (no DOM), so the series helpers and their tests share it.
+ * Number formatting for chart axes and legends: SI prefixes (1.2M tokens, 34.5k tok/s, 1.2 MB/s),
+ * run time as mm:ss, and losses in bits per byte with nats beside them. Pure (no DOM), so the
+ * series helpers and their tests share it.
  */
+import { bitsPerByte } from '@shoal/data';
 
 /** Prefixes from the largest down; below 1000 a number is written as it is. */
 const SI_PREFIXES: readonly [number, string][] = [
@@ -64,4 +66,21 @@ export function formatDuration(seconds: number): string {
   const h = Math.floor(whole / 3600);
   const pad = (n: number) => String(n).padStart(2, '0');
   return h > 0 ? `${sign}${h}:${pad(m)}:${pad(s)}` : `${sign}${m}:${pad(s)}`;
+}
+
+/** The unit every loss is shown in (docs/bits-per-byte.md): losses stay in nats until shown. */
+export const BITS_PER_BYTE = 'bits/byte';
+
+/** A loss in nats per byte-token as the bare bits-per-byte number, for tables: 0.984 → "1.420". */
+export function formatBitsPerByte(nats: number, digits = 3): string {
+  return Number.isFinite(nats) ? bitsPerByte(nats).toFixed(digits) : '—';
+}
+
+/**
+ * A loss in nats per byte-token as bits per byte, the headline figure, with the nats it came
+ * from beside it: 0.984 → "1.420 bits/byte (0.984 nats)"; non-finite → "—".
+ */
+export function formatLoss(nats: number, digits = 3): string {
+  if (!Number.isFinite(nats)) return '—';
+  return `${formatBitsPerByte(nats, digits)} ${BITS_PER_BYTE} (${nats.toFixed(digits)} nats)`;
 }

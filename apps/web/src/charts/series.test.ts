@@ -1,6 +1,15 @@
+import { bitsPerByte } from '@shoal/data';
 import type { RoomViewPoint } from '@shoal/protocol';
 import { describe, expect, it } from 'vitest';
-import { formatBytes, formatDuration, formatQuantity, formatSi } from './format.ts';
+import {
+  BITS_PER_BYTE,
+  formatBitsPerByte,
+  formatBytes,
+  formatDuration,
+  formatLoss,
+  formatQuantity,
+  formatSi,
+} from './format.ts';
 import {
   bandwidthRateSeries,
   byteRates,
@@ -8,6 +17,7 @@ import {
   choosePeers,
   cumulativeBytesSeries,
   hasValues,
+  latestEvalLoss,
   lossSeries,
   PEER_PALETTE,
   peerLabels,
@@ -57,6 +67,15 @@ describe('format', () => {
     expect(formatQuantity(34_512, 'tok/s')).toBe('34.5k tok/s');
     expect(formatQuantity(2.31, 'nats')).toBe('2.31 nats');
     expect(formatQuantity(2.31, '')).toBe('2.31');
+  });
+
+  it('writes a loss in nats as bits per byte first, the nats beside it', () => {
+    expect(formatLoss(0.984)).toBe('1.420 bits/byte (0.984 nats)');
+    expect(formatLoss(2.3246, 2)).toBe('3.35 bits/byte (2.32 nats)');
+    expect(formatLoss(Number.NaN)).toBe('—');
+    expect(formatBitsPerByte(Math.log(256))).toBe('8.000'); // a uniform guess over bytes
+    expect(formatBitsPerByte(Number.POSITIVE_INFINITY)).toBe('—');
+    expect(formatQuantity(1.42, BITS_PER_BYTE)).toBe('1.42 bits/byte');
   });
 
   it('writes run time as m:ss, and h:mm:ss from an hour on', () => {
@@ -112,20 +131,25 @@ describe('lossSeries', () => {
     expect(series[0]?.color).toBe(CHART_FG);
     expect(series[2]?.color).toBe(PEER_PALETTE[0]);
     expect(series[3]?.color).toBe(PEER_PALETTE[1]);
+    // the points carry nats; the columns are bits per byte
+    const bits = (column: (number | null)[]) => column.map((nats) => (nats === null ? null : bitsPerByte(nats)));
     expect(data).toEqual([
       [0, 1, 2],
-      [null, 4.2, 3.5],
-      [5.5, 4, 3],
-      [5.5, 4.1, null],
-      [null, 3.9, null],
+      bits([null, 4.2, 3.5]),
+      bits([5.5, 4, 3]),
+      bits([5.5, 4.1, null]),
+      bits([null, 3.9, null]),
     ]);
+    expect(latestEvalLoss(points)).toBe(3.5);
+    expect(latestEvalLoss([...points, point(3000)])).toBe(3.5);
+    expect(latestEvalLoss([])).toBeNull();
   });
 
   it('puts tokens on x when asked, sorting points whose token count stepped back', () => {
     const resumed = [point(0, { tokens: 100, trainLoss: 3 }), point(1000, { tokens: 50, trainLoss: 4 })];
     const { data } = lossSeries(resumed, 'tokens');
     expect(data[0]).toEqual([50, 100]);
-    expect(data[2]).toEqual([4, 3]);
+    expect(data[2]).toEqual([bitsPerByte(4), bitsPerByte(3)]);
   });
 
   it('gives empty columns for no points, with the fixed series still named', () => {

@@ -4,6 +4,7 @@
  * `null` where a series has no value. Pure functions, no DOM: the dashboard and the watch page
  * call them on every update, the tests in Node.
  */
+import { bitsPerByte } from '@shoal/data';
 import type { RoomViewPoint } from '@shoal/protocol';
 
 /** What the x axis counts: the room's tokens trained, or seconds since the run started. */
@@ -145,9 +146,15 @@ function peerSeries(points: readonly RoomViewPoint[], options: SeriesOptions) {
   }));
 }
 
+/** A loss in nats per byte-token in bits per byte; null stays null. */
+function lossInBits(nats: number | null | undefined): number | null {
+  return nats === null || nats === undefined ? null : bitsPerByte(nats);
+}
+
 /**
  * Loss: the host's validation loss on θ_global (the line that matters), the mean of the workers'
- * training losses, then each volunteer's training loss. Nats per token.
+ * training losses, then each volunteer's training loss. The points carry nats per byte-token;
+ * the columns are bits per byte (docs/bits-per-byte.md).
  */
 export function lossSeries(
   points: readonly RoomViewPoint[],
@@ -157,12 +164,12 @@ export function lossSeries(
   const peers = peerSeries(points, options);
   return {
     data: columns(points, xAxis, [
-      (p) => p.evalLoss,
-      (p) => p.trainLoss,
+      (p) => lossInBits(p.evalLoss),
+      (p) => lossInBits(p.trainLoss),
       ...peers.map(
         ({ id }) =>
           (p: RoomViewPoint) =>
-            p.peers[id]?.loss ?? null,
+            lossInBits(p.peers[id]?.loss),
       ),
     ]),
     series: [
@@ -171,6 +178,15 @@ export function lossSeries(
       ...peers.map((p) => p.spec),
     ],
   };
+}
+
+/** The latest validation loss in `points`, in nats (as the points carry it); null before the first. */
+export function latestEvalLoss(points: readonly RoomViewPoint[]): number | null {
+  for (let i = points.length - 1; i >= 0; i--) {
+    const loss = points[i]?.evalLoss;
+    if (loss !== null && loss !== undefined && Number.isFinite(loss)) return loss;
+  }
+  return null;
 }
 
 /** Throughput: the room's tokens/s, then each volunteer's. */

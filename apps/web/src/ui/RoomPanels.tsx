@@ -40,10 +40,14 @@ export function RoomNumbers() {
           {
             label: 'Validation loss',
             value: fmt.loss(metrics.evalLoss),
-            hint: 'the host’s loss on θ_global',
+            hint: 'the host’s loss on θ_global, in bits per byte (nats ÷ ln 2) and nats',
             testId: 'eval-loss',
           },
-          { label: 'Training loss', value: fmt.loss(metrics.trainLoss), hint: 'mean of the volunteers’ last losses' },
+          {
+            label: 'Training loss',
+            value: fmt.loss(metrics.trainLoss),
+            hint: 'mean of the volunteers’ last losses, in bits per byte and nats',
+          },
           { label: 'Tokens', value: fmt.tokens(metrics.tokens), testId: 'room-tokens' },
           stepStat(metrics.step, totalSteps),
           { label: 'Throughput', value: fmt.rate(metrics.tokensPerSecond), testId: 'room-speed' },

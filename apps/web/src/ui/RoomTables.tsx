@@ -34,7 +34,9 @@ export const PeersTable = memo(function PeersTable({
             <th>Status</th>
             <th className="num">Speed</th>
             <th className="num">Steps</th>
-            <th className="num">Loss</th>
+            <th className="num" title="training loss in bits per byte (nats in each cell’s tooltip)">
+              Loss, bits/byte
+            </th>
             <th className="num">Rounds</th>
             <th className="num" title="its tokens ÷ the room’s, since it joined">
               Share
@@ -67,7 +69,9 @@ export const PeersTable = memo(function PeersTable({
                 </td>
                 <td className="num">{fmt.rate(peer.tokensPerSecond)}</td>
                 <td className="num">{fmt.count(peer.innerStep)}</td>
-                <td className="num">{fmt.loss(peer.loss)}</td>
+                <td className="num" title={fmt.loss(peer.loss)}>
+                  {fmt.lossBits(peer.loss)}
+                </td>
                 <td className="num">{fmt.count(peer.roundsContributed)}</td>
                 <td className="num">{fmt.percent(peer.share)}</td>
                 <td>

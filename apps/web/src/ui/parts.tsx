@@ -3,12 +3,15 @@
  * boxes. Numbers always carry units (charts/format.ts).
  */
 import { type ReactNode, useEffect, useId, useRef, useState } from 'react';
-import { formatBytes, formatQuantity, formatSi } from '../charts/format.ts';
+import { formatBitsPerByte, formatBytes, formatLoss, formatQuantity, formatSi } from '../charts/format.ts';
 import type { DatasetInfo } from '../runtime/messages.ts';
 
 export const fmt = {
   tokens: (n: number | null | undefined) => (n == null ? '—' : `${formatSi(n)} tokens`),
-  loss: (n: number | null | undefined) => (n == null ? '—' : n.toFixed(3)),
+  /** Losses are kept in nats and shown in bits per byte, nats beside: "1.420 bits/byte (0.984 nats)". */
+  loss: (n: number | null | undefined) => (n == null ? '—' : formatLoss(n)),
+  /** Bits per byte alone, where a column header names the unit: "1.420". */
+  lossBits: (n: number | null | undefined) => (n == null ? '—' : formatBitsPerByte(n)),
   rate: (n: number | null | undefined) => (n == null ? '—' : formatQuantity(n, 'tok/s')),
   bytes: (n: number | null | undefined) => (n == null ? '—' : formatBytes(n)),
   count: (n: number | null | undefined) => (n == null ? '—' : n.toLocaleString('en-US')),

@@ -47,7 +47,7 @@ describe('the room’s progress in words', () => {
     expect(risingText(null)).toBeNull();
     expect(risingText({ best: 2.09, bestStep: 400, latest: 2.3, rising: false })).toBeNull();
     expect(risingText({ best: 2.09, bestStep: 400, latest: 2.35, rising: true })).toBe(
-      'Validation loss is rising: 2.09 → 2.35 since step 400 — the model may be overfitting this text.',
+      'Validation loss is rising: 3.02 → 3.39 bits/byte (2.09 → 2.35 nats) since step 400 — the model may be overfitting this text.',
     );
     expect(endText(figures({}))).toBeNull();
     expect(endText(figures({ status: 'stopped', endedBy: 'schedule' }))).toBe(

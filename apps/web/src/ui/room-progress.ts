@@ -5,6 +5,7 @@
  * validation loss, and why a run ended. Pure: the page passes the time.
  */
 import type { RoomViewEvalTrend, RoomViewNextRound } from '@shoal/protocol';
+import { BITS_PER_BYTE, formatBitsPerByte } from '../charts/format.ts';
 import type { RoomFigures } from '../store.ts';
 
 /** "~40 s", "~3 min". */
@@ -44,10 +45,12 @@ export function countdownText(next: RoomViewNextRound, at: number | null, now: n
   return left === 0 ? `round ${next.round} due` : `round ${next.round} in ${aboutTime(left)}`;
 }
 
-/** A rising validation loss, in words; null while it is not rising. */
+/** A rising validation loss (the trend is in nats), in words and bits per byte; null while it is not rising. */
 export function risingText(trend: RoomViewEvalTrend | null): string | null {
   if (!trend?.rising) return null;
-  return `Validation loss is rising: ${trend.best.toFixed(2)} → ${trend.latest.toFixed(2)} since step ${trend.bestStep.toLocaleString('en-US')} — the model may be overfitting this text.`;
+  const bits = `${formatBitsPerByte(trend.best, 2)} → ${formatBitsPerByte(trend.latest, 2)} ${BITS_PER_BYTE}`;
+  const nats = `${trend.best.toFixed(2)} → ${trend.latest.toFixed(2)} nats`;
+  return `Validation loss is rising: ${bits} (${nats}) since step ${trend.bestStep.toLocaleString('en-US')} — the model may be overfitting this text.`;
 }
 
 /** Why a stopped run ended; null while it runs. */
