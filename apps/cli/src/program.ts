@@ -1,4 +1,10 @@
 import { availableParallelism } from 'node:os';
+import {
+  DEFAULT_DATASET_VALIDATION_FRACTION,
+  DEFAULT_SHARD_BYTES,
+  MAX_SHARD_BYTES,
+  MIN_SHARD_BYTES,
+} from '@shoal/data';
 import { HOST_GRACE_MS } from '@shoal/mesh';
 import { defaultCpuThreads, MAX_DEFAULT_CPU_THREADS } from '@shoal/model';
 import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
@@ -74,6 +80,7 @@ export function parsePort(value: string): number {
 }
 
 const HOST = HOST_DEFAULTS.cli;
+const MIB = 1024 * 1024;
 
 /** The `shoal` command and its subcommands, unparsed (main.ts parses process.argv). */
 export function createProgram(): Command {
@@ -334,6 +341,38 @@ export function createProgram(): Command {
     .option('--opset <n>', 'ONNX opset: 17 (GELU from primitives) or 20 (the Gelu op)', parsePositiveInt, 17)
     .option('--json', 'print one JSON line {out, bytes, opset, config}')
     .action(guarded(async (options) => (await import('./export.ts')).exportCommand(options)));
+
+  const parseShardMib = (value: string) => {
+    const bytes = Math.round(parseNumber(value) * MIB);
+    if (!(bytes >= MIN_SHARD_BYTES && bytes <= MAX_SHARD_BYTES)) {
+      throw new InvalidArgumentError(`expected ${MIN_SHARD_BYTES / MIB}–${MAX_SHARD_BYTES / MIB} MiB`);
+    }
+    return bytes / MIB;
+  };
+
+  program
+    .command('data')
+    .description('datasets for rooms: text packed into checked shards')
+    .command('pack')
+    .description('pack text files, folders and JSON Lines into shards and a manifest.json')
+    .argument('<inputs...>', 'text files, folders (recursed) and .jsonl files')
+    .requiredOption('--out <dir>', 'the dataset folder to write')
+    .option('--shard-mib <n>', 'largest shard, MiB', parseShardMib, DEFAULT_SHARD_BYTES / MIB)
+    .option(
+      '--validation <f>',
+      'fraction of pieces held out for validation, 0–0.5',
+      parseNumber,
+      DEFAULT_DATASET_VALIDATION_FRACTION,
+    )
+    .option('--text-field <name>', "a JSON Lines record's text field", 'text')
+    .option('--name <name>', "the dataset's name (default: the first input's name)")
+    .option('--licence <text>', 'the licence the manifest records', 'unknown')
+    .option('--skip-bad-lines', 'skip and count JSON Lines that are not JSON or lack the text field')
+    .option('--overwrite', 'replace a dataset already in --out')
+    .option('--json', 'end with one JSON line {"shards", "bytes", "validationShards", "manifest", "hash", …}')
+    .action(
+      guarded(async (inputs: string[], options) => (await import('./data-pack.ts')).dataPackCommand(inputs, options)),
+    );
 
   program
     .command('server')
