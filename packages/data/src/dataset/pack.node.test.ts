@@ -232,6 +232,16 @@ describe('packDataset', () => {
         {},
         /short\.txt is not UTF-8: it ends inside a character at byte 3$/,
       ],
+      [
+        [
+          file(
+            'crlf.jsonl',
+            Buffer.concat([Buffer.from('{"text":"a"}\r\n{"text":"b"}\r\n{"text":"'), Buffer.of(0xff, 0x22, 0x7d)]),
+          ),
+        ],
+        {},
+        /crlf\.jsonl:3 is not UTF-8 at byte 37$/,
+      ],
       [[file('empty.txt', '')], {}, /empty\.txt holds no text$/],
       [
         [file('small.txt', 'a few words')],

@@ -357,11 +357,11 @@ async function packJsonl(
   let parts: Buffer[] = [];
   let line = 0;
   let lineOffset = 0;
-  const handleLine = async (bytes: Buffer) => {
+  const handleLine = async (raw: Buffer) => {
     line++;
     const start = lineOffset;
-    lineOffset += bytes.length + 1;
-    const where = `${file.path}:${line}`;
+    lineOffset += raw.length + 1;
+    const bytes = raw.at(-1) === 0x0d ? raw.subarray(0, -1) : raw; // CRLF
     let text: string;
     try {
       text = decoder.decode(bytes);
@@ -386,7 +386,7 @@ async function packJsonl(
         skipped.lines++;
         return;
       }
-      throw new Error(`${where} ${problem}`);
+      throw new Error(`${file.path}:${line} ${problem}`);
     }
     const document: DocumentCursor = { index: -1, pieces: 0 };
     const rest = await dealer.cut(encoder.encode(value as string), document);
@@ -398,7 +398,7 @@ async function packJsonl(
       parts.push(chunk.subarray(from, newline));
       const bytes = Buffer.concat(parts);
       parts = [];
-      await handleLine(bytes.at(-1) === 0x0d ? bytes.subarray(0, -1) : bytes);
+      await handleLine(bytes);
       from = newline + 1;
     }
     if (from < chunk.length) parts.push(chunk.subarray(from));
