@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { assignShards } from './assign.ts';
+import { MemoryShardCache } from './cache.ts';
 import { type Dataset, openDataset } from './dataset.ts';
 import {
   batchesInShard,
@@ -174,6 +175,23 @@ describe('ShardWalker', () => {
     expect(() => new ShardWalker(dataset, { ...options('a', ['a']), budgetBytes: 999 })).toThrow(
       /cannot hold one shard of this dataset/,
     );
+  });
+
+  it('takes the cache’s budget when given none, and pins the shards it holds', async () => {
+    const files = await fixtureFiles({ train: [1000, 300, 900, 200, 1000, 600, 100], validation: [1000] });
+    const cache = new MemoryShardCache(2000);
+    const dataset = await openDataset(memorySource(files), { cache });
+    const walker = new ShardWalker(dataset, options('a', ['a']));
+    for (let i = 0; i < 80; i++) {
+      await walker.next();
+      expect(walker.heldBytes).toBeLessThanOrEqual(2000);
+      expect(cache.usedBytes()).toBeLessThanOrEqual(2000);
+    }
+    // Whatever the walker holds stays in the cache: a put that needs it evicted is refused.
+    const { shard } = walker.state();
+    const held = dataset.loaded.train[shard as number];
+    expect(await cache.get(held?.sha256 as string)).not.toBeNull();
+    expect(await cache.put('f'.repeat(64), new Uint8Array(2001 - (held?.bytes ?? 0)))).toBe(false);
   });
 
   it('retries a shard whose fetch failed', async () => {

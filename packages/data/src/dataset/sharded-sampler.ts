@@ -105,6 +105,7 @@ export interface WalkerStats {
 interface Loading {
   epoch: number;
   shard: number;
+  sha256: string;
   bytes: number;
   promise: Promise<Uint8Array>;
   /** The fetch has finished (either way): drawing from it does not wait. */
@@ -131,7 +132,8 @@ export class ShardWalker {
   #next: Loading | null = null;
 
   constructor(dataset: Dataset, options: ShardWalkerOptions) {
-    const { batchSize, seqLen, seed, member, members, budgetBytes = Number.POSITIVE_INFINITY } = options;
+    const { batchSize, seqLen, seed, member, members } = options;
+    const budgetBytes = options.budgetBytes ?? dataset.cache?.budgetBytes ?? Number.POSITIVE_INFINITY;
     assertInteger('batchSize', batchSize, 1);
     assertInteger('seqLen', seqLen, 1);
     assertInteger('seed', seed, 0);
@@ -180,7 +182,7 @@ export class ShardWalker {
       bytes = await current.promise;
     } catch (error) {
       // Asked for again at the next call: the shard stays this member's, the fetch is retried.
-      if (this.#current === current) this.#current = null;
+      if (this.#current === current) this.#current = this.#release(current);
       throw error;
     }
     if (waiting) {
@@ -211,10 +213,12 @@ export class ShardWalker {
     this.#checkMember();
     this.#mergeDrawn(drawn);
     this.#mine = this.#assigned(this.#epoch);
-    if (this.#current && !this.#mine.includes(this.#current.shard)) this.#current = null;
+    if (this.#current && !this.#mine.includes(this.#current.shard)) this.#current = this.#release(this.#current);
     // A prefetched shard that is not what comes next any more (moved away) is let go.
     const key = this.#upcomingKey();
-    if (this.#next && !(key && key.epoch === this.#next.epoch && key.shard === this.#next.shard)) this.#next = null;
+    if (this.#next && !(key && key.epoch === this.#next.epoch && key.shard === this.#next.shard)) {
+      this.#next = this.#release(this.#next);
+    }
   }
 
   state(): WalkerState {
@@ -285,10 +289,13 @@ export class ShardWalker {
     }
     const prefetched = this.#next;
     this.#next = null;
-    this.#current =
-      prefetched && !prefetched.failed && prefetched.epoch === key.epoch && prefetched.shard === key.shard
-        ? prefetched
-        : this.#load(key.epoch, key.shard);
+    if (this.#current) this.#release(this.#current);
+    if (prefetched && !prefetched.failed && prefetched.epoch === key.epoch && prefetched.shard === key.shard) {
+      this.#current = prefetched;
+    } else {
+      if (prefetched) this.#release(prefetched);
+      this.#current = this.#load(key.epoch, key.shard);
+    }
     this.#noteHeld();
   }
 
@@ -311,9 +318,12 @@ export class ShardWalker {
   #load(epoch: number, shard: number): Loading {
     const entry = this.#dataset.loaded.train[shard];
     if (!entry) throw new RangeError(`training shard ${shard} does not exist`);
+    // Pinned while held, so the cache never evicts a shard the walker is drawing from.
+    this.#dataset.cache?.pin(entry.sha256);
     const loading: Loading = {
       epoch,
       shard,
+      sha256: entry.sha256,
       bytes: entry.bytes,
       promise: this.#dataset.shard(entry),
       settled: false,
@@ -330,5 +340,11 @@ export class ShardWalker {
       },
     );
     return loading;
+  }
+
+  /** Lets go of a shard (unpins it in the cache); returns null for `this.#current = this.#release(…)`. */
+  #release(loading: Loading): null {
+    this.#dataset.cache?.unpin(loading.sha256);
+    return null;
   }
 }
