@@ -171,7 +171,7 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     gpuTrainer = async (m, train, params) => {
       // shared by every worker, so timed at the first one's shape (the workers' batches are alike)
       const layer = gptLayerShape(m, train.batchSize, train.seqLen);
-      kernels ??= await createGptKernels(gpu.device, m.nEmbd / m.nHead, { layer });
+      kernels ??= await createGptKernels(gpu.device, m.nEmbd / m.nHead, { layer, sequence: train.seqLen });
       return GpuTrainer.create(gpu.device, m, train, params, kernels);
     };
   }

@@ -56,6 +56,7 @@ async function measure({ engine, preset, batch, seq }: ProbeRequest): Promise<vo
         params,
         await createGptKernels(gpu.device, model.nEmbd / model.nHead, {
           layer: gptLayerShape(model, train.batchSize, train.seqLen),
+          sequence: train.seqLen,
         }),
       )
     : new CpuTrainer(model, train, params, { threads });

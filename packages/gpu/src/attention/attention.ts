@@ -120,12 +120,23 @@ function strategyFromEnvironment(): AttentionStrategy | undefined {
   return choiceFromEnvironment<AttentionStrategy>('SHOAL_ATTENTION', ['register', 'tiled', 'rows']);
 }
 
-function defaultStrategy(device: GPUDevice, headSize: number): AttentionStrategy {
+/** From this sequence length on, a hardware adapter takes tiled attention (see attentionStrategyFor). */
+export const TILED_FROM_SEQUENCE = 1024;
+
+/**
+ * The strategy for `headSize` on `device`, at sequence length `sequence` where known: SHOAL_ATTENTION
+ * first. Software adapters: rows up to hs 32 (cheapest to compile; as fast or faster at hs 16),
+ * then register, 2.6–4.8× faster than tiled at hs 64 on lavapipe and SwiftShader. Hardware
+ * adapters: register, but tiled from TILED_FROM_SEQUENCE on. On an H200 at hs 64 (docs/attention.md)
+ * register made steps 10% faster at T 256 and 18% at T 512, tiled 21% faster at T 1024
+ * (forward 2.1 vs 2.6 ms, backward 6.0 vs 10.6 ms at B8 NH12).
+ */
+export function attentionStrategyFor(device: GPUDevice, headSize: number, sequence?: number): AttentionStrategy {
   const chosen = strategyFromEnvironment();
   if (chosen) return chosen;
-  // Software adapters: rows up to hs 32 (cheapest to compile; as fast or faster at hs 16), then
-  // register, which ran 2.6–4.8× faster than tiled at hs 64 on lavapipe and SwiftShader (docs/attention.md).
-  if (isSoftwareDevice(device) && headSize <= ROWS_MAX_HEAD_SIZE) return 'rows';
+  const software = isSoftwareDevice(device);
+  if (software && headSize <= ROWS_MAX_HEAD_SIZE) return 'rows';
+  if (!software && sequence !== undefined && sequence >= TILED_FROM_SEQUENCE) return 'tiled';
   return registerTilings(device, headSize) ? 'register' : 'tiled';
 }
 
@@ -154,7 +165,7 @@ export class AttentionKernels {
   static async create(
     device: GPUDevice,
     headSize: number,
-    strategy: AttentionStrategy = defaultStrategy(device, headSize),
+    strategy: AttentionStrategy = attentionStrategyFor(device, headSize),
     options: AttentionOptions = {},
   ): Promise<AttentionKernels> {
     const budgetFloats = Math.min(MAX_WORKGROUP_BYTES, device.limits.maxComputeWorkgroupStorageSize) / 4;

@@ -159,7 +159,11 @@ export class GpuGpt {
     options: GpuGptOptions = {},
   ): Promise<GpuGpt> {
     const families =
-      kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { layer: gptLayerShape(config, B, T) }));
+      kernels ??
+      (await createGptKernels(device, config.nEmbd / config.nHead, {
+        layer: gptLayerShape(config, B, T),
+        sequence: T,
+      }));
     return buildValidated(
       device,
       'GpuGpt: binding the model failed',

@@ -1,5 +1,6 @@
 import {
   AttentionKernels,
+  attentionStrategyFor,
   CANDIDATES,
   CrossEntropyKernels,
   choiceFromEnvironment,
@@ -42,6 +43,8 @@ export interface GptKernelOptions {
   layer?: LayerShape;
   /** Default: SHOAL_MATMUL, else 'search' on a hardware adapter given `layer`, else 'tiled'. */
   matmul?: MatmulChoice;
+  /** The sequence length it trains at: picks the attention strategy (attentionStrategyFor). */
+  sequence?: number;
   /** Default: SHOAL_PRECISION, else 'f32'. */
   precision?: MatmulPrecision;
   /** Where the search keeps its choice (default: tune.ts's, see setDefaultTileCache). */
@@ -195,7 +198,7 @@ export async function createGptKernels(
     await Promise.all([
       searched ?? fixedMatmul(device),
       LayernormKernels.create(device),
-      AttentionKernels.create(device, headSize),
+      AttentionKernels.create(device, headSize, attentionStrategyFor(device, headSize, options.sequence)),
       GeluKernels.create(device),
       ResidualKernels.create(device),
       EmbeddingKernels.create(device),

@@ -98,7 +98,12 @@ export class GpuTrainer implements Trainer {
     assertGpuFits(config, train.batchSize, train.seqLen, device.limits);
     const layer = gptLayerShape(config, train.batchSize, train.seqLen);
     const families =
-      kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { ...kernelOptions, layer }));
+      kernels ??
+      (await createGptKernels(device, config.nEmbd / config.nHead, {
+        ...kernelOptions,
+        layer,
+        sequence: train.seqLen,
+      }));
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const model = await GpuGpt.create(device, config, train.batchSize, train.seqLen, families);
     try {

@@ -123,7 +123,9 @@ export class GpuStageTrainer implements StageTrainer {
     if (!Number.isInteger(microBatch) || microBatch < 1) throw new RangeError(`micro-batch ${microBatch} rows`);
     if (!Number.isInteger(slots) || slots < 1) throw new RangeError(`stage slots ${slots}`);
     const layer = gptLayerShape(config, microBatch, train.seqLen);
-    const kernels = options.kernels ?? (await createGptKernels(device, config.nEmbd / config.nHead, { layer }));
+    const kernels =
+      options.kernels ??
+      (await createGptKernels(device, config.nEmbd / config.nHead, { layer, sequence: train.seqLen }));
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const bytes = layout.paddedSize * 4;
     const shared = {

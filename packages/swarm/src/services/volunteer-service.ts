@@ -59,7 +59,11 @@ export async function trainerFor(
   assertGpuFits(config.model, config.train.batchSize, config.train.seqLen, device.limits);
   const layer = gptLayerShape(config.model, config.train.batchSize, config.train.seqLen);
   const precision = config.precision ?? 'f32';
-  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer, precision });
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, {
+    layer,
+    precision,
+    sequence: config.train.seqLen,
+  });
   return GpuTrainer.create(device, config.model, config.train, params, kernels);
 }
 
@@ -74,7 +78,11 @@ export async function stageFor(
   if (!device) return new CpuStageTrainer(config.train, spec, params, config.model, o);
   const layer = gptLayerShape(config.model, o.microBatch, config.train.seqLen);
   const precision = config.precision ?? 'f32';
-  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, { layer, precision });
+  const kernels = await createGptKernels(device, config.model.nEmbd / config.model.nHead, {
+    layer,
+    precision,
+    sequence: config.train.seqLen,
+  });
   return GpuStageTrainer.create(device, config.model, config.train, spec, params, { ...o, kernels });
 }
 
