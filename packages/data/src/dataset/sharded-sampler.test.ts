@@ -146,6 +146,36 @@ describe('ShardWalker', () => {
     expect(drawn).toHaveLength(expected);
   });
 
+  it('gives a joining member shards mid-epoch, stopping a walker whose current shard moved', async () => {
+    const train = [640, 320, 1000, 700, 256, 900, 512, 800, 1200, 400, 660, 330];
+    const dataset = await fixtureDataset(train);
+    const expected = train.reduce((sum, bytes) => sum + batchesInShard(bytes, shape), 0);
+    let moved = 0;
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const walkers = ['a', 'b'].map(
+        (member) => new ShardWalker(dataset, { ...shape, seed, member, members: ['a', 'b'] }),
+      );
+      const drawn: string[] = [];
+      for (let round = 0; round < 8; round++) for (const walker of walkers) drawn.push(await draw(walker));
+      const known = Object.assign({}, ...walkers.map((walker) => walker.state().drawn));
+      const before = walkers.map((walker) => walker.state().shard);
+      const room = ['a', 'b', 'c'];
+      for (const walker of walkers) walker.setMembers(room, known);
+      moved += walkers.filter((walker, i) => walker.state().shard !== before[i]).length;
+      walkers.push(new ShardWalker(dataset, { ...shape, seed, member: 'c', members: room, drawn: known }));
+      for (const walker of walkers) {
+        for (;;) {
+          const key = await draw(walker);
+          if (key.startsWith('1:')) break;
+          drawn.push(key);
+        }
+      }
+      expect(new Set(drawn).size).toBe(drawn.length);
+      expect(drawn).toHaveLength(expected);
+    }
+    expect(moved).toBeGreaterThan(0);
+  });
+
   it('prefetches the next shard so that only the first shard is waited for', async () => {
     const dataset = await fixtureDataset([256, 256, 256, 256, 256], 15);
     const walker = new ShardWalker(dataset, { ...options('a', ['a']), budgetBytes: 512 });
