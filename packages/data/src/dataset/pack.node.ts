@@ -1,6 +1,6 @@
 // `shoal data pack`: text files, folders and JSON Lines streamed into the shards and manifest of
 // manifest.ts. Inputs are read in 1 MiB chunks and shards written through a 1 MiB buffer, so
-// memory stays near a few MiB whatever the input's size (a JSONL record is held whole).
+// memory does not grow with the input's size (a JSONL record is held whole).
 
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, type Dirent } from 'node:fs';
@@ -195,7 +195,7 @@ class SplitWriter {
     await this.flush();
     await this.handle.close();
     this.handle = null;
-    const file = `${this.split}-${String(this.entries.length).padStart(5, '0')}.txt`;
+    const file = this.fileName();
     await rename(this.tempPath, join(this.pack.outDir, file));
     this.pack.created.push(join(this.pack.outDir, file));
     this.entries.push({ file, sha256: this.hash.digest('hex'), bytes: this.bytes, split: this.split });
@@ -208,9 +208,13 @@ class SplitWriter {
     this.handle = null;
   }
 
+  /** The open shard's name: train-00000.txt, validation-00000.txt, … */
+  private fileName(): string {
+    return `${this.split}-${String(this.entries.length).padStart(5, '0')}.txt`;
+  }
+
   private async openShard() {
-    const file = `${this.split}-${String(this.entries.length).padStart(5, '0')}.txt`;
-    this.tempPath = join(this.pack.outDir, `.${file}.partial`);
+    this.tempPath = join(this.pack.outDir, `.${this.fileName()}.partial`);
     this.pack.created.push(this.tempPath);
     this.handle = await this.pack.openForWrite(this.tempPath);
     this.hash = createHash('sha256');
@@ -303,8 +307,19 @@ function utf8Error(file: string, where: string, bytes: Uint8Array, base: number)
   return new Error(`${file}${where} is not UTF-8${at}`);
 }
 
+/** What the readers share: the dealer, the options for JSON Lines, and the counts progress reports. */
+interface ReadState {
+  dealer: PieceDealer;
+  textField: string;
+  skipBadLines: boolean;
+  skippedLines: number;
+  bytesRead: number;
+  progress: () => void;
+}
+
 /** One text file as one document. */
-async function packText(file: InputFile, dealer: PieceDealer, progress: () => void, read: { bytes: number }) {
+async function packText(file: InputFile, reader: ReadState) {
+  const { dealer } = reader;
   const decoder = new TextDecoder('utf-8', { fatal: true });
   const document: DocumentCursor = { index: -1, pieces: 0 };
   let pending: Uint8Array = new Uint8Array(0);
@@ -319,11 +334,11 @@ async function packText(file: InputFile, dealer: PieceDealer, progress: () => vo
     let bytes: Uint8Array = chunk;
     if (offset === 0 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) bytes = chunk.subarray(3); // BOM
     offset += chunk.length;
-    read.bytes += chunk.length;
+    reader.bytesRead += chunk.length;
     tail = chunk.subarray(Math.max(0, chunk.length - 3));
     pending = await dealer.cut(pending.length > 0 ? Buffer.concat([pending, bytes]) : bytes, document);
     pending = Uint8Array.from(pending); // detach from the chunk
-    progress();
+    reader.progress();
   }
   try {
     decoder.decode();
@@ -344,14 +359,8 @@ function utf8ErrorAcross(file: string, tail: Uint8Array, chunk: Uint8Array, offs
 }
 
 /** One document per JSON Lines record. */
-async function packJsonl(
-  file: InputFile,
-  dealer: PieceDealer,
-  options: { textField: string; skipBadLines: boolean },
-  skipped: { lines: number },
-  progress: () => void,
-  read: { bytes: number },
-) {
+async function packJsonl(file: InputFile, reader: ReadState) {
+  const { dealer, textField } = reader;
   const decoder = new TextDecoder('utf-8', { fatal: true });
   const encoder = new TextEncoder();
   let parts: Buffer[] = [];
@@ -374,16 +383,14 @@ async function packJsonl(
     try {
       const record = JSON.parse(text) as unknown;
       value =
-        typeof record === 'object' && record !== null
-          ? (record as Record<string, unknown>)[options.textField]
-          : undefined;
-      if (typeof value !== 'string') problem = `has no string "${options.textField}" field`;
+        typeof record === 'object' && record !== null ? (record as Record<string, unknown>)[textField] : undefined;
+      if (typeof value !== 'string') problem = `has no string "${textField}" field`;
     } catch (error) {
       problem = `is not JSON (${(error as Error).message})`;
     }
     if (problem !== null) {
-      if (options.skipBadLines) {
-        skipped.lines++;
+      if (reader.skipBadLines) {
+        reader.skippedLines++;
         return;
       }
       throw new Error(`${file.path}:${line} ${problem}`);
@@ -402,8 +409,8 @@ async function packJsonl(
       from = newline + 1;
     }
     if (from < chunk.length) parts.push(chunk.subarray(from));
-    read.bytes += chunk.length;
-    progress();
+    reader.bytesRead += chunk.length;
+    reader.progress();
   }
   if (parts.length > 0) await handleLine(Buffer.concat(parts));
 }
@@ -453,19 +460,20 @@ export async function packDataset(inputs: string[], options: PackOptions): Promi
   const train = new SplitWriter('train', state);
   const validation = new SplitWriter('validation', state);
   const dealer = new PieceDealer(period, train, validation);
-  const read = { bytes: 0 };
-  const skipped = { lines: 0 };
-  const progress = () => options.onProgress?.({ bytesRead: read.bytes, totalBytes, shards: state.shardsDone });
-  const jsonl = { textField: options.textField ?? 'text', skipBadLines: options.skipBadLines ?? false };
+  const reader: ReadState = {
+    dealer,
+    textField: options.textField ?? 'text',
+    skipBadLines: options.skipBadLines ?? false,
+    skippedLines: 0,
+    bytesRead: 0,
+    progress: () => options.onProgress?.({ bytesRead: reader.bytesRead, totalBytes, shards: state.shardsDone }),
+  };
   try {
-    progress();
-    for (const file of files) {
-      if (file.kind === 'jsonl') await packJsonl(file, dealer, jsonl, skipped, progress, read);
-      else await packText(file, dealer, progress, read);
-    }
+    reader.progress();
+    for (const file of files) await (file.kind === 'jsonl' ? packJsonl(file, reader) : packText(file, reader));
     await train.close();
     await validation.close();
-    progress();
+    reader.progress();
     if (dealer.pieces === 0) {
       const what = files.length === 1 ? (files[0] as InputFile).path : `${inputs.join(', ')}`;
       throw new Error(`${what} holds no text`);
@@ -506,7 +514,7 @@ export async function packDataset(inputs: string[], options: PackOptions): Promi
       manifest: manifestPath,
       hash,
       documents: dealer.documents,
-      skippedLines: skipped.lines,
+      skippedLines: reader.skippedLines,
     };
   } catch (error) {
     await train.abandon();
