@@ -21,6 +21,7 @@ import { runOption, withRunOptions } from './run-options.ts';
 import { serverCommand } from './server.ts';
 import { parseBytes, simulateCommand } from './simulate.ts';
 import { trainCommand } from './train.ts';
+import { DEFAULT_EVAL_BYTES } from './train-data.ts';
 import { UsageError } from './usage.ts';
 import { workerCommand } from './worker.ts';
 
@@ -126,6 +127,37 @@ export function createProgram(): Command {
     .addOption(runOption('precision'))
     .addOption(threadsOption(threads))
     .option('--data <file>', 'UTF-8 text to train on (default: Moby Dick); the last 10% is validation')
+    .addOption(
+      new Option(
+        '--dataset <dir|url>',
+        "a packed dataset's folder or http(s) URL (`shoal data pack`): train on its training shards, validate on its validation shards",
+      ).conflicts('data'),
+    )
+    .option(
+      '--cache-mib <n>',
+      "--dataset: MiB of shards held at once, in memory and in --cache-dir (default: 4 × the dataset's largest shard)",
+      (value) => {
+        const n = Number(value);
+        if (!(n > 0)) throw new InvalidArgumentError('expected a positive number of MiB');
+        return n;
+      },
+    )
+    .option(
+      '--cache-dir <dir>',
+      '--dataset: keep fetched shards here (default: none for a folder; $XDG_CACHE_HOME/shoal/shards or ~/.cache/shoal/shards for a URL)',
+    )
+    .option(
+      '--eval-bytes <n>',
+      '--dataset: validation tokens per evaluation (bytes, or 512KiB, 4MB, …)',
+      (value) => {
+        try {
+          return parseBytes(value);
+        } catch (error) {
+          throw new InvalidArgumentError((error as Error).message);
+        }
+      },
+      DEFAULT_EVAL_BYTES,
+    )
     .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')
     .option('--checkpoint-dir <dir>', 'where checkpoints go', 'checkpoints')
     .option(
@@ -136,7 +168,14 @@ export function createProgram(): Command {
     )
     .option('--eval-every <n>', 'validation loss every n steps', (v) => Number.parseInt(v, 10), 50)
     .option('--eval-batches <n>', 'validation batches per evaluation', parsePositiveInt, 32)
-    .option('--json', 'print a final JSON line {valLoss, trainLoss, steps, tokens, seconds}')
+    .option(
+      '--json',
+      'print a final JSON line {valLoss, trainLoss, valBitsPerByte, trainBitsPerByte, steps, tokens, seconds, …}',
+    )
+    // Both --data and --dataset: a usage error, exit 2 (commander's own exit is 1 for every error).
+    .exitOverride((error) => {
+      if (error.code === 'commander.conflictingOption') process.exit(2);
+    })
     .action(guarded(trainCommand));
 
   const parseNumber = (value: string) => {

@@ -4,7 +4,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { BatchSampler, loadCorpus, type SamplerState, validationBatches } from '@shoal/data';
+import { bitsPerByte } from '@shoal/data';
 import { formatAdapter, learningRate, type MatmulPrecision } from '@shoal/gpu';
 import {
   buildLayout,
@@ -25,6 +25,7 @@ import {
 import cliProgress from 'cli-progress';
 import { readInput, writeAtomically } from './files.ts';
 import { acquireCliGpu } from './grads-webgpu.ts';
+import { openTrainData, type SavedData } from './train-data.ts';
 import { presetOption, UsageError } from './usage.ts';
 
 export interface TrainOptions {
@@ -42,6 +43,14 @@ export interface TrainOptions {
   /** CPU engine threads (--backend cpu). */
   threads?: number;
   data?: string;
+  /** A packed dataset's folder or URL (`shoal data pack`); not with --data. */
+  dataset?: string;
+  /** Shard budget, MiB (default 4 × the dataset's largest training shard). */
+  cacheMib?: number;
+  /** Keep fetched shards here (default: none for a folder, the XDG cache for a URL). */
+  cacheDir?: string;
+  /** Validation tokens per evaluation of a dataset run. */
+  evalBytes?: number;
   resume?: string;
   checkpointDir: string;
   checkpointEvery: number;
@@ -50,18 +59,19 @@ export interface TrainOptions {
   json?: boolean;
 }
 
-type SavedRun = {
+type SavedRun = SavedData & {
   step: number;
   tokens: number;
-  sampler: SamplerState;
   train: TrainConfig;
-  corpus: string;
 };
 
 /** How often a webgpu run reads its loss back (every step would stall the GPU queue each step). */
 const LOSS_EVERY = 10;
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
+/** A loss as people compare it: bits per byte, with the nats the model minimises beside it. */
+const lossText = (nats: number) => `${bitsPerByte(nats).toFixed(3)} bits/byte (${nats.toFixed(3)} nats)`;
 
 const statePath = (weightsPath: string) => `${weightsPath.replace(/\.safetensors$/, '')}.state.safetensors`;
 
@@ -140,25 +150,13 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
       seed: options.seed,
     });
 
-  // --- data -----------------------------------------------------------------------------------
-  let corpus: ReturnType<typeof loadCorpus>;
-  try {
-    corpus = loadCorpus({ data: options.data, seqLen });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
+  // --- data: a text, or a packed dataset's shards ------------------------------------------------
+  if (options.data !== undefined && options.dataset !== undefined) {
+    throw new UsageError('--data and --dataset cannot be used together: train on a text or on a packed dataset');
   }
-  if (saved && saved.run.corpus !== corpus.fingerprint) {
-    throw new UsageError(
-      `the checkpoint was trained on corpus ${saved.run.corpus}, this is ${corpus.fingerprint}: pass the same --data`,
-    );
-  }
-  const sampler = new BatchSampler(corpus.train, { batchSize: train.batchSize, seqLen, seed: train.seed });
-  if (saved) sampler.setState(saved.run.sampler);
-  const evalSet = validationBatches(corpus.validation, {
-    batchSize: train.batchSize,
-    seqLen,
-    count: options.evalBatches,
-  });
+  const data = await openTrainData(options, { batchSize: train.batchSize, seqLen, seed: train.seed }, saved?.run);
+  if (data.describe && !options.json) console.error(data.describe);
+  const evalSet = data.evalSet;
 
   // --- optimiser --------------------------------------------------------------------------------
   const engine = await createTrainer(options, config, train, params);
@@ -181,9 +179,8 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
     const run: SavedRun & { adamStep: number } = {
       step,
       tokens,
-      sampler: sampler.getState(),
+      ...data.saved(),
       train,
-      corpus: corpus.fingerprint,
       adamStep: optimizer.step,
     };
     writeAtomically(weightsPath, encodeWeights(trainer.layout, await trainer.getParams()));
@@ -217,40 +214,45 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   // way count as idle time; the final validation does not count)
   trainer.queue?.reset();
   let queue: StepQueueStats | null = null;
-  while (step < lastStep) {
-    const lr = learningRate(step, {
-      maxLr: train.maxLr,
-      minLr: train.minLr,
-      warmupSteps: train.warmupSteps,
-      totalSteps: train.totalSteps,
-    });
-    const readLoss = (step + 1) % lossEvery === 0 || step + 1 === lastStep;
-    const batch = sampler.next();
-    const stepStarted = performance.now();
-    const loss = await trainer.step(batch, lr, { readLoss });
-    stepSeconds += (performance.now() - stepStarted) / 1000;
-    if (readLoss && !Number.isFinite(loss)) throw new UsageError(`loss became ${loss} at step ${step}: lower --lr`);
-    step++;
-    tokens += tokensPerStep;
-    if (readLoss) {
-      lastLoss = loss;
-      recent.push(loss);
-      if (recent.length > 20) recent.shift();
+  // A failed step or shard stops the run; the engine (and the CPU engine's threads) go either way.
+  try {
+    while (step < lastStep) {
+      const lr = learningRate(step, {
+        maxLr: train.maxLr,
+        minLr: train.minLr,
+        warmupSteps: train.warmupSteps,
+        totalSteps: train.totalSteps,
+      });
+      const readLoss = (step + 1) % lossEvery === 0 || step + 1 === lastStep;
+      const batch = await data.next();
+      const stepStarted = performance.now();
+      const loss = await trainer.step(batch, lr, { readLoss });
+      stepSeconds += (performance.now() - stepStarted) / 1000;
+      if (readLoss && !Number.isFinite(loss)) throw new UsageError(`loss became ${loss} at step ${step}: lower --lr`);
+      step++;
+      tokens += tokensPerStep;
+      if (readLoss) {
+        lastLoss = loss;
+        recent.push(loss);
+        if (recent.length > 20) recent.shift();
+      }
+      if (step === lastStep) queue = trainer.queue?.stats() ?? null;
+      if ((options.evalEvery > 0 && step % options.evalEvery === 0) || step === lastStep)
+        valLoss = await trainer.evaluate(evalSet);
+      if (options.checkpointEvery > 0 && step % options.checkpointEvery === 0) await checkpoint();
+      bar.update(step, {
+        loss: Number.isNaN(lastLoss) ? '—' : lastLoss.toFixed(3),
+        val: valLoss === null ? '—' : valLoss.toFixed(3),
+        tps: Math.round(((step - firstStep) * tokensPerStep) / stepSeconds).toLocaleString(),
+      });
     }
-    if (step === lastStep) queue = trainer.queue?.stats() ?? null;
-    if ((options.evalEvery > 0 && step % options.evalEvery === 0) || step === lastStep)
-      valLoss = await trainer.evaluate(evalSet);
-    if (options.checkpointEvery > 0 && step % options.checkpointEvery === 0) await checkpoint();
-    bar.update(step, {
-      loss: Number.isNaN(lastLoss) ? '—' : lastLoss.toFixed(3),
-      val: valLoss === null ? '—' : valLoss.toFixed(3),
-      tps: Math.round(((step - firstStep) * tokensPerStep) / stepSeconds).toLocaleString(),
-    });
+    bar.stop();
+    await checkpoint();
+  } finally {
+    bar.stop();
+    trainer.destroy();
+    engine.release();
   }
-  bar.stop();
-  await checkpoint();
-  trainer.destroy();
-  engine.release();
 
   const trainLoss = recent.reduce((a, b) => a + b, 0) / Math.max(1, recent.length);
   const seconds = (performance.now() - started) / 1000;
@@ -260,6 +262,8 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
       JSON.stringify({
         valLoss,
         trainLoss,
+        valBitsPerByte: valLoss === null ? null : bitsPerByte(valLoss),
+        trainBitsPerByte: bitsPerByte(trainLoss),
         steps: step,
         tokens,
         seconds,
@@ -269,13 +273,14 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
         ...(engine.matmul ? { matmul: engine.matmul, precision: engine.precision } : {}),
         checkpoint: weightsPath,
         ...(queue ? { queued: round3(queue.fraction) } : {}),
+        ...data.summary(),
       }),
     );
   } else {
     console.log(
       `trained ${step} steps (${tokens.toLocaleString()} tokens) in ${seconds.toFixed(1)} s on ${options.backend} ` +
         `(${tokensPerSecond.toLocaleString()} tokens/s in training steps): ` +
-        `train loss ${trainLoss.toFixed(4)}, validation loss ${valLoss?.toFixed(4)}; checkpoint ${weightsPath}` +
+        `train ${lossText(trainLoss)}, val ${valLoss === null ? '—' : lossText(valLoss)}; checkpoint ${weightsPath}` +
         (queue ? `; a step queued on the GPU ${(100 * queue.fraction).toFixed(1)}% of the loop's time` : ''),
     );
   }
