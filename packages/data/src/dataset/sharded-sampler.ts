@@ -128,6 +128,11 @@ export class ShardWalker {
   #drawn = new Map<number, number>();
   /** This member's shards this epoch, in epoch order. */
   #mine: number[] = [];
+  #mineSet = new Set<number>();
+  /** #mine[0 … cursor) are used up: drawn counts only grow within an epoch, so this only moves on. */
+  #cursor = 0;
+  /** Assignments computed for (members, epoch), so looking one epoch ahead costs one assignment. */
+  #assignments = new Map<number, number[]>();
   #current: Loading | null = null;
   #next: Loading | null = null;
 
@@ -149,10 +154,10 @@ export class ShardWalker {
     this.#epoch = state?.epoch ?? options.epoch ?? 0;
     assertInteger('epoch', this.#epoch, 0);
     this.#mergeDrawn(state?.drawn ?? options.drawn);
-    this.#mine = this.#assigned(this.#epoch);
+    this.#setMine();
     if (state && state.shard !== null) {
       this.#drawn.set(state.shard, Math.max(this.#drawn.get(state.shard) ?? 0, state.batch));
-      if (this.#mine.includes(state.shard) && this.#remaining(state.shard) > 0) {
+      if (this.#mineSet.has(state.shard) && this.#remaining(state.shard) > 0) {
         this.#current = this.#load(this.#epoch, state.shard);
         this.#noteHeld();
       }
@@ -170,7 +175,7 @@ export class ShardWalker {
 
   /** The next batch; moves to the next shard, and to the next epoch, as shards are used up. */
   async next(): Promise<Batch> {
-    if (!this.#current || this.#remaining(this.#current.shard) <= 0 || !this.#mine.includes(this.#current.shard)) {
+    if (!this.#current || this.#remaining(this.#current.shard) <= 0 || !this.#mineSet.has(this.#current.shard)) {
       this.#advance();
     }
     const current = this.#current as Loading;
@@ -204,16 +209,18 @@ export class ShardWalker {
   }
 
   /**
-   * A new room membership, with what others have drawn this epoch (merged, the larger count
-   * wins). The current shard is finished first if it is still this member's; otherwise the walker
+   * A new room membership, with what others have drawn in this walker's epoch (their
+   * `state().drawn`, as the room relays it; merged, the larger count wins, so a shard that moves
+   * here resumes at the batch its last holder reached). The current shard is finished first if it is still this member's; otherwise the walker
    * moves on at the next call to next(). Its later shards follow the new assignment.
    */
   setMembers(members: readonly string[], drawn?: ReadonlyMap<number, number> | DrawnCounts): void {
     this.#members = [...members];
+    this.#assignments.clear();
     this.#checkMember();
     this.#mergeDrawn(drawn);
-    this.#mine = this.#assigned(this.#epoch);
-    if (this.#current && !this.#mine.includes(this.#current.shard)) this.#current = this.#release(this.#current);
+    this.#setMine();
+    if (this.#current && !this.#mineSet.has(this.#current.shard)) this.#current = this.#release(this.#current);
     // A prefetched shard that is not what comes next any more (moved away) is let go.
     const key = this.#upcomingKey();
     if (this.#next && !(key && key.epoch === this.#next.epoch && key.shard === this.#next.shard)) {
@@ -248,8 +255,20 @@ export class ShardWalker {
   }
 
   #assigned(epoch: number): number[] {
-    const shardCount = this.#dataset.loaded.train.length;
-    return assignShards(shardCount, this.#members, { seed: this.#seed, epoch }).get(this.#member) ?? [];
+    let mine = this.#assignments.get(epoch);
+    if (!mine) {
+      const shardCount = this.#dataset.loaded.train.length;
+      mine = assignShards(shardCount, this.#members, { seed: this.#seed, epoch }).get(this.#member) ?? [];
+      for (const old of this.#assignments.keys()) if (old < epoch - 1) this.#assignments.delete(old);
+      this.#assignments.set(epoch, mine);
+    }
+    return mine;
+  }
+
+  #setMine(): void {
+    this.#mine = this.#assigned(this.#epoch);
+    this.#mineSet = new Set(this.#mine);
+    this.#cursor = 0;
   }
 
   #total(shard: number): number {
@@ -264,7 +283,12 @@ export class ShardWalker {
   /** The (epoch, shard) to draw from after the current one, without moving there. */
   #upcomingKey(): { epoch: number; shard: number } | null {
     const current = this.#current?.shard;
-    const here = this.#mine.find((shard) => shard !== current && this.#remaining(shard) > 0);
+    while (this.#cursor < this.#mine.length && this.#remaining(this.#mine[this.#cursor] as number) <= 0) this.#cursor++;
+    let here: number | undefined;
+    for (let i = this.#cursor; i < this.#mine.length && here === undefined; i++) {
+      const shard = this.#mine[i] as number;
+      if (shard !== current && this.#remaining(shard) > 0) here = shard;
+    }
     if (here !== undefined) return { epoch: this.#epoch, shard: here };
     for (let epoch = this.#epoch + 1; epoch <= this.#epoch + MAX_EMPTY_EPOCHS; epoch++) {
       const first = this.#assigned(epoch)[0];
@@ -285,7 +309,7 @@ export class ShardWalker {
     if (key.epoch !== this.#epoch) {
       this.#epoch = key.epoch;
       this.#drawn = new Map();
-      this.#mine = this.#assigned(this.#epoch);
+      this.#setMine();
     }
     const prefetched = this.#next;
     this.#next = null;
