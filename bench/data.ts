@@ -18,7 +18,7 @@
  * 2-core AMD EPYC VM (shared with other work), Node 20, defaults: 500,000 tokens/s achieved from
  * the folder and over HTTP; the first shard waited for 94 ms (folder) and 472 ms (HTTP), later
  * shards 0 ms (each prefetched while the previous one was drawn from); at most 32 MiB held;
- * SHA-256 at 464 MB/s (folder) and 192 MB/s (HTTP, sharing the thread with the server). The
+ * SHA-256 at 464 MiB/s (folder) and 192 MiB/s (HTTP, sharing the thread with the server). The
  * worst single next() call, 20–26 ms, is garbage collection and CPU contention, not a fetch.
  */
 import { createReadStream, writeFileSync } from 'node:fs';
@@ -79,7 +79,7 @@ function seededShard(length: number, seed: number): Uint8Array {
 }
 
 /** Writes shards and a manifest into a new temp folder: shardCount − 1 training shards, one validation. */
-async function generate(dir: string): Promise<{ genMs: number; hashMBps: number }> {
+async function generate(dir: string): Promise<{ genMs: number; hashMiBps: number }> {
   const started = performance.now();
   let hashMs = 0;
   const shards: DatasetManifest['shards'] = [];
@@ -107,7 +107,7 @@ async function generate(dir: string): Promise<{ genMs: number; hashMBps: number 
     shards,
   };
   await writeFile(join(dir, MANIFEST_FILE), JSON.stringify(manifest, null, 2));
-  return { genMs: performance.now() - started, hashMBps: (shardCount * shardBytes) / MIB / (hashMs / 1000) };
+  return { genMs: performance.now() - started, hashMiBps: (shardCount * shardBytes) / MIB / (hashMs / 1000) };
 }
 
 /** A static file server over `dir`, as a CDN or `python -m http.server` would be. */
@@ -153,7 +153,7 @@ interface Row {
   worstNextAfterMs: number;
   prefetched: number;
   maxHeldMiB: number;
-  hashMBps: number;
+  hashMiBps: number;
 }
 
 /** One member walks `walk` shards at `rate` tokens/s; every step's wait for next() is timed. */
@@ -204,7 +204,7 @@ async function run(name: string, source: DatasetSource, rate: number): Promise<R
     worstNextAfterMs,
     prefetched: walker.stats.prefetched,
     maxHeldMiB: walker.stats.maxHeldBytes / MIB,
-    hashMBps: counters.fetchedBytes / MIB / (counters.hashMs / 1000),
+    hashMiBps: counters.fetchedBytes / MIB / (counters.hashMs / 1000),
   };
 }
 
@@ -219,7 +219,7 @@ try {
   const rows: Row[] = [];
   console.log(
     '| source | shards | target tokens/s | achieved tokens/s | fetch wait, 1st shard | fetch wait after | ' +
-      'next() after (worst call) | prefetched | held MiB | hash MB/s |',
+      'next() after (worst call) | prefetched | held MiB | hash MiB/s |',
   );
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const rate of rates) {
@@ -239,7 +239,7 @@ try {
         `${row.nextAfterMs.toFixed(0)} ms (${row.worstNextAfterMs.toFixed(2)} ms)`,
         row.prefetched,
         row.maxHeldMiB,
-        Math.round(row.hashMBps),
+        Math.round(row.hashMiBps),
       ];
       console.log(`| ${cells.join(' | ')} |`);
     }
