@@ -171,6 +171,15 @@ describe.concurrent('shoal train --dataset', () => {
     );
   });
 
+  it('a text run (--data) reports bits per byte too, and no dataset keys', async () => {
+    const json = lastJson(
+      await train(['--data', join(dir, 'corpus.txt'), '--steps', '2', '--checkpoint-dir', join(dir, 'text'), '--json']),
+    );
+    expect(json.valBitsPerByte).toBe((json.valLoss as number) / Math.LN2);
+    expect(json.trainBitsPerByte).toBe((json.trainLoss as number) / Math.LN2);
+    expect(json.dataset).toBeUndefined();
+  });
+
   it('resumes the walker exactly across shards: 4 + 5 steps end where 9 in one go do', async () => {
     const run = (name: string, extra: string[]) =>
       train(['--dataset', tiny, '--eval-every', '0', '--checkpoint-dir', join(dir, name), '--json', ...extra]);

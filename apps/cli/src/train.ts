@@ -246,7 +246,6 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
         tps: Math.round(((step - firstStep) * tokensPerStep) / stepSeconds).toLocaleString(),
       });
     }
-    bar.stop();
     await checkpoint();
   } finally {
     bar.stop();
