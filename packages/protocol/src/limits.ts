@@ -52,6 +52,12 @@ export const MAX_DEADLINE_MS = 60 * 60 * 1000;
  */
 export const MAX_CORPUS_BYTES = 64 * 1024 * 1024;
 
+/**
+ * Training or validation shards of a room's packed dataset (@shoal/data's manifest): 16384, a
+ * terabyte in 64 MiB shards, and a data ledger of one epoch within a roster's JSON.
+ */
+export const MAX_DATASET_SHARDS = 16384;
+
 /** One corpus-request asks for at most this many bytes: 1 MiB. */
 export const MAX_CORPUS_PART_BYTES = 1024 * 1024;
 

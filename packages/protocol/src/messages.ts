@@ -41,6 +41,7 @@ import {
   corpusFingerprintSchema,
   corpusLengthOf,
   countSchema,
+  dataLedgerSchema,
   deadlineSchema,
   fragmentStateSchema,
   hashHexSchema,
@@ -52,11 +53,12 @@ import {
   roleSchema,
   roundSchema,
   runConfigSchema,
+  shardPositionSchema,
   textSchema,
 } from './schemas.ts';
 
 /** Same major: compatible. Another major is rejected on decode. A new minor only adds optional fields. */
-export const PROTOCOL_VERSION = { major: 1, minor: 6 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 7 } as const;
 
 /** Join: role and what this member's machine can do. The header's run id is 0 while the run is not known. */
 const helloBody = z.object({
@@ -121,6 +123,8 @@ const rosterBody = z.object({
   epoch: countSchema,
   coordinator: peerIdSchema,
   members: z.array(memberSchema).max(MAX_MEMBERS),
+  /** A dataset room's ledger: where each training shard stands. Absent in one-text rooms. */
+  data: dataLedgerSchema.optional(),
 });
 
 /** Distinct reasons a heartbeat's rejection counts may name (a sender keeps its first ones). */
@@ -128,6 +132,11 @@ export const MAX_REJECTION_REASONS = 32;
 
 /** Progress: what the coordinator opens rounds, weights and the dashboard from. */
 const heartbeatBody = z.object({
+  /**
+   * A dataset room: the shards it drew from since its last heartbeat and where it stands in each
+   * (the ledger's source). Absent in one-text rooms and from older peers.
+   */
+  data: z.array(shardPositionSchema).max(16).optional(),
   innerStep: countSchema,
   /** Tokens trained since this member's last contribution to each fragment, index = fragment. */
   tokensSinceContribution: z.array(countSchema).max(MAX_FRAGMENTS),

@@ -16,6 +16,7 @@ import { z } from 'zod';
 import {
   MAX_CODEC_BLOCK_SIZE,
   MAX_CORPUS_BYTES,
+  MAX_DATASET_SHARDS,
   MAX_DEADLINE_MS,
   MAX_FRAGMENTS,
   MAX_PEER_ID_LENGTH,
@@ -194,6 +195,51 @@ export const pipelineConfigSchema = z.object({
 });
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
 
+/**
+ * A packed dataset (`shoal data pack`, @shoal/data's manifest): volunteers fetch only the training
+ * shards assigned to them and check each against the manifest; the host evaluates on validation
+ * shards. docs/data.md.
+ */
+export const datasetRefSchema = z.object({
+  /** SHA-256 of its manifest.json: a manifest that differs is refused. */
+  manifest: z.string().regex(/^[0-9a-f]{64}$/, 'a manifest hash is a SHA-256: 64 lowercase hex digits'),
+  /**
+   * Where manifest.json and the shards are: an http(s) URL, or a path on the room's own server
+   * (/datasets/NAME/, `shoal server --datasets`).
+   */
+  url: z
+    .string()
+    .max(MAX_TEXT_LENGTH)
+    .regex(/^(https?:\/\/|\/)[^\s]*$/, 'a dataset URL is http(s)://… or a path on the room’s server (/datasets/…)'),
+  trainShards: z.int().min(1).max(MAX_DATASET_SHARDS),
+  validationShards: z.int().min(1).max(MAX_DATASET_SHARDS),
+  /** The training shards' bytes. */
+  trainBytes: z.int().min(1),
+});
+export type DatasetRef = z.infer<typeof datasetRefSchema>;
+
+/** Where a volunteer is in a training shard of a data epoch: batches drawn from it so far. */
+export const shardPositionSchema = z.object({
+  epoch: countSchema,
+  shard: z
+    .int()
+    .min(0)
+    .max(MAX_DATASET_SHARDS - 1),
+  drawn: countSchema,
+});
+export type ShardPosition = z.infer<typeof shardPositionSchema>;
+
+/**
+ * What a room has drawn from its dataset: per data epoch still open (at most two: volunteers
+ * cross into the next epoch one by one), the batches drawn from each training shard. The host
+ * keeps it from heartbeats, saves it with θ_global and sends it with every roster, so a shard
+ * that moves to another volunteer, or a resumed room, goes on where it was.
+ */
+export const dataLedgerSchema = z.object({
+  epochs: z.array(z.object({ epoch: countSchema, drawn: z.array(countSchema).max(MAX_DATASET_SHARDS) })).max(2),
+});
+export type DataLedger = z.infer<typeof dataLedgerSchema>;
+
 export const runConfigSchema = z.object({
   model: modelConfigSchema,
   /** AdamW; its step schedule is read off the room's tokens (tokens ÷ (batchSize·seqLen)). */
@@ -209,6 +255,8 @@ export const runConfigSchema = z.object({
      * the text asks the coordinator for it (corpus-request). Absent in rooms of older hosts.
      */
     fingerprint: corpusFingerprintSchema.optional(),
+    /** A packed dataset instead of one text (`corpus` is then its name). Absent: the text. */
+    dataset: datasetRefSchema.optional(),
   }),
   /**
    * The matmul operands of WebGPU volunteers (@shoal/model's MatmulPrecision): 'f16' rounds them
@@ -241,6 +289,8 @@ export const roomRunStateSchema = z
     abortedRounds: countSchema,
     /** The signaling room, so a restarted host can take it back (the secret is the host's key). */
     room: z.object({ roomId: textSchema, hostSecret: textSchema, joinToken: textSchema }).nullable(),
+    /** A dataset room's ledger (what it has drawn). Absent: a one-text room, or an older host. */
+    data: dataLedgerSchema.optional(),
     savedAt: z.string(),
   })
   .refine((state) => state.fragments.length === state.config.diloco.fragments, {

@@ -11,8 +11,9 @@
  */
 import { type Codec, createCodec, type Fragment, lowRankPayloadSize } from '@shoal/diloco';
 import { formatMemory } from '@shoal/model';
-import type { Capabilities, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
+import type { Capabilities, DataLedger, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
 import { abortReason, aggregateFaults, type Fault, graceMs, roundMisses, tally } from './commit-rule.ts';
+import { dataMembers, RoomDataLedger } from './data-ledger.ts';
 import { AdaptiveRank } from './low-rank-rule.ts';
 import type { Member } from './member.ts';
 import { fragmentStages, PipelineGroups, pipelineStageBytes } from './pipeline/groups.ts';
@@ -84,12 +85,16 @@ export interface CoordinatorOptions {
     roomTokens: number;
     committedRounds: number;
     abortedRounds: number;
+    /** A dataset room's ledger at the save. */
+    data?: DataLedger;
   };
 }
 
 export class Coordinator {
   /** Who is in the room, and who is benched. */
   readonly roster: Roster;
+  /** A dataset room's ledger of the batches drawn from each shard (null in one-text rooms). */
+  readonly ledger: RoomDataLedger | null;
   committedRounds = 0;
   abortedRounds = 0;
   /**
@@ -149,9 +154,12 @@ export class Coordinator {
         void member.broadcast(this.members.keys(), roster);
       },
       (peer) => this.groups?.slot(peer) ?? null,
+      () => this.ledger?.message(),
     );
     const { innerSteps: H, fragments: P } = config.diloco;
     const { resume } = options;
+    const { dataset } = config.data;
+    this.ledger = dataset ? new RoomDataLedger(dataset, config, resume?.data) : null;
     this.lastRound = fragments.map((_, p) => resume?.fragments[p]?.round ?? 0);
     this.departedTokens = resume?.roomTokens ?? 0;
     this.committedRounds = resume?.committedRounds ?? 0;
@@ -171,6 +179,9 @@ export class Coordinator {
         return;
       }
       this.roster.heartbeat(info, message, member.clock.now());
+      if (this.ledger && message.data && info.role === 'worker') {
+        this.ledger.note(from, message.data, dataMembers([...this.members.values()]));
+      }
       // a pipeline room places a worker once its heartbeat says which channels it has, and joins
       // up incomplete groups that complete each other once their channels are there
       if (info.role === 'worker' && this.groups) {

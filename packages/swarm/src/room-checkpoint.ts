@@ -36,6 +36,7 @@ export function roomCheckpointOf(host: Host, savedAt = new Date()): RoomCheckpoi
       committedRounds: coordinator.committedRounds,
       abortedRounds: coordinator.abortedRounds,
       room: null,
+      ...(coordinator.ledger ? { data: coordinator.ledger.message() } : {}),
       savedAt: savedAt.toISOString(),
     },
   };

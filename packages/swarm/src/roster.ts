@@ -6,6 +6,7 @@
  */
 import type {
   Capabilities,
+  DataLedger,
   HeartbeatMessage,
   PeerId,
   PipelineSlot,
@@ -89,10 +90,13 @@ export class Roster {
     private readonly publish: (roster: RosterMessage) => void,
     /** A member's group and stage in a pipeline-parallel room (none otherwise). */
     private readonly placeOf: (peer: PeerId) => PipelineSlot | null = () => null,
+    /** A dataset room's ledger, sent with every roster (none otherwise). */
+    private readonly ledgerOf: () => DataLedger | undefined = () => undefined,
   ) {}
 
   /** The roster message; each one carries a new epoch. */
   message(): RosterMessage {
+    const data = this.ledgerOf();
     return {
       kind: 'roster',
       epoch: ++this.epoch,
@@ -101,6 +105,7 @@ export class Roster {
         const pipeline = this.placeOf(peer);
         return { peer, role, status, reason, capabilities, ...(pipeline ? { pipeline } : {}) };
       }),
+      ...(data ? { data } : {}),
     };
   }
 

@@ -14,7 +14,7 @@ export interface PipelinedLoop {
   /** Waits while a round blocks the inner loop (Worker.waitForRounds). */
   waitForRounds(): Promise<void>;
   /** The next step's batch and learning rate. */
-  next(): { batch: Batch; lr: number };
+  next(): { batch: Batch; lr: number } | Promise<{ batch: Batch; lr: number }>;
   /** Counts a queued step; `elapsedMs`: the engine's time for a step plus the rest after it. */
   counted(elapsedMs: number): void;
   /** The rest after a step of `stepMs` (a duty cycle), ms. */
@@ -61,7 +61,7 @@ export class StepPipeline {
     await this.queue.atMost(this.depth - 1);
     const stepMs = this.stepMs;
     const rest = loop.restAfter(stepMs);
-    const next = loop.next();
+    const next = await loop.next();
     this.submit(next.batch, next.lr);
     // (a wait that a message during its Δ calls for is waited at the next boundary: the step is in)
     if (overlapped) await boundary;

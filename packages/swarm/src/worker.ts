@@ -30,6 +30,7 @@ import {
   type RosterMessage,
   type RoundOpenMessage,
   type RunConfig,
+  type ShardPosition,
 } from '@shoal/protocol';
 import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
@@ -65,8 +66,13 @@ export interface WorkerOptions {
     params: Float32Array,
     o: { microBatch: number; slots: number },
   ): Promise<StageTrainer>;
-  /** This worker's batches (its own seed or shard of the corpus). */
-  nextBatch(): Batch;
+  /**
+   * This worker's batches (its own seed of the corpus, or its shards of a dataset: a promise while
+   * a shard is still on its way).
+   */
+  nextBatch(): Batch | Promise<Batch>;
+  /** A dataset room: where it stands in the shards it drew from since the last heartbeat. */
+  dataPositions?(): ShardPosition[] | undefined;
   /**
    * How long the clock sleeps after each inner step, ms, given the step's measured time: the
    * modelled compute time of a step in the simulator, a rest that keeps a volunteer's engine under
@@ -379,7 +385,10 @@ export class Worker {
         await pipeline.step({
           boundary: (overlap) => rounds.atBoundary(trainer, overlap),
           waitForRounds: () => this.waitForRounds(),
-          next: () => ({ batch: this.options.nextBatch(), lr: learningRate(this.scheduleStep(), config.train) }),
+          next: async () => ({
+            batch: await this.options.nextBatch(),
+            lr: learningRate(this.scheduleStep(), config.train),
+          }),
           counted: (elapsedMs) => this.stepped(config, rounds, elapsedMs),
           restAfter: (stepMs) => this.options.sleepAfterStepMs?.(stepMs) ?? 0,
           sleep: (ms) => member.clock.sleep(ms),
@@ -394,7 +403,7 @@ export class Worker {
       let loss: number;
       try {
         // a pipeline stage's step waits on its group over the network, and tracks its own compute
-        const step = this.trainer.step(this.options.nextBatch(), lr);
+        const step = this.trainer.step(await this.options.nextBatch(), lr);
         loss = await (this.trainer instanceof MeshStageTrainer ? step : member.clock.track(step));
       } catch (error) {
         if (!(error instanceof PipelineInterrupted)) throw error;
@@ -527,6 +536,7 @@ export class Worker {
   private heartbeat(): void {
     const { member } = this.options;
     this.lastHeartbeat = member.clock.now();
+    const data = this.options.dataPositions?.();
     void member.send(this.options.coordinator, {
       kind: 'heartbeat',
       innerStep: this.metrics.innerStep,
@@ -539,6 +549,7 @@ export class Worker {
       reachable: member.transport.peers(),
       rejectedContributions: Object.fromEntries(this.rejectedContributions),
       ...(this.config?.diloco.lowRank && this.rounds ? { lowRankErrors: this.rounds.lowRankErrors } : {}),
+      ...(data ? { data } : {}),
     });
   }
 

@@ -50,7 +50,7 @@ describe('openDataset', () => {
     expect(hashError.file).toBe('train-00002.txt');
     expect(hashError.expected).toBe(alone.loaded.train[2]?.sha256);
     expect(hashError.message).toMatch(
-      /^shard train-00002\.txt does not match its hash: manifest says [0-9a-f]{4}…, its bytes hash to [0-9a-f]{4}…/,
+      /^shard train-00002\.txt does not match its hash: manifest says [0-9a-f]{16}…, its bytes hash to [0-9a-f]{16}…/,
     );
     expect(alone.counters.refused).toBe(1);
 

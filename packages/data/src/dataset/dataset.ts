@@ -25,7 +25,7 @@ export function newCounters(): DatasetCounters {
 }
 
 function short(hash: string): string {
-  return `${hash.slice(0, 4)}…`;
+  return `${hash.slice(0, 16)}…`;
 }
 
 /** A shard whose bytes are not the ones the manifest names. */

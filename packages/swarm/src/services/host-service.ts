@@ -65,8 +65,8 @@ export type Evaluator = Pick<Trainer, 'setParams' | 'evaluate' | 'destroy'>;
 export interface HostServiceOptions {
   member: Member;
   config: RunConfig;
-  /** The room's text: served to volunteers who ask for it. */
-  corpus: Corpus;
+  /** The room's text: served to volunteers who ask for it (none in a dataset room). */
+  corpus?: Corpus;
   /** A saved run to take up again (its config is `config`). */
   saved?: RoomCheckpoint | null;
   /** θ_global to start a new run from (a checkpoint the host picked); the seeded init when null. */
@@ -181,7 +181,7 @@ export class HostService {
   static async create(options: HostServiceOptions): Promise<HostService> {
     const { member, config, saved, params } = options;
     // before the coordinator welcomes anyone: a volunteer may ask for the text at once
-    serveCorpus(member, options.corpus.bytes);
+    if (options.corpus) serveCorpus(member, options.corpus.bytes);
     // the coordinator's events before the view is recorded wait for it
     let service: HostService | null = null;
     const early: CoordinatorEvent[] = [];

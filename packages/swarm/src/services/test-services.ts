@@ -58,16 +58,28 @@ export class FakeEvaluator implements Evaluator {
   }
 }
 
-export async function createServiceRoom(options: { status?: HostServiceOptions['status']; totalSteps?: number } = {}) {
+export async function createServiceRoom(
+  options: {
+    status?: HostServiceOptions['status'];
+    totalSteps?: number;
+    /** Changes the run config (a dataset room, a larger batch). */
+    configure?: (config: RunConfig) => RunConfig;
+    /** A resumed room: a checkpoint another service room saved. */
+    saved?: RoomCheckpoint;
+  } = {},
+) {
   const clock = new VirtualClock();
   const network = new SimNetwork(clock, { latencyMs: 20, upMbps: 50, downMbps: 50 });
   const codec = await createWireCodec();
-  const config: RunConfig = createRunConfig({
-    preset: 'nano',
-    train: { batchSize: 4, seqLen: 64, maxLr: 3e-3, warmupSteps: 10, totalSteps: options.totalSteps ?? 400, seed: 1 },
-    diloco: { innerSteps: 10, fragments: 2 },
-    heartbeatMs: 200,
-  });
+  const configure = options.configure ?? ((config: RunConfig) => config);
+  const config: RunConfig = configure(
+    createRunConfig({
+      preset: 'nano',
+      train: { batchSize: 4, seqLen: 64, maxLr: 3e-3, warmupSteps: 10, totalSteps: options.totalSteps ?? 400, seed: 1 },
+      diloco: { innerSteps: 10, fragments: 2 },
+      heartbeatMs: 200,
+    }),
+  );
   const timers = new FakeTimers();
   const evaluator = new FakeEvaluator();
   const saved: RoomCheckpoint[] = [];
@@ -82,6 +94,7 @@ export async function createServiceRoom(options: { status?: HostServiceOptions['
     member: hostMember,
     config,
     corpus,
+    saved: options.saved ?? null,
     deadlineMs: 5_000,
     roomId: 'r00m',
     hostKind: 'cli',

@@ -8,7 +8,7 @@
  * It has no I/O of its own: the member (and its transport), the text's loader and the engine
  * come in (trainerFor builds the usual one from a GPU device or none).
  */
-import { BatchSampler, type Corpus, fnv1a32 } from '@shoal/data';
+import { BatchSampler, type Corpus, type Dataset, fnv1a32 } from '@shoal/data';
 import {
   assertGpuFits,
   type CpuBackendOptions,
@@ -22,7 +22,8 @@ import {
   type StageTrainer,
   type Trainer,
 } from '@shoal/model';
-import type { Capabilities, PeerId, RunConfig } from '@shoal/protocol';
+import type { Capabilities, PeerId, RosterMessage, RunConfig } from '@shoal/protocol';
+import { DataFeed } from '../data-feed.ts';
 import type { Member } from '../member.ts';
 import { Worker, type WorkerOptions } from '../worker.ts';
 
@@ -95,6 +96,11 @@ export interface VolunteerServiceOptions {
   onRun?(config: RunConfig): void;
   /** The room's text for the run, checked against its fingerprint. */
   loadCorpus(config: RunConfig): Promise<Corpus>;
+  /**
+   * A dataset room (config.data.dataset): the room's dataset, opened against its manifest hash
+   * with this volunteer's shard cache (its budget). Without it the volunteer cannot join one.
+   */
+  openDataset?(config: RunConfig): Promise<Dataset>;
   /** The training engine for the run, on θ_global as the welcome gave it. */
   createEngine(config: RunConfig, params: Float32Array): Promise<Trainer>;
   /** A pipeline-parallel room's stage engine (default: the CPU stage). */
@@ -111,6 +117,8 @@ export interface VolunteerServiceOptions {
 
 export class VolunteerService {
   readonly worker: Worker;
+  /** A dataset room's batches (null until the welcome, and in one-text rooms). */
+  feed: DataFeed | null = null;
   /** The welcome came and the training loop started. */
   welcomed = false;
   /** Join, then the training loop (start()): settles when the loop ends, rejects when it cannot train. */
@@ -125,6 +133,12 @@ export class VolunteerService {
   constructor(private readonly options: VolunteerServiceOptions) {
     const { member } = options;
     let sampler: BatchSampler | null = null;
+    let feed: DataFeed | null = null;
+    // The coordinator's latest roster: a dataset's feed starts from it (it comes while the dataset opens).
+    let roster: RosterMessage | null = null;
+    member.on('roster', (from, message) => {
+      if (from === options.coordinator && message.epoch > (roster?.epoch ?? -1)) roster = message;
+    });
     let failed: (error: Error) => void = () => {};
     this.failure = new Promise<Error>((resolve) => {
       failed = resolve;
@@ -133,6 +147,13 @@ export class VolunteerService {
     const prepare = async (config: RunConfig) => {
       try {
         options.onRun?.(config);
+        if (config.data.dataset) {
+          if (feed) return;
+          if (!options.openDataset) throw new Error('this volunteer cannot train on a packed dataset');
+          feed = new DataFeed(await options.openDataset(config), config, member, options.coordinator, roster);
+          this.feed = feed;
+          return;
+        }
         const corpus = await options.loadCorpus(config);
         sampler = new BatchSampler(corpus.train, {
           batchSize: config.train.batchSize,
@@ -162,9 +183,11 @@ export class VolunteerService {
         }
       },
       nextBatch: () => {
+        if (feed) return feed.next();
         if (!sampler) throw new Error('a batch before the welcome');
         return sampler.next();
       },
+      dataPositions: () => feed?.heartbeatPositions(),
       sleepAfterStepMs: (measuredStepMs) => (dutyCycle ? restAfterStep(measuredStepMs, dutyCycle()) : 0),
       pipelineDepth: options.pipelineDepth,
     });
@@ -203,6 +226,7 @@ export class VolunteerService {
 
   /** Frees the engine. */
   destroy(): void {
+    this.feed?.stop();
     this.worker.destroy();
   }
 }
