@@ -15,22 +15,16 @@
  */
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { bitsPerByte, loadCorpus } from '@shoal/data';
+import { bitsPerByte } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig, roomSummaryMessage, roomSummaryOf } from '@shoal/protocol';
 import type { IceServer, SignalClient } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
 import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
 import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
-import {
-  evalBatchesFor,
-  type HostMetrics,
-  HostService,
-  type HostStorage,
-  viewHistoryOf,
-  wallTimers,
-} from '@shoal/swarm/services';
+import { type HostMetrics, HostService, type HostStorage, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
 import { finishInterruptedWrite, readInput, writePrivateFiles } from './files.ts';
+import { hostData } from './host-data.ts';
 import {
   connectSignaling,
   describeReconnect,
@@ -46,6 +40,10 @@ import { UsageError } from './usage.ts';
 export interface HostCliOptions extends RunOptions {
   server: string;
   data?: string;
+  /** A packed dataset's URL or folder (`shoal data pack`). */
+  dataset?: string;
+  /** Validation bytes per evaluation of a dataset room. */
+  evalBytes: number;
   checkpointDir?: string;
   /** A room checkpoint to continue: its directory, or its weights file. */
   resume?: string;
@@ -214,21 +212,8 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   const saved = options.resume ? loadRoomCheckpoint(options.resume) : null;
   const config = saved?.state.config ?? runConfigFrom(options);
   const base = serverBase(options.server);
-  let corpus: ReturnType<typeof loadCorpus>;
-  try {
-    corpus = loadCorpus({ data: options.data, seqLen: config.train.seqLen });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  const { fingerprint } = config.data;
-  if (fingerprint !== undefined && fingerprint !== corpus.fingerprint) {
-    throw new UsageError(
-      `the run trains on ${config.data.corpus} (fingerprint ${fingerprint}), ${corpus.name} is ${corpus.fingerprint}: pass the same --data`,
-    );
-  }
-  // a run saved before fingerprints keeps its config as it was
-  if (!saved) config.data.fingerprint = corpus.fingerprint;
-  const evalBatches = evalBatchesFor(corpus, config, options.evalBatches);
+  const { corpus, evalBatches, describe } = await hostData(options, config, saved, base);
+  if (describe && !options.json) console.log(describe);
   const wrtc = await loadWrtc();
 
   /** One JSON line with --json, else `text` (null: nothing, an event only --json readers want). */
@@ -350,7 +335,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
     service = await HostService.create({
       member: link.member,
       config,
-      corpus, // workers without the text (no --data) fetch it from here
+      corpus, // workers without the text (no --data) fetch it from here; none in a dataset room
       saved,
       deadlineMs: options.deadlineMs,
       unreachableHint: room.iceServers.some((server) => [server.urls].flat().some((url) => /^turns?:/.test(url)))

@@ -13,6 +13,7 @@ import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
 import { parseRunOption } from '@shoal/swarm/run-options';
 import { DEFAULT_PIPELINE_DEPTH } from '@shoal/swarm/step-pipeline';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { cacheMibOption, defaultShardCacheDir, evalBytesOption } from './datasets.ts';
 import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
 import { hostCommand } from './host.ts';
@@ -21,7 +22,6 @@ import { runOption, withRunOptions } from './run-options.ts';
 import { serverCommand } from './server.ts';
 import { parseBytes, simulateCommand } from './simulate.ts';
 import { trainCommand } from './train.ts';
-import { DEFAULT_EVAL_BYTES } from './train-data.ts';
 import { UsageError } from './usage.ts';
 import { workerCommand } from './worker.ts';
 
@@ -133,31 +133,12 @@ export function createProgram(): Command {
         "a packed dataset's folder or http(s) URL (`shoal data pack`): train on its training shards, validate on its validation shards",
       ).conflicts('data'),
     )
-    .option(
-      '--cache-mib <n>',
-      "--dataset: MiB of shards held at once, in memory and in --cache-dir (default: 4 × the dataset's largest shard)",
-      (value) => {
-        const n = Number(value);
-        if (!(n > 0)) throw new InvalidArgumentError('expected a positive number of MiB');
-        return n;
-      },
-    )
+    .addOption(cacheMibOption())
     .option(
       '--cache-dir <dir>',
       '--dataset: keep fetched shards here (default: none for a folder; $XDG_CACHE_HOME/shoal/shards or ~/.cache/shoal/shards for a URL)',
     )
-    .option(
-      '--eval-bytes <n>',
-      '--dataset: validation tokens per evaluation (bytes, or 512KiB, 4MB, …)',
-      (value) => {
-        try {
-          return parseBytes(value);
-        } catch (error) {
-          throw new InvalidArgumentError((error as Error).message);
-        }
-      },
-      DEFAULT_EVAL_BYTES,
-    )
+    .addOption(evalBytesOption())
     .option('--resume <checkpoint>', 'continue from NAME.safetensors and NAME.state.safetensors')
     .option('--checkpoint-dir <dir>', 'where checkpoints go', 'checkpoints')
     .option(
@@ -317,6 +298,13 @@ export function createProgram(): Command {
       '--data <file>',
       'UTF-8 text to train on (default: Moby Dick); workers without it receive it from the host over the mesh',
     )
+    .addOption(
+      new Option(
+        '--dataset <dir|url>',
+        "a packed dataset (`shoal data pack`): its URL, or its folder when this room's server serves it (`shoal server --datasets`); volunteers fetch only their training shards",
+      ).conflicts('data'),
+    )
+    .addOption(evalBytesOption())
     .option(
       '--checkpoint-dir <dir>',
       'write θ_global and the run state to DIR/shoal-room{,.state}.safetensors at every commit and on exit (0600; the room credentials in DIR/room-credentials.json)',
@@ -357,6 +345,12 @@ export function createProgram(): Command {
       parseByteSize,
     )
     .option('--data <file>', "the room's corpus, when it is not Moby Dick")
+    .addOption(cacheMibOption())
+    .option(
+      '--cache-dir <dir>',
+      `a dataset room: keep fetched shards here ('none': in memory only)`,
+      defaultShardCacheDir(),
+    )
     .option(
       '--host-grace <seconds>',
       'leave once the host has been gone this long (its link down and the server not seeing it)',
@@ -432,6 +426,10 @@ export function createProgram(): Command {
       'keep rooms here, so a restarted server takes them back (default: SHOAL_ROOMS_DIR, else $XDG_STATE_HOME/shoal/rooms or ~/.local/state/shoal/rooms)',
     )
     .option('--no-persist', 'keep rooms in memory only: a restart forgets them')
+    .option(
+      '--datasets <dir>',
+      'serve the packed datasets in DIR (`shoal data pack --out DIR/NAME`) at /datasets/NAME/, with range requests and CORS',
+    )
     .action(guarded(serverCommand));
 
   return program;

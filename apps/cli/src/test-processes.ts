@@ -85,7 +85,13 @@ export function shoalProcesses() {
       if (value) return value;
       for (const p of procs) {
         if (p.child.exitCode !== null && p.child.signalCode === null && !p.child.killed)
-          throw new Error(`${p.name} exited (${p.child.exitCode}) while waiting for ${what}:\n${p.stderr.join('')}`);
+          throw new Error(
+            `${p.name} exited (${p.child.exitCode}) while waiting for ${what}:\n` +
+              `${p.lines
+                .slice(-6)
+                .map((line) => JSON.stringify(line))
+                .join('\n')}\n${p.stderr.join('')}`,
+          );
       }
       if (performance.now() > deadline) {
         const logs = procs

@@ -4,36 +4,19 @@
  * shards). Either way one interface: the next batch, the evaluation batches, and what a
  * checkpoint records to resume exactly.
  */
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import {
   type Batch,
   BatchSampler,
-  checkBudget,
-  type Dataset,
-  DirShardCache,
   datasetSource,
-  largestTrainShard,
   loadCorpus,
-  MemoryShardCache,
-  openDataset,
   type SamplerState,
-  type ShardCache,
   ShardWalker,
   validationBatches,
   validationSample,
   type WalkerState,
 } from '@shoal/data';
+import { asUsage, DEFAULT_EVAL_BYTES, defaultShardCacheDir, describeDataset, openBudgetedDataset } from './datasets.ts';
 import { UsageError } from './usage.ts';
-
-const MIB = 1024 * 1024;
-const mib = (bytes: number) => {
-  const value = bytes / MIB;
-  return Number.isInteger(value) ? `${value}` : value.toFixed(value < 1 ? 2 : 1);
-};
-
-/** Validation bytes per evaluation of a dataset run (--eval-bytes' default): 1 MiB. */
-export const DEFAULT_EVAL_BYTES = MIB;
 
 export interface TrainDataOptions {
   data?: string;
@@ -108,20 +91,6 @@ export async function openTrainData(
   };
 }
 
-/**
- * Where a URL dataset's shards are kept between runs: $XDG_CACHE_HOME/shoal/shards, else
- * ~/.cache/shoal/shards (fetched bytes that can be fetched again: a cache, not state).
- */
-export function defaultShardCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  const cacheHome = env.XDG_CACHE_HOME?.trim() || join(homedir(), '.cache');
-  return join(cacheHome, 'shoal', 'shards');
-}
-
-/** Any failure to read, check or sample the dataset: one line, exit 1, never a stack trace. */
-function asUsage(error: unknown): UsageError {
-  return error instanceof UsageError ? error : new UsageError((error as Error).message);
-}
-
 async function openDatasetData(
   spec: string,
   options: TrainDataOptions,
@@ -135,26 +104,15 @@ async function openDatasetData(
   }
   const source = datasetSource(spec);
   const isUrl = /^https?:\/\//i.test(spec);
-  let dataset: Dataset;
-  try {
-    // The manifest first, to size the default budget from its largest shard.
-    const probe = await openDataset(source);
-    if (resume?.manifest !== undefined && probe.hash !== resume.manifest) {
-      throw new UsageError(
-        `the checkpoint was trained on dataset ${resume.corpus} (manifest ${resume.manifest.slice(0, 12)}), ` +
-          `${source.where} has manifest ${probe.hash.slice(0, 12)}: resume with the dataset the run started on`,
-      );
-    }
-    const budgetBytes =
-      options.cacheMib !== undefined ? Math.round(options.cacheMib * MIB) : 4 * largestTrainShard(probe.loaded);
-    checkBudget(budgetBytes, probe.loaded);
-    const cacheDir = options.cacheDir ?? (isUrl ? defaultShardCacheDir() : undefined);
-    const cache: ShardCache =
-      cacheDir !== undefined ? new DirShardCache(cacheDir, budgetBytes) : new MemoryShardCache(budgetBytes);
-    // Opened again with the cache, and held to the manifest just read.
-    dataset = await openDataset(source, { expectHash: probe.hash, cache });
-  } catch (error) {
-    throw asUsage(error);
+  const dataset = await openBudgetedDataset(source, {
+    cacheMib: options.cacheMib,
+    cacheDir: options.cacheDir ?? (isUrl ? defaultShardCacheDir() : undefined),
+  });
+  if (resume?.manifest !== undefined && dataset.hash !== resume.manifest) {
+    throw new UsageError(
+      `the checkpoint was trained on dataset ${resume.corpus} (manifest ${resume.manifest.slice(0, 12)}), ` +
+        `${source.where} has manifest ${dataset.hash.slice(0, 12)}: resume with the dataset the run started on`,
+    );
   }
   const { manifest, train, validation } = dataset.loaded;
   let walker: ShardWalker;
@@ -176,12 +134,7 @@ async function openDatasetData(
   } catch (error) {
     throw asUsage(error);
   }
-  const cacheDir = dataset.cache instanceof DirShardCache ? dataset.cache.dir : null;
-  const budget = dataset.cache?.budgetBytes ?? 0;
-  const describe =
-    `dataset ${manifest.name}: ${train.length} train + ${validation.length} validation shards, ` +
-    `${mib(manifest.bytes)} MiB, manifest ${dataset.hash.slice(0, 12)}, from ${source.where}; ` +
-    `cache ${mib(budget)} MiB ${cacheDir ? `in ${cacheDir}` : 'in memory'}`;
+  const describe = describeDataset(dataset, source.where);
   return {
     async next() {
       try {

@@ -226,7 +226,7 @@ describe.concurrent('shoal train --dataset', () => {
     const result = await train(['--dataset', copy, '--steps', '2', '--checkpoint-dir', join(dir, 'tampered-ck')]);
     expect(result.status).toBe(1);
     expect(result.stderr).toContain(
-      `shard ${first.file} does not match its hash: manifest says ${first.sha256.slice(0, 4)}…, its bytes hash to ${sha256(bytes).slice(0, 4)}…`,
+      `shard ${first.file} does not match its hash: manifest says ${first.sha256.slice(0, 16)}…, its bytes hash to ${sha256(bytes).slice(0, 16)}…`,
     );
     expect(result.stderr).not.toMatch(/\n\s+at /);
     expect(existsSync(join(dir, 'tampered-ck', 'shoal-nano.safetensors')), 'no checkpoint of a run on it').toBe(false);

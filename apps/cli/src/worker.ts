@@ -11,14 +11,21 @@
  * link down, and the server not saying it is in the room) for --host-grace seconds, the room has
  * ended, and the worker leaves and exits.
  */
-import { type Corpus, corpusFromBytes, loadCorpus } from '@shoal/data';
+import { type Corpus, corpusFromBytes, type Dataset, loadCorpus, urlDatasetSource } from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
 import { HOST_GRACE_MS, type WrtcImplementation, watchHost } from '@shoal/mesh';
 import { describeMatmul, GpuTrainer, type Trainer } from '@shoal/model';
-import { type Capabilities, maxMessageBytesFor, type RunConfig, roomSummaryMessageSchema } from '@shoal/protocol';
+import {
+  type Capabilities,
+  type DatasetRef,
+  maxMessageBytesFor,
+  type RunConfig,
+  roomSummaryMessageSchema,
+} from '@shoal/protocol';
 import { memberEntry, type ReconnectingSignal, type ServerMessageOf } from '@shoal/signaling';
-import { fetchCorpusFrom, type Member, type Worker } from '@shoal/swarm';
+import { fetchCorpusFrom, type Member, type ShardStart, type Worker } from '@shoal/swarm';
 import { stageFor, trainerFor, VolunteerService, type VolunteerServiceOptions } from '@shoal/swarm/services';
+import { describeDataset, openBudgetedDataset, type ShardCacheOptions } from './datasets.ts';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import {
   connectSignaling,
@@ -43,6 +50,10 @@ export interface WorkerCliOptions {
   maxMemory?: number;
   /** The corpus, when the room trains on a file rather than Moby Dick. */
   data?: string;
+  /** A dataset room: MiB of shards held at once (default 4 × the largest shard). */
+  cacheMib?: number;
+  /** A dataset room: where fetched shards are kept; 'none': in memory only. */
+  cacheDir?: string;
   /** Seconds to wait for a host that has gone before leaving (default HOST_GRACE_MS). */
   hostGrace?: number;
   /** Steps the GPU keeps queued while round work runs (--backend webgpu). */
@@ -67,6 +78,12 @@ export interface RoomWorkerOptions {
   data?: string;
   /** The corpus is loaded: where it came from. */
   onCorpus?: (corpus: Corpus, source: 'moby-dick' | 'file' | 'mesh') => void;
+  /** A dataset room: the shard cache (ShardCacheOptions). */
+  shardCache?: ShardCacheOptions;
+  /** A dataset room's dataset is open: fetched from `url`. */
+  onDataset?: (dataset: Dataset, url: string) => void;
+  /** A dataset room: it started drawing from a shard. */
+  onShard?: (start: ShardStart) => void;
   /** How long the host may be gone before the room counts as ended, ms (default HOST_GRACE_MS). */
   hostGraceMs?: number;
   /** Steps a WebGPU engine keeps queued (WorkerOptions.pipelineDepth). */
@@ -195,6 +212,17 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
       options.onCorpus?.(corpus, source);
       return corpus;
     },
+    openDataset: async (config) => {
+      const room = config.data.dataset as DatasetRef;
+      const url = room.url.startsWith('/') ? `${options.server}${room.url}` : room.url;
+      const dataset = await openBudgetedDataset(urlDatasetSource(url), {
+        ...options.shardCache,
+        expectHash: room.manifest,
+      });
+      options.onDataset?.(dataset, url);
+      return dataset;
+    },
+    onShard: options.onShard,
     createEngine: options.createEngine,
     createStage: options.createStage,
     pipelineDepth: options.pipelineDepth,
@@ -276,6 +304,23 @@ export async function workerCommand(options: WorkerCliOptions): Promise<void> {
       data: options.data,
       hostGraceMs: options.hostGrace === undefined ? undefined : options.hostGrace * 1000,
       pipelineDepth: options.pipelineDepth,
+      shardCache: {
+        cacheMib: options.cacheMib,
+        cacheDir: options.cacheDir === 'none' ? undefined : options.cacheDir,
+      },
+      onDataset: (dataset, url) => {
+        const { name } = dataset.loaded.manifest;
+        log(
+          { event: 'dataset', name, manifest: dataset.hash, url, cacheBytes: dataset.cache?.budgetBytes ?? null },
+          describeDataset(dataset, url),
+        );
+      },
+      onShard: (start) =>
+        log(
+          { event: 'shard', ...start },
+          `shard ${start.shard} of epoch ${start.epoch}${start.from > 0 ? ` from batch ${start.from}` : ''} ` +
+            `(${(start.heldBytes / 2 ** 20).toFixed(2)} of ${(start.budgetBytes / 2 ** 20).toFixed(2)} MiB held)`,
+        ),
       onCorpus: (corpus, source) =>
         log(
           { event: 'corpus', name: corpus.name, bytes: corpus.bytes.length, fingerprint: corpus.fingerprint, source },

@@ -11,6 +11,16 @@ import type { Member } from './member.ts';
 /** Positions a heartbeat carries at most (the protocol's bound). */
 const MAX_POSITIONS = 16;
 
+/** A volunteer started drawing from a shard: where, and the shard bytes it holds against its budget. */
+export interface ShardStart {
+  epoch: number;
+  shard: number;
+  /** Batches of it the room had drawn already (it moved here from another volunteer, or a resume). */
+  from: number;
+  heldBytes: number;
+  budgetBytes: number;
+}
+
 export class DataFeed {
   private walker: ShardWalker | null = null;
   private readonly ready: Promise<ShardWalker>;
@@ -21,6 +31,8 @@ export class DataFeed {
   /** Shards drawn from since the last heartbeat, by `epoch:shard`, latest last. */
   private readonly positions = new Map<string, ShardPosition>();
   private readonly unsubscribe: () => void;
+  /** The `epoch:shard` it draws from. */
+  private drawing = '';
 
   constructor(
     readonly dataset: Dataset,
@@ -29,6 +41,7 @@ export class DataFeed {
     coordinator: PeerId,
     /** The coordinator's latest roster before the feed existed (the dataset took a while to open). */
     initial: RosterMessage | null,
+    private readonly onShard: (start: ShardStart) => void = () => {},
   ) {
     this.ready = new Promise((resolve, reject) => {
       this.resolveReady = resolve;
@@ -70,6 +83,11 @@ export class DataFeed {
     const { epoch, shard, batch: drawn } = walker.state();
     if (shard !== null) {
       const key = `${epoch}:${shard}`;
+      if (key !== this.drawing) {
+        this.drawing = key;
+        const budgetBytes = this.dataset.cache?.budgetBytes ?? walker.heldBytes;
+        this.onShard({ epoch, shard, from: drawn - 1, heldBytes: walker.heldBytes, budgetBytes });
+      }
       this.positions.delete(key);
       this.positions.set(key, { epoch, shard, drawn });
     }

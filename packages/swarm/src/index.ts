@@ -6,6 +6,8 @@ export * from './attacks/index.ts';
 export * from './config.ts';
 export * from './coordinator.ts';
 export * from './corpus-share.ts';
+export * from './data-feed.ts';
+export * from './data-ledger.ts';
 export * from './host.ts';
 export * from './member.ts';
 export * from './owner.ts';

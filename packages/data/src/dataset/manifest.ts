@@ -69,7 +69,10 @@ export const datasetManifestSchema = z
       total += shard.bytes;
     }
     if (total !== manifest.bytes) {
-      context.addIssue({ code: 'custom', message: `the shards hold ${total} bytes, the manifest says ${manifest.bytes}` });
+      context.addIssue({
+        code: 'custom',
+        message: `the shards hold ${total} bytes, the manifest says ${manifest.bytes}`,
+      });
     }
     for (const split of ['train', 'validation'] as const) {
       if (!manifest.shards.some((shard) => shard.split === split)) {

@@ -197,8 +197,13 @@ export class MatmulKernels {
         const source = sourceOf(access === 'vec4' ? vec4Access : scalarAccess);
         const code = options.transformSource ? options.transformSource(source) : source;
         const label = `MatmulKernels.${product}${access === 'vec4' ? 'Vec4' : 'Scalar'}`;
-        const scaled: Record<string, number> = halfOperands && product !== 'forward' ? { A_SCALE: F16_GRADIENT_SCALE } : {};
-        const pipeline = await createComputePipeline(device, label, code, { ...constants, ...scaled, ...LAYOUTS[product] });
+        const scaled: Record<string, number> =
+          halfOperands && product !== 'forward' ? { A_SCALE: F16_GRADIENT_SCALE } : {};
+        const pipeline = await createComputePipeline(device, label, code, {
+          ...constants,
+          ...scaled,
+          ...LAYOUTS[product],
+        });
         return [`${product}.${access}`, pipeline] as const;
       }),
     );

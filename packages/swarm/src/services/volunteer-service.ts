@@ -23,7 +23,7 @@ import {
   type Trainer,
 } from '@shoal/model';
 import type { Capabilities, PeerId, RosterMessage, RunConfig } from '@shoal/protocol';
-import { DataFeed } from '../data-feed.ts';
+import { DataFeed, type ShardStart } from '../data-feed.ts';
 import type { Member } from '../member.ts';
 import { Worker, type WorkerOptions } from '../worker.ts';
 
@@ -101,6 +101,8 @@ export interface VolunteerServiceOptions {
    * with this volunteer's shard cache (its budget). Without it the volunteer cannot join one.
    */
   openDataset?(config: RunConfig): Promise<Dataset>;
+  /** A dataset room: it started drawing from a shard. */
+  onShard?(start: ShardStart): void;
   /** The training engine for the run, on θ_global as the welcome gave it. */
   createEngine(config: RunConfig, params: Float32Array): Promise<Trainer>;
   /** A pipeline-parallel room's stage engine (default: the CPU stage). */
@@ -150,7 +152,8 @@ export class VolunteerService {
         if (config.data.dataset) {
           if (feed) return;
           if (!options.openDataset) throw new Error('this volunteer cannot train on a packed dataset');
-          feed = new DataFeed(await options.openDataset(config), config, member, options.coordinator, roster);
+          const dataset = await options.openDataset(config);
+          feed = new DataFeed(dataset, config, member, options.coordinator, roster, options.onShard);
           this.feed = feed;
           return;
         }
