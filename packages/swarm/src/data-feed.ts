@@ -11,6 +11,9 @@ import type { Member } from './member.ts';
 /** Positions a heartbeat carries at most (the protocol's bound). */
 const MAX_POSITIONS = 16;
 
+/** Tries at a shard before a volunteer gives up on it (draw). */
+const FETCH_ATTEMPTS = 4;
+
 /** A volunteer started drawing from a shard: where, and the shard bytes it holds against its budget. */
 export interface ShardStart {
   epoch: number;
@@ -33,6 +36,8 @@ export class DataFeed {
   private readonly unsubscribe: () => void;
   /** The `epoch:shard` it draws from. */
   private drawing = '';
+  /** Shard fetches that failed (and were tried again, or ended its training). */
+  fetchFailures = 0;
 
   constructor(
     readonly dataset: Dataset,
@@ -79,7 +84,7 @@ export class DataFeed {
   async next(): Promise<Batch> {
     if (this.failed) throw this.failed;
     const walker = await this.ready;
-    const batch = await walker.next();
+    const batch = await this.draw(walker);
     const { epoch, shard, batch: drawn } = walker.state();
     if (shard !== null) {
       const key = `${epoch}:${shard}`;
@@ -92,6 +97,25 @@ export class DataFeed {
       this.positions.set(key, { epoch, shard, drawn });
     }
     return batch;
+  }
+
+  /**
+   * A batch, asking again for a shard that could not be fetched or failed its hash (the walker
+   * fetches it anew, from the next source that has it), after 1, 2 and 4 s; then the error, which
+   * ends this volunteer's training with a sentence for a person. Nothing unverified is drawn.
+   */
+  private async draw(walker: ShardWalker): Promise<Batch> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await walker.next();
+      } catch (error) {
+        this.fetchFailures++;
+        if (attempt >= FETCH_ATTEMPTS) {
+          throw new Error(`no batch after ${attempt} tries to fetch a shard: ${(error as Error).message}`);
+        }
+        await this.member.clock.sleep(1000 * 2 ** (attempt - 1));
+      }
+    }
   }
 
   /** Where it stands in the shards it drew from since the last call (the current one stays). */

@@ -151,6 +151,44 @@ describe('a dataset room', () => {
   }, 120_000);
 });
 
+describe('a dataset room’s volunteer whose shards do not come', () => {
+  it('asks again (1, 2, 4 s), trains on once a shard comes, and stops with a sentence when none does', async () => {
+    const room = await createServiceRoom({ configure: withDataset });
+    room.service.start();
+    const flaky = (peer: string, failures: number) =>
+      room.addVolunteer(peer, {
+        openDataset: async (config) => {
+          const opened = await room.clock.track(
+            openDataset(dirDatasetSource(dir), { expectHash: config.data.dataset?.manifest }),
+          );
+          const shard = opened.shard.bind(opened);
+          let left = failures;
+          opened.shard = (which) =>
+            left-- > 0
+              ? Promise.reject(new Error(`dataset URL /datasets/test/ answered HTTP 503 Service Unavailable`))
+              : room.clock.track(shard(which));
+          return opened;
+        },
+      });
+    const patient = flaky('v0', 2);
+    const hopeless = flaky('v1', 1_000);
+    void patient.start().catch(() => {});
+    const ended = hopeless.start().then(
+      () => null,
+      (error: Error) => error,
+    );
+    await room.clock.runAsync({ until: 20_000 });
+    // (its second failure may be the prefetch's, which is asked again when it is due)
+    expect(patient.feed?.fetchFailures).toBeGreaterThanOrEqual(1);
+    expect(patient.worker.metrics.innerStep).toBeGreaterThan(0);
+    expect(hopeless.feed?.fetchFailures).toBe(4);
+    expect((await ended)?.message).toMatch(/^no batch after 4 tries to fetch a shard: dataset URL .* HTTP 503/);
+    expect(hopeless.worker.metrics.innerStep).toBe(0);
+    patient.destroy();
+    hopeless.destroy();
+  }, 60_000);
+});
+
 describe('RoomDataLedger', () => {
   const config = { train: { batchSize: 16, seqLen: 64 }, data: { seed: 1 } } as RunConfig;
   const dataset = { manifest: 'a'.repeat(64), url: '/d/', trainShards: 8, validationShards: 1, trainBytes: 8 * 65536 };
