@@ -58,8 +58,14 @@ export const MAX_CORPUS_BYTES = 64 * 1024 * 1024;
  */
 export const MAX_DATASET_SHARDS = 16384;
 
-/** One corpus-request asks for at most this many bytes: 1 MiB. */
+/** One corpus-request or dataset-request asks for at most this many bytes: 1 MiB. */
 export const MAX_CORPUS_PART_BYTES = 1024 * 1024;
+
+/**
+ * A file of a packed dataset sent over the mesh (dataset-transfer's total): 1 GiB, @shoal/data's
+ * largest shard (MAX_SHARD_BYTES), and room for a manifest of many thousand shards.
+ */
+export const MAX_DATASET_FILE_BYTES = 1024 * 1024 * 1024;
 
 /**
  * Values per state-transfer part: θ and m, fp32, so 8 bytes a value and 8 MiB per message. A
@@ -147,7 +153,7 @@ export function resolveWireLimits(limits: Partial<WireLimits> = {}): WireLimits 
  * The largest message of a run. Every big message is a fragment's worth of something: a
  * contribution or a shard result (a codec's encoding of at most the whole fragment, when one
  * participant owns the only shard), a state-transfer part (θ and m of at most STATE_PART_VALUES
- * values), or a corpus part (MAX_CORPUS_PART_BYTES). A room of the nano preset needs about
+ * values), or a corpus or dataset part (MAX_CORPUS_PART_BYTES). A room of the nano preset needs about
  * 2 MiB, against the 256 MiB default.
  *
  * Fragment sizes are computed from the GPT shape rather than with @shoal/model's buildLayout:
@@ -191,7 +197,7 @@ const MAX_U32 = 0xffff_ffff;
  *   or fp32, whichever is larger (a blockwise codec's partial last block can cost more than 4
  *   bytes a value, and fp32 covers rounds a coordinator opens with it);
  * - a state-transfer part: θ and m, 8 bytes a value, for min(STATE_PART_VALUES, fragment) values;
- * - a corpus-transfer part: MAX_CORPUS_PART_BYTES;
+ * - a corpus-transfer or dataset-transfer part: MAX_CORPUS_PART_BYTES;
  * - in a pipeline, a micro-batch's activations and targets (f32), or the tied wte (f32).
  * Throws a RangeError when that does not fit a chunk header's u32 total (more fragments help).
  */

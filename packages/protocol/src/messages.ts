@@ -27,6 +27,8 @@
  * | corpus-request | member → coordinator              | the room's text is not on this machine       |
  * | corpus-transfer| coordinator → requester           | answer to a corpus-request                   |
  * | pipe           | stage worker → its group's stages | every micro-batch and step of a pipeline     |
+ * | dataset-request| member → coordinator              | a dataset file its URL did not give          |
+ * | dataset-transfer| coordinator → requester          | answer to a dataset-request                  |
  *
  * "Every replica" means every member holding θ_global: synced workers and the host.
  */
@@ -34,7 +36,14 @@
 import { type CodecName, LOW_RANK_RUNGS } from '@shoal/diloco';
 import { z } from 'zod';
 import { peerKeySchema, signatureSchema } from './identity.ts';
-import { MAX_CORPUS_PART_BYTES, MAX_FRAGMENTS, MAX_MEMBERS, MAX_PARTICIPANTS, MAX_PIPELINE_STAGES } from './limits.ts';
+import {
+  MAX_CORPUS_PART_BYTES,
+  MAX_DATASET_FILE_BYTES,
+  MAX_FRAGMENTS,
+  MAX_MEMBERS,
+  MAX_PARTICIPANTS,
+  MAX_PIPELINE_STAGES,
+} from './limits.ts';
 import { roundOpenBody } from './round-open.ts';
 import {
   capabilitiesSchema,
@@ -42,9 +51,11 @@ import {
   corpusLengthOf,
   countSchema,
   dataLedgerSchema,
+  datasetFileSchema,
   deadlineSchema,
   fragmentStateSchema,
   hashHexSchema,
+  manifestHashSchema,
   nonNegativeSchema,
   offsetSchema,
   peerIdSchema,
@@ -287,6 +298,38 @@ const corpusRequestBody = corpusRange.refine((r) => r.end - r.start <= MAX_CORPU
 /** The answer: payload = bytes [start, end) of the text `fingerprint` names. */
 const corpusTransferBody = corpusRange;
 
+/** Which bytes of which dataset file: a part of at most MAX_CORPUS_PART_BYTES. */
+const datasetPart = z.object({
+  manifest: manifestHashSchema,
+  file: datasetFileSchema,
+  start: offsetSchema,
+  end: z.int().min(1).max(MAX_DATASET_FILE_BYTES),
+});
+const partIsBounded = {
+  check: (r: { start: number; end: number }) => r.end - r.start <= MAX_CORPUS_PART_BYTES,
+  message: `a part is at most ${MAX_CORPUS_PART_BYTES} bytes`,
+};
+
+/**
+ * Bytes [start, end) of `file` (manifest.json or a shard's file) of the packed dataset whose
+ * manifest hashes to `manifest` (minor 7): a volunteer whose dataset URL fails, or in a room whose
+ * url is 'mesh:', fetches the file from the host in parts. The holder answers a shorter part where
+ * the file ends before `end`; the requester checks every shard against the manifest.
+ */
+const datasetRequestBody = datasetPart
+  .refine(rangeIsOrdered.check, { message: rangeIsOrdered.message, path: ['end'] })
+  .refine(partIsBounded.check, { message: partIsBounded.message, path: ['end'] });
+
+/**
+ * The answer: payload = bytes [start, end) of `file`, which is `total` bytes long (so the first
+ * part tells the requester what else to ask for).
+ */
+const datasetTransferBody = datasetPart
+  .extend({ total: z.int().min(1).max(MAX_DATASET_FILE_BYTES) })
+  .refine(rangeIsOrdered.check, { message: rangeIsOrdered.message, path: ['end'] })
+  .refine(partIsBounded.check, { message: partIsBounded.message, path: ['end'] })
+  .refine((r) => r.end <= r.total, { message: 'the range must lie in the file', path: ['end'] });
+
 /**
  * Pipeline traffic inside one replica group (minor 6; docs/pipeline.md), payload per `what`:
  * - act: micro-batch `micro`'s activations, stage s → s+1 (`values` in `dtype`), then its
@@ -357,6 +400,8 @@ export const MESSAGE_SPECS = {
   'corpus-request': { id: 17, header: [], payload: false, body: corpusRequestBody },
   'corpus-transfer': { id: 18, header: [], payload: true, body: corpusTransferBody },
   pipe: { id: 19, header: [], payload: true, body: pipeBody },
+  'dataset-request': { id: 20, header: [], payload: false, body: datasetRequestBody },
+  'dataset-transfer': { id: 21, header: [], payload: true, body: datasetTransferBody },
 } as const satisfies Record<string, KindSpec>;
 
 type Specs = typeof MESSAGE_SPECS;
@@ -408,3 +453,5 @@ export type LeaveMessage = MessageOf<'leave'>;
 export type CorpusRequestMessage = MessageOf<'corpus-request'>;
 export type CorpusTransferMessage = MessageOf<'corpus-transfer'>;
 export type PipeMessage = MessageOf<'pipe'>;
+export type DatasetRequestMessage = MessageOf<'dataset-request'>;
+export type DatasetTransferMessage = MessageOf<'dataset-transfer'>;

@@ -195,6 +195,25 @@ export const pipelineConfigSchema = z.object({
 });
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
 
+/** SHA-256 of a dataset's manifest.json: how a room, and a dataset-request, name the dataset. */
+export const manifestHashSchema = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, 'a manifest hash is a SHA-256: 64 lowercase hex digits');
+
+/**
+ * A file of a packed dataset, relative to its manifest: manifest.json, or a shard's file as
+ * @shoal/data's manifest names them ([a-z0-9-]+.txt, no folders).
+ */
+export const datasetFileSchema = z
+  .string()
+  .regex(
+    /^(?:manifest\.json|[a-z0-9][a-z0-9-]{0,62}\.txt)$/,
+    'a dataset file is manifest.json or a shard file like train-00000.txt',
+  );
+
+/** A dataset room's `url` when no server serves the dataset: only the host has it, over the mesh. */
+export const MESH_DATASET_URL = 'mesh:';
+
 /**
  * A packed dataset (`shoal data pack`, @shoal/data's manifest): volunteers fetch only the training
  * shards assigned to them and check each against the manifest; the host evaluates on validation
@@ -202,15 +221,20 @@ export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
  */
 export const datasetRefSchema = z.object({
   /** SHA-256 of its manifest.json: a manifest that differs is refused. */
-  manifest: z.string().regex(/^[0-9a-f]{64}$/, 'a manifest hash is a SHA-256: 64 lowercase hex digits'),
+  manifest: manifestHashSchema,
   /**
    * Where manifest.json and the shards are: an http(s) URL, or a path on the room's own server
-   * (/datasets/NAME/, `shoal server --datasets`).
+   * (/datasets/NAME/, `shoal server --datasets`); either way the host serves them over the mesh
+   * too (dataset-request), for a volunteer the URL fails. MESH_DATASET_URL ('mesh:'): nowhere
+   * else, volunteers fetch every file from the host over the mesh.
    */
   url: z
     .string()
     .max(MAX_TEXT_LENGTH)
-    .regex(/^(https?:\/\/|\/)[^\s]*$/, 'a dataset URL is http(s)://… or a path on the room’s server (/datasets/…)'),
+    .regex(
+      /^(?:mesh:|(?:https?:\/\/|\/)[^\s]*)$/,
+      'a dataset URL is http(s)://…, a path on the room’s server (/datasets/…), or mesh: (from the host)',
+    ),
   trainShards: z.int().min(1).max(MAX_DATASET_SHARDS),
   validationShards: z.int().min(1).max(MAX_DATASET_SHARDS),
   /** The training shards' bytes. */

@@ -67,6 +67,9 @@ const shards = shardRanges(FRAGMENT_SIZE, 64, participants.length).map((range, k
 }));
 
 /** Every kind once; the type makes a new kind without a sample a compile error. */
+/** A dataset's manifest hash (SHA-256 hex) for the dataset-request samples. */
+const MANIFEST_HASH = '5eed'.repeat(16);
+
 export const SAMPLES: { [K in MessageKind]: MessageOf<K> } = {
   hello: {
     kind: 'hello',
@@ -206,6 +209,22 @@ export const SAMPLES: { [K in MessageKind]: MessageOf<K> } = {
     values: 6,
     targets: 2,
     payload: new Uint8Array(6 * 2 + 2 * 4).fill(7),
+  },
+  'dataset-request': {
+    kind: 'dataset-request',
+    manifest: MANIFEST_HASH,
+    file: 'train-00003.txt',
+    start: 65536,
+    end: 131072,
+  },
+  'dataset-transfer': {
+    kind: 'dataset-transfer',
+    manifest: MANIFEST_HASH,
+    file: 'manifest.json',
+    start: 0,
+    end: 6,
+    total: 1500,
+    payload: new TextEncoder().encode('{"form'),
   },
 };
 
