@@ -15,11 +15,7 @@
  * Prints a table and one JSON line; unless
  * --no-save, writes the JSON to --out. About 35 s per shard walked at the defaults.
  *
- * 2-core AMD EPYC VM (shared with other work), Node 20, defaults: 500,000 tokens/s achieved from
- * the folder and over HTTP; the first shard waited for 94 ms (folder) and 472 ms (HTTP), later
- * shards 0 ms (each prefetched while the previous one was drawn from); at most 32 MiB held;
- * SHA-256 at 464 MiB/s (folder) and 192 MiB/s (HTTP, sharing the thread with the server). The
- * worst single next() call, 20–26 ms, is garbage collection and CPU contention, not a fetch.
+ * Figures: docs/data.md.
  */
 import { createReadStream, writeFileSync } from 'node:fs';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
