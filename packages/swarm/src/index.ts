@@ -8,6 +8,7 @@ export * from './coordinator.ts';
 export * from './corpus-share.ts';
 export * from './data-feed.ts';
 export * from './data-ledger.ts';
+export * from './dataset-share.ts';
 export * from './host.ts';
 export * from './member.ts';
 export * from './owner.ts';
