@@ -88,6 +88,7 @@ describe('the store (slices without React)', () => {
       config: null,
       dataset: null,
       pipeline: null,
+      shards: null,
     });
     expect(metricsOf(store.getState())).toEqual({
       step: 12,
@@ -211,5 +212,6 @@ function stats() {
     config: null,
     dataset: null,
     pipeline: null,
+    shards: null,
   };
 }

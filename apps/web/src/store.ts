@@ -78,7 +78,8 @@ export const summaryOf: (view: Omit<RoomView, 'points'>) => RoomSummary = roomSu
 export interface VolunteerSlice {
   volunteer: VolunteerStats | null;
   summary: RoomSummary | null;
-  settings: { paused: boolean; dutyCycle: number; pauseWhenHidden: boolean };
+  /** shardBudgetMib: a dataset room's shard cache, MiB; null: 4 × the dataset's largest shard. */
+  settings: { paused: boolean; dutyCycle: number; pauseWhenHidden: boolean; shardBudgetMib: number | null };
   setVolunteer(stats: VolunteerStats): void;
   setSummary(summary: RoomSummary): void;
   setSettings(patch: Partial<VolunteerSlice['settings']>): void;
@@ -134,7 +135,7 @@ const viewSlice: Slice<ViewSlice> = (set) => ({
 const volunteerSlice: Slice<VolunteerSlice> = (set) => ({
   volunteer: null,
   summary: null,
-  settings: { paused: false, dutyCycle: 1, pauseWhenHidden: false },
+  settings: { paused: false, dutyCycle: 1, pauseWhenHidden: false, shardBudgetMib: null },
   setVolunteer: (volunteer) => set({ volunteer }),
   setSummary: (summary) => set({ summary, status: summary.status, viewAt: Date.now() }),
   setSettings: (patch) => set((state) => ({ settings: { ...state.settings, ...patch } })),

@@ -23,12 +23,14 @@ import {
 import { useEffect, useMemo, useState } from 'react';
 import { forgetRoom, listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
 import type { CheckpointInfo } from '../runtime/messages.ts';
-import { checkUploadedText, roomConfigOf, type UploadedText } from '../session/host-config.ts';
+import { checkDatasetSpec, openRoomDataset } from '../runtime/packed-dataset.ts';
+import { checkUploadedText, type RoomDataset, roomConfigOf, type UploadedText } from '../session/host-config.ts';
 import { createRoom, type HostSession } from '../session/host-session.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { fmt } from '../ui/parts.tsx';
 import { presetChoice } from '../ui/RunConfigPanel.tsx';
 import { useMeasuredInnerSteps } from './measured-h.ts';
+import { PackedDatasetField } from './PackedDatasetField.tsx';
 import {
   formTokenBudget,
   type MadeRecommendation,
@@ -43,7 +45,12 @@ const DATASETS = [
     value: 'upload',
     label: 'A text file of yours (UTF-8, up to 64 MiB): volunteers receive it from this page over the mesh',
   },
+  {
+    value: 'packed',
+    label: 'Packed dataset (URL): a `shoal pack` dataset of any size; each volunteer fetches only its own shards',
+  },
 ] as const;
+type DatasetChoice = (typeof DATASETS)[number]['value'];
 
 /** The options under Advanced, by section, in the table's order. */
 const ADVANCED = (Object.keys(RUN_OPTION_SECTIONS) as RunOptionSection[])
@@ -83,12 +90,22 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
   const [typedErrors, setTypedErrors] = useState<RunOptionErrors>(queryErrors);
   const [checkpoint, setCheckpoint] = useState<{ name: string; params: Float32Array; model: GptConfig } | null>(null);
   const errors = useMemo(() => formErrors(values, typedErrors, checkpoint?.model), [values, typedErrors, checkpoint]);
-  const [dataset, setDataset] = useState<'moby-dick' | 'upload'>('moby-dick');
+  const [dataset, setDataset] = useState<DatasetChoice>('moby-dick');
+  const [datasetUrl, setDatasetUrl] = useState('');
+  // the last attempt to open the dataset's manifest failed: why (cleared when the URL changes)
+  const [datasetProblem, setDatasetProblem] = useState<string | undefined>();
   const [text, setText] = useState<UploadedText | null>(null);
   // checked again when the sequence length changes (both splits must hold one window), not on
   // every keystroke: the UTF-8 check reads the whole file
   const uploadError = useMemo(() => (text ? checkUploadedText(text, values.seq) : undefined), [text, values.seq]);
-  const textError = dataset !== 'upload' ? undefined : text ? uploadError : 'Choose a text file to upload.';
+  const textError =
+    dataset === 'packed'
+      ? (checkDatasetSpec(datasetUrl) ?? datasetProblem)
+      : dataset !== 'upload'
+        ? undefined
+        : text
+          ? uploadError
+          : 'Choose a text file to upload.';
   const [busy, setBusy] = useState(false);
   const [problem, setProblem] = useState<string | null>(null);
   const [recommendFields, setRecommendFields] = useState(
@@ -145,7 +162,16 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
     setBusy(true);
     try {
       const upload = dataset === 'upload' && text ? text : undefined;
-      const config = roomConfigOf(values, checkpoint?.model, upload);
+      let packed: RoomDataset | undefined;
+      if (dataset === 'packed') {
+        try {
+          packed = await openRoomDataset(datasetUrl, location.origin);
+        } catch (error) {
+          setDatasetProblem((error as Error).message);
+          throw error;
+        }
+      }
+      const config = roomConfigOf(values, checkpoint?.model, upload, packed);
       // copies: the worker takes the buffers, the form keeps its own
       const corpus = upload ? { name: config.data.corpus, bytes: upload.bytes.slice() } : null;
       onCreated(await createRoom(config, checkpoint ? checkpoint.params.slice() : null, corpus));
@@ -206,6 +232,16 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
                 {label}
               </label>
             ))}
+            {dataset === 'packed' && (
+              <PackedDatasetField
+                url={datasetUrl}
+                error={textError}
+                onChange={(url) => {
+                  setDatasetUrl(url);
+                  setDatasetProblem(undefined);
+                }}
+              />
+            )}
             {dataset === 'upload' && (
               <input
                 type="file"
@@ -302,7 +338,7 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
             {problem ??
               (blocking.length > 0
                 ? `Correct ${blocking.map((name) => RUN_OPTIONS[name].label).join(', ')} first.`
-                : dataset === 'upload' && !text
+                : (dataset === 'upload' && !text) || (dataset === 'packed' && !datasetProblem)
                   ? textError
                   : '')}
           </span>

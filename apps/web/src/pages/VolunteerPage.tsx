@@ -16,6 +16,7 @@ import { statusLabel } from '../session/room-link.ts';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
 import { store } from '../store.ts';
 import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
+import { ShardBudgetField, ShardLine } from '../ui/DatasetParts.tsx';
 import { engineFigure, GpuCard, ProbeProgressLine, useEngineProbe } from '../ui/GpuCards.tsx';
 import { VolunteerStage } from '../ui/PipelineTables.tsx';
 import { DatasetLine, ErrorBox, fmt, Header, StatTiles } from '../ui/parts.tsx';
@@ -138,6 +139,7 @@ function JoinForm({
         onChoose={setOverride}
       />
       {probe.error && <p className="error small">Could not measure the engines: {probe.error}. Choose one above.</p>}
+      <ShardBudgetField />
       <div className="actions">
         <button
           type="button"
@@ -289,6 +291,7 @@ function Training({ session }: { session: VolunteerSession }) {
         )}
       </p>
       <DatasetLine dataset={own?.dataset ?? null} own />
+      <ShardLine shards={own?.shards ?? null} />
       {own?.pipeline && <VolunteerStage pipeline={own.pipeline} />}
       <StatTiles
         stats={[

@@ -44,6 +44,7 @@ function hostInit(resume: string | null): HostInit {
     resume,
     status: 'waiting',
     corpusUrl: 'http://localhost/unused',
+    origin: 'http://localhost',
     corpus: resume ? null : { name: 'upload.txt', bytes: text },
     history: null,
     evalEveryMs: 60_000,

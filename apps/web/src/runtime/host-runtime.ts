@@ -7,7 +7,7 @@
  * The checkpoint, in IndexedDB and downloaded, carries no credentials: the host secret stays in
  * the room's own record (checkpoint-store.ts), which the main thread keeps.
  */
-import { type Corpus, corpusFromBytes } from '@shoal/data';
+import { type Batch, type Corpus, corpusFromBytes } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { createWireCodec, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
 import { decodeRoomCheckpoint, Member, type RoomCheckpoint, runIdFor, wallClock } from '@shoal/swarm';
@@ -15,6 +15,7 @@ import { evalBatchesFor, HostService, viewHistoryOf, wallTimers } from '@shoal/s
 import { loadRoomCorpus, loadRoomFiles, saveRoomCorpus, saveRoomFiles } from './checkpoint-store.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type { CheckpointInfo, DatasetInfo, HostInit, RuntimeControl, RuntimeOut } from './messages.ts';
+import { datasetEvalBatches, datasetUrlOf, openUrlDataset, packedDatasetInfo } from './packed-dataset.ts';
 import type { PortTransport } from './port-transport.ts';
 
 type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
@@ -64,6 +65,25 @@ async function roomCorpus(
   return { corpus, source: 'host' };
 }
 
+/**
+ * What the host needs of the room's data: a text to serve (none in a dataset room, whose
+ * volunteers fetch their own shards), the validation batches θ_global is evaluated on (a
+ * dataset's held-out shards, or the text's last tenth), and the data as the page shows it.
+ */
+async function roomData(
+  init: HostInit,
+  config: RunConfig,
+): Promise<{ corpus?: Corpus; evalBatches: Batch[]; info: DatasetInfo }> {
+  const ref = config.data.dataset;
+  if (ref) {
+    if (config.pipeline) throw new Error('a pipeline-parallel room cannot train on a packed dataset yet');
+    const dataset = await openUrlDataset(datasetUrlOf(ref.url, init.origin), { expectHash: ref.manifest });
+    return { evalBatches: await datasetEvalBatches(dataset, config), info: packedDatasetInfo(ref, dataset) };
+  }
+  const { corpus, source } = await roomCorpus(init, config);
+  return { corpus, evalBatches: evalBatchesFor(corpus, config, init.evalBatches), info: datasetOf(corpus, source) };
+}
+
 export async function startHost(init: HostInit, transport: PortTransport, post: Post): Promise<HostRuntime> {
   let saved: RoomCheckpoint | null = null;
   /** The room's step when the resumed checkpoint was saved (its record says; the files hold tokens). */
@@ -77,8 +97,8 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
   const config = saved?.state.config ?? init.config;
   if (!config) throw new Error('a new room needs a run config');
   // before the mesh starts: a volunteer may ask for the text as soon as it is welcomed
-  const { corpus, source } = await roomCorpus(init, config);
-  post({ type: 'dataset', dataset: datasetOf(corpus, source) });
+  const { corpus, evalBatches, info } = await roomData(init, config);
+  post({ type: 'dataset', dataset: info });
   post({ type: 'message-limit', bytes: maxMessageBytesFor(config) });
 
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.room.roomId));
@@ -95,7 +115,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     status: init.status,
     // validation loss of θ_global on one CPU engine, θ_global swapped in for each evaluation
     createEvaluator: (run, params) => new CpuTrainer(run.model, run.train, params),
-    evalBatches: evalBatchesFor(corpus, config, init.evalBatches),
+    evalBatches,
     evalEveryMs: init.evalEveryMs,
     publishEveryMs: init.viewEveryMs,
     timers: wallTimers,

@@ -30,6 +30,8 @@ export interface HostInit {
   status: RoomStatus;
   /** Moby Dick's static file: the room's text unless the host uploaded one. */
   corpusUrl: string;
+  /** This page's origin: a dataset on the room's own server (/datasets/NAME/) is read from it. */
+  origin: string;
   /**
    * A text the host uploaded for a new room (config.data names it); the host serves it to the
    * volunteers over the mesh and keeps it in IndexedDB beside the checkpoints. Null: Moby Dick, or
@@ -57,6 +59,10 @@ export interface VolunteerInit {
   backend: 'webgpu' | 'cpu';
   /** Moby Dick's static file; a room with another text gets it from the host over the mesh. */
   corpusUrl: string;
+  /** This page's origin: a dataset on the room's own server (/datasets/NAME/) is read from it. */
+  origin: string;
+  /** MiB of dataset shards held at once in a dataset room; null: 4 × its largest training shard. */
+  shardBudgetMib: number | null;
   /** Fraction of wall time the engine may be busy (0.1 … 1). */
   dutyCycle: number;
   statsEveryMs: number;
@@ -101,6 +107,21 @@ export interface VolunteerStats {
   dataset: DatasetInfo | null;
   /** In a pipeline-parallel room: this volunteer's stage and its group; null otherwise. */
   pipeline: VolunteerPipeline | null;
+  /** In a dataset room, once its dataset is open: the shard drawn from and the cache; null otherwise. */
+  shards: VolunteerShards | null;
+}
+
+/** A volunteer's shards of a packed dataset. */
+export interface VolunteerShards {
+  /** The shard it draws from (DataFeed's ShardStart); null before the first batch. */
+  current: { epoch: number; shard: number; from: number } | null;
+  /** Shard bytes held when the current shard started, and the cache's budget. */
+  heldBytes: number;
+  budgetBytes: number;
+  /** Shards fetched and accepted; refused (bytes not the manifest's); read from the cache. */
+  fetched: number;
+  refused: number;
+  cacheHits: number;
 }
 
 /** A volunteer's part of a pipeline-parallel room, from the coordinator's latest roster. */
@@ -120,9 +141,25 @@ export interface DatasetInfo {
   name: string;
   bytes: number;
   fingerprint: string;
-  /** 'server': Moby Dick's static file; 'host': a text the host serves over the mesh. */
-  source: 'server' | 'host';
+  /**
+   * 'server': Moby Dick's static file; 'host': a text the host serves over the mesh; 'url': a
+   * packed dataset each volunteer fetches its own shards of.
+   */
+  source: 'server' | 'host' | 'url';
   received: number;
+  /** A packed dataset (source 'url'): its manifest and shards; absent for a text. */
+  packed?: PackedDatasetInfo;
+}
+
+/** A packed dataset as a page shows it (from the room's DatasetRef and its manifest). */
+export interface PackedDatasetInfo {
+  /** SHA-256 of manifest.json. */
+  manifest: string;
+  /** As the room names it: an http(s) URL or /datasets/NAME/ on the room's server. */
+  url: string;
+  trainShards: number;
+  validationShards: number;
+  largestShardBytes: number;
 }
 
 export interface CheckpointInfo {

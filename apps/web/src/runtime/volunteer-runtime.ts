@@ -9,12 +9,13 @@
  * device as a whole-model engine would be (a GpuStageTrainer on WebGPU, a CpuStageTrainer on the
  * CPU); the stats say where the coordinator's roster puts this volunteer and what its group lacks.
  */
-import { type Corpus, corpusFromBytes } from '@shoal/data';
+import { type Corpus, corpusFromBytes, type Dataset } from '@shoal/data';
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
 import { splitStages } from '@shoal/model';
 import {
   corpusLengthOf,
   createWireCodec,
+  type DatasetRef,
   maxMessageBytesFor,
   type RoomStatus,
   type RosterMessage,
@@ -30,8 +31,10 @@ import type {
   RuntimeOut,
   VolunteerInit,
   VolunteerPipeline,
+  VolunteerShards,
   VolunteerStats,
 } from './messages.ts';
+import { openVolunteerDataset, packedDatasetInfo } from './packed-dataset.ts';
 import type { PortTransport } from './port-transport.ts';
 
 type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
@@ -73,6 +76,29 @@ export async function startVolunteer(
   let localPause = false;
   let stopped = false;
   let dataset: DatasetInfo | null = null;
+  // a dataset room: the opened dataset (its counters and cache) and the shard drawn from
+  let packed: Dataset | null = null;
+  let shardStart: { epoch: number; shard: number; from: number; heldBytes: number } | null = null;
+
+  /** The room's packed dataset: this volunteer's training shards, from its URL, in a cache of its budget. */
+  const openRoomDataset = async (config: RunConfig): Promise<Dataset> => {
+    const opened = await openVolunteerDataset(config, init.origin, init.shardBudgetMib);
+    dataset = packedDatasetInfo(config.data.dataset as DatasetRef, opened.dataset);
+    packed = opened.dataset;
+    return opened.dataset;
+  };
+  const shardStats = (): VolunteerShards | null => {
+    if (!packed) return null;
+    const { counters, cache } = packed;
+    return {
+      current: shardStart && { epoch: shardStart.epoch, shard: shardStart.shard, from: shardStart.from },
+      heldBytes: shardStart?.heldBytes ?? 0,
+      budgetBytes: cache?.budgetBytes ?? 0,
+      fetched: counters.fetched,
+      refused: counters.refused,
+      cacheHits: counters.cacheHits,
+    };
+  };
 
   /** The room's text: Moby Dick from the server, or the host's own text over the mesh. */
   const loadCorpus = async (config: RunConfig): Promise<Corpus> => {
@@ -123,6 +149,10 @@ export async function startVolunteer(
     },
     onRun: (config) => post({ type: 'message-limit', bytes: maxMessageBytesFor(config) }),
     loadCorpus,
+    openDataset: openRoomDataset,
+    onShard: ({ epoch, shard, from, heldBytes }) => {
+      shardStart = { epoch, shard, from, heldBytes };
+    },
     createEngine: (config, params) => trainerFor(gpu?.device ?? null, config, params, { threads }),
     // on the device the whole-model engine would use: WebGPU, or the CPU without one
     createStage: async (config, spec, params, o) => {
@@ -175,10 +205,13 @@ export async function startVolunteer(
       config: worker.config,
       dataset: dataset && { ...dataset },
       pipeline: pipelineStats(worker.config),
+      shards: shardStats(),
     };
   };
   const statsTimer = setInterval(() => post({ type: 'stats', stats: stats() }), init.statsEveryMs);
 
+  // a failure before training (the dataset unreachable, a budget below one shard) ends it here, said
+  void volunteer.failure.then((error) => post({ type: 'error', message: error.message, fatal: true }));
   volunteer
     .start()
     .catch((error: unknown) =>

@@ -5,7 +5,7 @@
  */
 import { checkCorpusSize, corpusFingerprint, MOBY_DICK_FINGERPRINT } from '@shoal/data';
 import type { GptConfig } from '@shoal/model';
-import { MAX_CORPUS_BYTES, type RunConfig } from '@shoal/protocol';
+import { type DatasetRef, MAX_CORPUS_BYTES, type RunConfig } from '@shoal/protocol';
 import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 
 /** A text the host uploads for the room: its file name and bytes. */
@@ -46,12 +46,30 @@ export function checkUploadedText(text: UploadedText, seqLen?: number): string |
   return undefined;
 }
 
+/** A packed dataset the host opened for the room: its manifest's name and the room's reference to it. */
+export interface RoomDataset {
+  name: string;
+  ref: DatasetRef;
+}
+
 /**
  * The run config of the form; `model` (a checkpoint's) replaces the preset's, `text` (an upload)
- * replaces Moby Dick. Throws with a message for a person when the combination does not fit
- * (P > n_layer, seq > block size, a text too small for the sequence).
+ * or `dataset` (a packed one) replaces Moby Dick. Throws with a message for a person when the
+ * combination does not fit (P > n_layer, seq > block size, a text too small for the sequence, a
+ * pipeline on a dataset).
  */
-export function roomConfigOf(values: RunOptions, model?: GptConfig, text?: UploadedText): RunConfig {
+export function roomConfigOf(
+  values: RunOptions,
+  model?: GptConfig,
+  text?: UploadedText,
+  dataset?: RoomDataset,
+): RunConfig {
+  if (dataset) {
+    const config = runConfigOf(values, { model, corpus: dataset.name });
+    if (config.pipeline) throw new Error('A pipeline-parallel room cannot train on a packed dataset yet.');
+    config.data.dataset = dataset.ref;
+    return config;
+  }
   if (text) {
     const problem = checkUploadedText(text, values.seq);
     if (problem) throw new Error(problem);

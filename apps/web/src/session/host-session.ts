@@ -235,6 +235,7 @@ function run(
     ...start,
     status,
     corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
+    origin: location.origin,
     evalEveryMs: dashboard.evalEveryMs,
     evalBatches: dashboard.evalBatches,
     viewEveryMs: dashboard.publishEveryMs,

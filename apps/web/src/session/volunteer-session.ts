@@ -89,6 +89,8 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
       coordinator: room.hostId,
       backend,
       corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
+      origin: location.origin,
+      shardBudgetMib: settings.shardBudgetMib,
       dutyCycle: settings.dutyCycle,
       statsEveryMs: 500,
     });

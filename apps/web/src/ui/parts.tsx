@@ -5,6 +5,7 @@
 import { type ReactNode, useEffect, useId, useRef, useState } from 'react';
 import { formatBitsPerByte, formatBytes, formatLoss, formatQuantity, formatSi } from '../charts/format.ts';
 import type { DatasetInfo } from '../runtime/messages.ts';
+import { PackedDatasetLine } from './DatasetParts.tsx';
 
 export const fmt = {
   tokens: (n: number | null | undefined) => (n == null ? '—' : `${formatSi(n)} tokens`),
@@ -174,6 +175,7 @@ export function corpusName(corpus: string): string {
 /** The room's text: its name and size, where it comes from, and a progress bar while it arrives. */
 export function DatasetLine({ dataset, own = false }: { dataset: DatasetInfo | null; own?: boolean }) {
   if (!dataset) return null;
+  if (dataset.packed) return <PackedDatasetLine dataset={dataset} own={own} />;
   const arriving = dataset.received < dataset.bytes;
   const from =
     dataset.source === 'server'
