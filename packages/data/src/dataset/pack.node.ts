@@ -3,9 +3,10 @@
 // memory does not grow with the input's size (a JSONL record is held whole).
 
 import { createHash, type Hash } from 'node:crypto';
-import { createReadStream, type Dirent } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { type FileHandle, mkdir, open, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
-import { basename, extname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { basename, isAbsolute, join, resolve } from 'node:path';
+import { type InputFile, listInputs } from './inputs.node.ts';
 import {
   type DatasetManifest,
   DEFAULT_DATASET_VALIDATION_FRACTION,
@@ -18,6 +19,9 @@ import {
   parseManifest,
   type ShardEntry,
 } from './manifest.ts';
+import { invalidUtf8Offset, pieceLength, validationPeriod } from './pieces.ts';
+
+export { invalidUtf8Offset, pieceLength, validationPeriod };
 
 export interface PackProgress {
   bytesRead: number;
@@ -61,100 +65,6 @@ const READ_CHUNK = 1024 * 1024;
 const WRITE_BUFFER = 1024 * 1024;
 const SHARD_NAME = /^(train|validation)-\d{5,}\.txt$/;
 const separatorBytes = new TextEncoder().encode(DOCUMENT_SEPARATOR);
-
-interface InputFile {
-  path: string;
-  kind: 'text' | 'jsonl';
-  size: number;
-}
-
-/** Where piece j goes: validation when j mod period = period − 1 (period 0: never). */
-export function validationPeriod(fraction: number): number {
-  return fraction > 0 ? Math.round(1 / fraction) : 0;
-}
-
-/**
- * How many bytes of `bytes` (longer than `limit`) the next piece takes: through the last line break
- * in the first `limit` bytes, else through the last space, else up to the last UTF-8 character
- * start at or before `limit` (never inside a multi-byte character).
- */
-export function pieceLength(bytes: Uint8Array, limit: number = PIECE_BYTES): number {
-  const window = bytes.subarray(0, limit);
-  const newline = window.lastIndexOf(0x0a);
-  if (newline >= 0) return newline + 1;
-  const space = window.lastIndexOf(0x20);
-  if (space >= 0) return space + 1;
-  let end = limit;
-  while (end > 0 && (bytes[end] ?? 0) >> 6 === 0b10) end--; // 10xxxxxx: a continuation byte
-  return end > 0 ? end : limit;
-}
-
-/** Offset of the first byte that does not start a valid UTF-8 character, or -1. */
-export function invalidUtf8Offset(bytes: Uint8Array): number {
-  let i = 0;
-  while (i < bytes.length) {
-    const b = bytes[i] as number;
-    const n = b < 0x80 ? 0 : b >= 0xc2 && b < 0xe0 ? 1 : b >= 0xe0 && b < 0xf0 ? 2 : b >= 0xf0 && b < 0xf5 ? 3 : -1;
-    if (n < 0 || i + n >= bytes.length) return i; // not a lead byte, or cut short
-    for (let k = 1; k <= n; k++) if (((bytes[i + k] as number) & 0xc0) !== 0x80) return i;
-    const c1 = bytes[i + 1] as number;
-    if (
-      (b === 0xe0 && c1 < 0xa0) ||
-      (b === 0xed && c1 >= 0xa0) ||
-      (b === 0xf0 && c1 < 0x90) ||
-      (b === 0xf4 && c1 >= 0x90)
-    ) {
-      return i; // overlong, surrogate or beyond U+10FFFF
-    }
-    i += n + 1;
-  }
-  return -1;
-}
-
-/** The files the inputs name, in order: folders recursed (sorted by path, hidden names and outDir skipped). */
-async function listInputs(inputs: string[], outDir: string): Promise<InputFile[]> {
-  const files: InputFile[] = [];
-  const add = async (path: string, explicit: boolean) => {
-    const extension = extname(path).toLowerCase();
-    if (extension === '.json') {
-      if (explicit) throw new Error(`${path} is JSON, not JSON Lines: one object per line belongs in a .jsonl file`);
-      return; // a folder's .json files are metadata (another dataset's manifest), not text
-    }
-    const info = await stat(path);
-    files.push({ path, kind: extension === '.jsonl' ? 'jsonl' : 'text', size: info.size });
-  };
-  for (const input of inputs) {
-    let info: Awaited<ReturnType<typeof stat>>;
-    try {
-      info = await stat(input);
-    } catch (error) {
-      throw new Error(
-        `cannot read input ${input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
-      );
-    }
-    if (!info.isDirectory()) {
-      await add(input, true);
-      continue;
-    }
-    const found: string[] = [];
-    const walk = async (dir: string) => {
-      if (resolve(dir) === outDir) return;
-      const entries: Dirent[] = await readdir(dir, { withFileTypes: true });
-      for (const entry of entries) {
-        if (entry.name.startsWith('.')) continue;
-        const path = join(dir, entry.name);
-        if (entry.isDirectory()) await walk(path);
-        else if (entry.isFile() || (entry.isSymbolicLink() && (await stat(path)).isFile())) found.push(path);
-      }
-    };
-    await walk(input);
-    // Code-unit order of the path below the folder, '/' on every system: the same on every machine.
-    const key = (path: string) => relative(input, path).split(sep).join('/');
-    found.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-    for (const path of found) await add(path, false);
-  }
-  return files;
-}
 
 /** One split's shards: pieces appended in order, a shard closed before a piece would overflow it. */
 class SplitWriter {
