@@ -15,7 +15,7 @@ import {
   openDataset,
   type ShardCache,
 } from '@shoal/data';
-import type { DatasetRef } from '@shoal/protocol';
+import { type DatasetRef, MESH_DATASET_URL } from '@shoal/protocol';
 import { InvalidArgumentError, Option } from 'commander';
 import { parseBytes } from './simulate.ts';
 import { UsageError } from './usage.ts';
@@ -122,25 +122,37 @@ export function datasetRefOf(dataset: Dataset, url: string): DatasetRef {
   };
 }
 
+/** Where volunteers fetch a room's dataset, and a line for people when that is the host itself. */
+export interface RoomDatasetUrl {
+  /** An http(s) URL, a path on the room's server, or MESH_DATASET_URL ('mesh:'). */
+  url: string;
+  /** Why the host serves the shards itself, and how to do better; null otherwise. */
+  note: string | null;
+}
+
 /**
  * Where volunteers fetch a dataset the host names by `spec`: an http(s) URL as given (a folder,
- * so it ends in /); a folder on this machine only when the room's server serves it
- * (`shoal server --datasets`), found there by its manifest hash.
+ * so it ends in /); a folder on this machine at the room's server when it serves it
+ * (`shoal server --datasets`, found there by its manifest hash), else 'mesh:': only from this
+ * host over the mesh (every volunteer falls back on the host anyway when its URL fails).
  */
-export async function roomDatasetUrl(spec: string, dataset: Dataset, serverBase: string): Promise<string> {
-  if (/^https?:\/\//i.test(spec)) return spec.endsWith('/') ? spec : `${spec}/`;
-  const advice =
-    `volunteers cannot read a folder on this machine: serve its parent with \`shoal server --datasets DIR\` ` +
-    `(the server this room uses), or put the folder on any static host with CORS and pass its URL`;
-  let listing: { datasets?: { url?: unknown; manifest?: unknown }[] };
+export async function roomDatasetUrl(spec: string, dataset: Dataset, serverBase: string): Promise<RoomDatasetUrl> {
+  if (/^https?:\/\//i.test(spec)) return { url: spec.endsWith('/') ? spec : `${spec}/`, note: null };
+  let why: string;
   try {
     const response = await fetch(`${serverBase}/datasets/`);
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    listing = (await response.json()) as typeof listing;
+    const listing = (await response.json()) as { datasets?: { url?: unknown; manifest?: unknown }[] };
+    const served = listing.datasets?.find((entry) => entry.manifest === dataset.hash && typeof entry.url === 'string');
+    if (served) return { url: served.url as string, note: null };
+    why = `${serverBase} does not serve it`;
   } catch (error) {
-    throw new UsageError(`--dataset ${spec}: ${advice} (${serverBase}/datasets/: ${(error as Error).message})`);
+    why = `${serverBase}/datasets/: ${(error as Error).message}`;
   }
-  const served = listing.datasets?.find((entry) => entry.manifest === dataset.hash && typeof entry.url === 'string');
-  if (!served) throw new UsageError(`--dataset ${spec}: ${serverBase} does not serve this dataset; ${advice}`);
-  return served.url as string;
+  return {
+    url: MESH_DATASET_URL,
+    note:
+      `--dataset ${spec}: ${why}, so volunteers fetch shards from this host over the mesh; ` +
+      'serve the folder with shoal server --datasets for more throughput',
+  };
 }

@@ -20,7 +20,13 @@ import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig, roomSummaryMessage, roomSummaryOf } from '@shoal/protocol';
 import type { IceServer, SignalClient } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
-import { type CoordinatorEvent, decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/swarm';
+import {
+  type CoordinatorEvent,
+  type DatasetServer,
+  decodeRoomCheckpoint,
+  type RoomCheckpoint,
+  serveDataset,
+} from '@shoal/swarm';
 import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
 import { type HostMetrics, HostService, type HostStorage, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
 import { finishInterruptedWrite, readInput, writePrivateFiles } from './files.ts';
@@ -212,8 +218,9 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   const saved = options.resume ? loadRoomCheckpoint(options.resume) : null;
   const config = saved?.state.config ?? runConfigFrom(options);
   const base = serverBase(options.server);
-  const { corpus, evalBatches, describe } = await hostData(options, config, saved, base);
+  const { corpus, evalBatches, describe, dataset, note } = await hostData(options, config, saved, base);
   if (describe && !options.json) console.log(describe);
+  if (note) console.error(`shoal: ${note}`);
   const wrtc = await loadWrtc();
 
   /** One JSON line with --json, else `text` (null: nothing, an event only --json readers want). */
@@ -292,6 +299,17 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   const link = await joinMesh(signal, room, peers, wrtc);
   // no peer may make this host hold more than the run's largest legitimate message
   link.mesh.setMessageLimit(maxMessageBytesFor(config));
+  // a dataset room's files, for volunteers whose URL fails or whose room has none ('mesh:'):
+  // answering before the first welcome, so no volunteer waits on a request sent too early
+  let datasetServer: DatasetServer | null = null;
+  if (dataset) {
+    try {
+      datasetServer = await serveDataset(link.member, dataset.dataset, { source: dataset.source });
+    } catch (error) {
+      await link.close();
+      throw new UsageError((error as Error).message);
+    }
+  }
 
   // θ_global and the run state at every round the host's replica adopts, written beside and
   // renamed (a reader never sees half a file); the fragment hashes in the state tell a resume
@@ -424,6 +442,7 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   // a last checkpoint and a last view (best effort: the socket may already be gone); nothing
   // here waits on the server, and the mesh and the socket close within a bounded grace (room.ts)
   stopping = true;
+  datasetServer?.stop();
   await service.stop();
   await link.close();
   if (!closedBy.startsWith('SIG') && closedBy !== SCHEDULE_ENDED) throw new Error(closedBy);

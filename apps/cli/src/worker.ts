@@ -11,19 +11,27 @@
  * link down, and the server not saying it is in the room) for --host-grace seconds, the room has
  * ended, and the worker leaves and exits.
  */
-import { type Corpus, corpusFromBytes, type Dataset, loadCorpus, urlDatasetSource } from '@shoal/data';
+import {
+  type Corpus,
+  corpusFromBytes,
+  type Dataset,
+  type DatasetSource,
+  loadCorpus,
+  urlDatasetSource,
+} from '@shoal/data';
 import { formatAdapter } from '@shoal/gpu';
 import { HOST_GRACE_MS, type WrtcImplementation, watchHost } from '@shoal/mesh';
 import { describeMatmul, GpuTrainer, type Trainer } from '@shoal/model';
 import {
   type Capabilities,
   type DatasetRef,
+  MESH_DATASET_URL,
   maxMessageBytesFor,
   type RunConfig,
   roomSummaryMessageSchema,
 } from '@shoal/protocol';
 import { memberEntry, type ReconnectingSignal, type ServerMessageOf } from '@shoal/signaling';
-import { fetchCorpusFrom, type Member, type ShardStart, type Worker } from '@shoal/swarm';
+import { fetchCorpusFrom, type Member, meshDatasetSource, type ShardStart, type Worker } from '@shoal/swarm';
 import { stageFor, trainerFor, VolunteerService, type VolunteerServiceOptions } from '@shoal/swarm/services';
 import { describeDataset, openBudgetedDataset, type ShardCacheOptions } from './datasets.ts';
 import { acquireCliGpu } from './grads-webgpu.ts';
@@ -214,11 +222,16 @@ export async function joinRoomAsWorker(options: RoomWorkerOptions): Promise<Room
     },
     openDataset: async (config) => {
       const room = config.data.dataset as DatasetRef;
-      const url = room.url.startsWith('/') ? `${options.server}${room.url}` : room.url;
-      const dataset = await openBudgetedDataset(urlDatasetSource(url), {
-        ...options.shardCache,
-        expectHash: room.manifest,
-      });
+      // the room's URL first (a 'mesh:' room has none), then the host over the mesh: a file the
+      // URL does not give comes from there, checked against the manifest all the same
+      const mesh = meshDatasetSource(member, joined.hostId, { manifest: room.manifest });
+      const sources: DatasetSource[] = [mesh];
+      let url = mesh.where;
+      if (room.url !== MESH_DATASET_URL) {
+        url = room.url.startsWith('/') ? `${options.server}${room.url}` : room.url;
+        sources.unshift(urlDatasetSource(url));
+      }
+      const dataset = await openBudgetedDataset(sources, { ...options.shardCache, expectHash: room.manifest });
       options.onDataset?.(dataset, url);
       return dataset;
     },
