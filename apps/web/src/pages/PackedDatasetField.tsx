@@ -64,7 +64,7 @@ export function PackedDatasetField({
       <small id="dataset-url-help" className={url !== '' && error ? 'field-error' : 'muted'}>
         {url !== '' && error
           ? error
-          : 'The folder of a `shoal pack` dataset (manifest.json and its shards), on this server or any host that allows other sites to read it (CORS).'}
+          : 'The folder of a packed dataset (manifest.json and its shards), on this server or any host that allows other sites to read it (CORS).'}
       </small>
     </div>
   );

@@ -47,7 +47,7 @@ const DATASETS = [
   },
   {
     value: 'packed',
-    label: 'Packed dataset (URL): a `shoal pack` dataset of any size; each volunteer fetches only its own shards',
+    label: 'Packed dataset (URL): a dataset of any size packed with shoal pack; each volunteer fetches only its own shards',
   },
 ] as const;
 type DatasetChoice = (typeof DATASETS)[number]['value'];
@@ -167,8 +167,10 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
         try {
           packed = await openRoomDataset(datasetUrl, location.origin);
         } catch (error) {
+          // said beside the URL, which the person changes next
           setDatasetProblem((error as Error).message);
-          throw error;
+          setBusy(false);
+          return;
         }
       }
       const config = roomConfigOf(values, checkpoint?.model, upload, packed);

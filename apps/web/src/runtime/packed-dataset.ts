@@ -24,8 +24,13 @@ import type { DatasetInfo } from './messages.ts';
 
 export const MIB = 1024 * 1024;
 
-/** Validation bytes per evaluation of θ_global in a dataset room: 1 MiB (`shoal host --eval-bytes`' default). */
-export const DATASET_EVAL_BYTES = MIB;
+/**
+ * Validation bytes per evaluation of θ_global in a dataset room: 64 KiB, not `shoal host
+ * --eval-bytes`' 1 MiB, because the dashboard evaluates every 5 s (the CLI every 30 s) on one CPU
+ * engine in the tab that also coordinates the room; still twice a text room's four batches of the
+ * default shape (4 × 16 × 128 bytes).
+ */
+export const DATASET_EVAL_BYTES = 64 * 1024;
 
 /** A volunteer's default shard budget, in largest training shards: the one drawn from, the next, and room to spare. */
 export const DEFAULT_BUDGET_SHARDS = 4;
