@@ -64,10 +64,13 @@ async function datasetFiles(): Promise<Map<string, Uint8Array>> {
   return files;
 }
 
-function memorySource(files: Map<string, Uint8Array>): DatasetSource {
+function memorySource(files: Map<string, Uint8Array>): DatasetSource & { reads: Map<string, number> } {
+  const reads = new Map<string, number>();
   return {
     where: 'the host’s folder',
+    reads,
     async read(file) {
+      reads.set(file, (reads.get(file) ?? 0) + 1);
       const bytes = files.get(file);
       if (!bytes) throw new DatasetFetchError(`${file} does not exist`, file, 'status');
       return bytes;
@@ -139,6 +142,11 @@ describe('a dataset over the mesh', () => {
     expect(parts).toBe(7 + 5 + 1 + 2 + Math.ceil(manifestBytes / 16_384));
     expect(worker.counters.total()).toBe(0);
     expect(host.counters.total()).toBe(0);
+    // the host read each shard once, not once per part (and its manifest to open it, then to serve it)
+    expect(Object.fromEntries(hostSource.reads)).toEqual({
+      [MANIFEST_FILE]: 2,
+      ...Object.fromEntries(hostDataset.loaded.manifest.shards.map((entry) => [entry.file, 1])),
+    });
   });
 
   it('asks again for a lost part', async () => {

@@ -38,6 +38,11 @@ export interface DatasetServerOptions {
    * at least 1 GiB (a volunteer whose cache is smaller than its shards fetches them again each epoch).
    */
   maxBytesPerPeer?: number;
+  /**
+   * Bytes of the shards served last kept at hand, so the parts of one shard do not each read and
+   * hash it again (the dataset's own cache may be small, or absent). Default: 4 × the largest shard.
+   */
+  holdBytes?: number;
 }
 
 export interface DatasetServer {
@@ -68,6 +73,34 @@ export async function serveDataset(
     options.maxBytesPerPeer ??
     Math.max(DEFAULT_COPIES_PER_PEER * (dataset.loaded.manifest.bytes + manifestBytes.length), MIN_DEFAULT_QUOTA_BYTES);
   const served = new Map<PeerId, number>();
+  const holdBytes =
+    options.holdBytes ?? 4 * dataset.loaded.manifest.shards.reduce((max, entry) => Math.max(max, entry.bytes), 0);
+  // the shards served last, least recently used first, as their (verified) reads
+  const held = new Map<string, { entry: ShardEntry; bytes: Promise<Uint8Array> }>();
+  let heldBytes = 0;
+  const release = (file: string) => {
+    const kept = held.get(file);
+    if (!kept) return;
+    held.delete(file);
+    heldBytes -= kept.entry.bytes;
+  };
+  const shardBytes = (entry: ShardEntry): Promise<Uint8Array> => {
+    let kept = held.get(entry.file);
+    if (kept) held.delete(entry.file);
+    else {
+      kept = { entry, bytes: dataset.shard(entry) };
+      heldBytes += entry.bytes;
+      const reading = kept;
+      reading.bytes.catch(() => held.get(entry.file) === reading && release(entry.file));
+    }
+    held.set(entry.file, kept);
+    for (const file of held.keys()) {
+      if (heldBytes <= holdBytes || file === entry.file) break;
+      release(file);
+    }
+    // real time (reading, hashing) that the simulator's clock waits for
+    return member.clock.track(kept.bytes);
+  };
 
   const stop = member.on('dataset-request', (from, request) => {
     const refuse = (reason: string, detail: string) => member.rejectBack(from, 'dataset-request', reason, detail);
@@ -107,9 +140,9 @@ export async function serveDataset(
       void answer(manifestBytes);
       return;
     }
-    // a shard's verified bytes, from the host's cache or read and hashed again (real time the
-    // simulator's clock waits for)
-    void member.clock.track(dataset.shard(entry)).then(answer, (error: Error) => {
+    // a shard's verified bytes: held from its last request, else from the dataset (its cache, or
+    // read and hashed again)
+    void shardBytes(entry).then(answer, (error: Error) => {
       served.set(from, (served.get(from) ?? 0) - (end - request.start));
       refuse('dataset-unavailable', `${request.file}: ${error.message}`.slice(0, 1000));
     });
