@@ -49,7 +49,7 @@ function checkFits(tokens: Uint8Array, seqLen: number, what: string): void {
 }
 
 /** Copies the windows starting at `offsets` into a batch. */
-function fillBatch(tokens: Uint8Array, offsets: readonly number[], seqLen: number): Batch {
+export function fillBatch(tokens: Uint8Array, offsets: readonly number[], seqLen: number): Batch {
   const inputs = new Int32Array(offsets.length * seqLen);
   const targets = new Int32Array(offsets.length * seqLen);
   offsets.forEach((offset, row) => {

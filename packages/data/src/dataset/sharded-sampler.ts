@@ -5,7 +5,7 @@
 // are drawn from the current one, within a memory budget of at most two shards.
 
 import { assertInteger, hashWords, uniformIndex, wordsOf } from '../hash.ts';
-import type { Batch, BatchShape } from '../sampler.ts';
+import { type Batch, type BatchShape, fillBatch } from '../sampler.ts';
 import { assignShards } from './assign.ts';
 import { checkBudget } from './cache.ts';
 import type { Dataset } from './dataset.ts';
@@ -50,18 +50,7 @@ export function shardBatchOffsets(shardLength: number, key: ShardBatchKey): numb
 
 /** Batch `index` of a shard: rows are windows of seqLen + 1 bytes; targets are inputs shifted by one. */
 export function shardBatch(shardBytes: Uint8Array, key: ShardBatchKey): Batch {
-  const { batchSize, seqLen } = key;
-  const offsets = shardBatchOffsets(shardBytes.length, key);
-  const inputs = new Int32Array(batchSize * seqLen);
-  const targets = new Int32Array(batchSize * seqLen);
-  offsets.forEach((offset, row) => {
-    const base = row * seqLen;
-    for (let t = 0; t < seqLen; t++) {
-      inputs[base + t] = shardBytes[offset + t] as number;
-      targets[base + t] = shardBytes[offset + t + 1] as number;
-    }
-  });
-  return { inputs, targets };
+  return fillBatch(shardBytes, shardBatchOffsets(shardBytes.length, key), key.seqLen);
 }
 
 /** Batches drawn this epoch per training shard, by anyone this walker has heard of. */
