@@ -47,7 +47,8 @@ const DATASETS = [
   },
   {
     value: 'packed',
-    label: 'Packed dataset (URL): a dataset of any size packed with shoal pack; each volunteer fetches only its own shards',
+    label:
+      'Packed dataset (URL): a dataset of any size packed with shoal pack; each volunteer fetches only its own shards',
   },
 ] as const;
 type DatasetChoice = (typeof DATASETS)[number]['value'];

@@ -10,8 +10,10 @@ import { decodeRoomCheckpoint, encodeRoomCheckpoint } from '@shoal/swarm';
 import { createRunConfig } from '@shoal/swarm/config';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { RoomFilesRecord } from './checkpoint-store.ts';
+import { datasetFixture, FIXTURE_ORIGIN } from './dataset-fixture.ts';
 import { type HostRuntime, startHost } from './host-runtime.ts';
 import type { HostInit, RuntimeEvent, RuntimeOut } from './messages.ts';
+import { openRoomDataset } from './packed-dataset.ts';
 import { type NetIn, type NetOut, type PortLike, PortTransport } from './port-transport.ts';
 
 const records = vi.hoisted(() => new Map<string, unknown>());
@@ -54,12 +56,12 @@ function hostInit(resume: string | null): HostInit {
   };
 }
 
-async function start(resume: string | null) {
+async function start(resume: string | null, init: HostInit = hostInit(resume)) {
   const events: RuntimeEvent[] = [];
   const post = (message: RuntimeOut) => {
     if ('type' in message) events.push(message); // not the mesh's `net` sends
   };
-  const runtime = await startHost(hostInit(resume), new PortTransport('host-peer', noPort), post);
+  const runtime = await startHost(init, new PortTransport('host-peer', noPort), post);
   running.push(runtime);
   /** The `count`-th event of `type`, once it came. */
   const next = async <T extends RuntimeEvent['type']>(type: T, count = 1) => {
@@ -120,5 +122,30 @@ describe('the dashboard host’s checkpoints', () => {
     expect(encodeRoomCheckpoint(decodeRoomCheckpoint(rewritten.weights, rewritten.state)).state).toEqual(
       rewritten.state,
     );
+  });
+});
+
+describe('a dashboard room on a packed dataset', () => {
+  it('opens the dataset the config names on this origin, serves no text, and says what it trains on', async () => {
+    const fixture = await datasetFixture();
+    vi.stubGlobal('fetch', fixture.fetch);
+    try {
+      const { name, ref } = await openRoomDataset(fixture.path, FIXTURE_ORIGIN);
+      const config = createRunConfig({ preset: 'nano', corpus: name, train: { batchSize: 2, seqLen: 32, seed: 1 } });
+      config.data.dataset = ref;
+      const init: HostInit = { ...hostInit(null), config, corpus: null, origin: FIXTURE_ORIGIN };
+      const { next } = await start(null, init);
+      const { dataset } = await next('dataset');
+      expect(dataset).toMatchObject({ name, source: 'url', fingerprint: fixture.hash });
+      expect(dataset.packed).toMatchObject({ manifest: fixture.hash, url: fixture.path, validationShards: 1 });
+      await next('saved');
+      // the validation shard was read for the evaluation batches; no training shard was
+      const files = fixture.asked.map((url) => url.slice(url.lastIndexOf('/') + 1));
+      expect(files).toContain('validation-00000.txt');
+      expect(files.filter((file) => file.startsWith('train-'))).toEqual([]);
+    } finally {
+      vi.unstubAllGlobals();
+      await fixture.remove();
+    }
   });
 });

@@ -30,4 +30,19 @@ describe('the room form: its text and its run config', () => {
     expect(text(Uint8Array.of(0x41, 0xff, 0x41))).toMatch(/not UTF-8/);
     expect(text(new Uint8Array(65 * 1024 * 1024).fill(0x61))).toMatch(/at most 64 MiB/);
   });
+
+  it('names a packed dataset by its manifest and URL, without a text fingerprint; no pipeline on it', () => {
+    const ref = {
+      manifest: 'a'.repeat(64),
+      url: '/datasets/words/',
+      trainShards: 9,
+      validationShards: 1,
+      trainBytes: 9 * 65_536,
+    };
+    const config = roomConfigOf(RUN_OPTION_DEFAULTS, undefined, undefined, { name: 'words', ref });
+    expect(config.data).toEqual({ corpus: 'words', seed: 1, dataset: ref });
+    expect(() =>
+      roomConfigOf({ ...RUN_OPTION_DEFAULTS, pipelineStages: 2 }, undefined, undefined, { name: 'words', ref }),
+    ).toThrow(/pipeline-parallel room cannot train on a packed dataset/);
+  });
 });
