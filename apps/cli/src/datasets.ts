@@ -10,12 +10,12 @@ import {
   type Dataset,
   type DatasetSource,
   DirShardCache,
-  largestTrainShard,
+  defaultShardBudget,
   MemoryShardCache,
   openDataset,
   type ShardCache,
 } from '@shoal/data';
-import { type DatasetRef, MESH_DATASET_URL } from '@shoal/protocol';
+import { MESH_DATASET_URL } from '@shoal/protocol';
 import { InvalidArgumentError, Option } from 'commander';
 import { parseBytes } from './simulate.ts';
 import { UsageError } from './usage.ts';
@@ -85,7 +85,7 @@ export async function openBudgetedDataset(
     // The manifest first, to size the default budget from its largest shard.
     const probe = await openDataset(sources, { expectHash: options.expectHash });
     const budgetBytes =
-      options.cacheMib !== undefined ? Math.round(options.cacheMib * MIB) : 4 * largestTrainShard(probe.loaded);
+      options.cacheMib !== undefined ? Math.round(options.cacheMib * MIB) : defaultShardBudget(probe.loaded);
     checkBudget(budgetBytes, probe.loaded);
     const cache: ShardCache =
       options.cacheDir !== undefined
@@ -108,18 +108,6 @@ export function describeDataset(dataset: Dataset, where: string): string {
     `${mib(manifest.bytes)} MiB, manifest ${dataset.hash.slice(0, 12)}, from ${where}; ` +
     `cache ${mib(budget)} MiB ${cacheDir ? `in ${cacheDir}` : 'in memory'}`
   );
-}
-
-/** What a room's config says of `dataset`, fetched from `url`. */
-export function datasetRefOf(dataset: Dataset, url: string): DatasetRef {
-  const { train, validation } = dataset.loaded;
-  return {
-    manifest: dataset.hash,
-    url,
-    trainShards: train.length,
-    validationShards: validation.length,
-    trainBytes: train.reduce((sum, shard) => sum + shard.bytes, 0),
-  };
 }
 
 /** Where volunteers fetch a room's dataset, and a line for people when that is the host itself. */

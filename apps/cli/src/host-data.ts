@@ -16,8 +16,9 @@ import {
 } from '@shoal/data';
 import { MESH_DATASET_URL, type RunConfig } from '@shoal/protocol';
 import type { RoomCheckpoint } from '@shoal/swarm';
+import { datasetRefOf } from '@shoal/swarm';
 import { evalBatchesFor } from '@shoal/swarm/services';
-import { asUsage, datasetRefOf, describeDataset, openBudgetedDataset, roomDatasetUrl } from './datasets.ts';
+import { asUsage, describeDataset, openBudgetedDataset, roomDatasetUrl } from './datasets.ts';
 import { UsageError } from './usage.ts';
 
 export interface HostDataOptions {

@@ -1,3 +1,2 @@
 // Browser entry (main thread and workers): no node:fs; the corpus comes from fetchCorpus().
 export * from './common.ts';
-export { BrowserShardCache } from './dataset/cache.browser.ts';

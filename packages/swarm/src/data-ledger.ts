@@ -6,8 +6,20 @@
  * moves to another volunteer goes on where it was, and saves it with θ_global, so a resumed room
  * does too. docs/data.md.
  */
-import { assignShards } from '@shoal/data';
+import { assignShards, type Dataset } from '@shoal/data';
 import type { DataLedger, DatasetRef, PeerId, RosterMessage, RunConfig, ShardPosition } from '@shoal/protocol';
+
+/** What a room's config says of `dataset`, fetched from `url` (as the room names it). */
+export function datasetRefOf(dataset: Dataset, url: string): DatasetRef {
+  const { train, validation } = dataset.loaded;
+  return {
+    manifest: dataset.hash,
+    url,
+    trainShards: train.length,
+    validationShards: validation.length,
+    trainBytes: train.reduce((sum, shard) => sum + shard.bytes, 0),
+  };
+}
 
 /** Epochs the ledger keeps: volunteers cross into the next epoch one by one. */
 const OPEN_EPOCHS = 2;

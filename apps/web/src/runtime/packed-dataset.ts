@@ -5,12 +5,13 @@
  * own origin); volunteers fetch only their training shards, into a cache of a budget they choose.
  * The CLI does the same in apps/cli/src/datasets.ts.
  */
-import * as data from '@shoal/data';
 import {
   type Batch,
+  BrowserShardCache,
   checkBudget,
   type Dataset,
   DatasetFetchError,
+  defaultShardBudget,
   type LoadedManifest,
   largestTrainShard,
   MemoryShardCache,
@@ -20,6 +21,7 @@ import {
   validationSample,
 } from '@shoal/data';
 import type { DatasetRef, RunConfig } from '@shoal/protocol';
+import { datasetRefOf } from '@shoal/swarm';
 import type { DatasetInfo } from './messages.ts';
 
 export const MIB = 1024 * 1024;
@@ -31,9 +33,6 @@ export const MIB = 1024 * 1024;
  * default shape (4 × 16 × 128 bytes).
  */
 export const DATASET_EVAL_BYTES = 64 * 1024;
-
-/** A volunteer's default shard budget, in largest training shards: the one drawn from, the next, and room to spare. */
-export const DEFAULT_BUDGET_SHARDS = 4;
 
 /** A URL the form accepts: http(s)://…, or a path on this server (/datasets/NAME/). */
 export function checkDatasetSpec(spec: string): string | undefined {
@@ -77,18 +76,6 @@ export async function openUrlDataset(
   }
 }
 
-/** What a room's config says of `dataset`, fetched from `url` (as the room names it). */
-export function datasetRefOf(dataset: Dataset, url: string): DatasetRef {
-  const { train, validation } = dataset.loaded;
-  return {
-    manifest: dataset.hash,
-    url,
-    trainShards: train.length,
-    validationShards: validation.length,
-    trainBytes: train.reduce((sum, shard) => sum + shard.bytes, 0),
-  };
-}
-
 /** A room's dataset as a page shows it (`ref`: the room's config names it so). */
 export function packedDatasetInfo(ref: DatasetRef, dataset: Dataset): DatasetInfo {
   const { manifest } = dataset.loaded;
@@ -113,19 +100,14 @@ export function packedDatasetInfo(ref: DatasetRef, dataset: Dataset): DatasetInf
  * training shard; throws checkBudget's error when it cannot hold one shard.
  */
 export function shardBudgetOf(loaded: LoadedManifest, mib: number | null): number {
-  const budgetBytes = mib === null ? DEFAULT_BUDGET_SHARDS * largestTrainShard(loaded) : Math.round(mib * MIB);
+  const budgetBytes = mib === null ? defaultShardBudget(loaded) : Math.round(mib * MIB);
   checkBudget(budgetBytes, loaded);
   return budgetBytes;
 }
 
-/**
- * Cache Storage where this page has it (kept across visits), else memory. @shoal/data's types are
- * its Node entry, which leaves the browser-only cache out; its browser entry exports it.
- */
+/** Cache Storage where this page has it (kept across visits), else memory. */
 export function shardCacheFor(budgetBytes: number): ShardCache {
-  const BrowserShardCache = (data as { BrowserShardCache?: new (budgetBytes: number) => ShardCache }).BrowserShardCache;
-  if (BrowserShardCache && typeof caches !== 'undefined') return new BrowserShardCache(budgetBytes);
-  return new MemoryShardCache(budgetBytes);
+  return typeof caches !== 'undefined' ? new BrowserShardCache(budgetBytes) : new MemoryShardCache(budgetBytes);
 }
 
 /**

@@ -3,11 +3,11 @@
  * shard this volunteer draws from and its shard cache ("Shard cache: 0.13 of 0.25 MiB").
  */
 
+import { DEFAULT_BUDGET_SHARDS } from '@shoal/data';
 import { useState } from 'react';
 import { useStore } from 'zustand';
 import { formatBytes } from '../charts/format.ts';
 import type { DatasetInfo, VolunteerShards } from '../runtime/messages.ts';
-import { DEFAULT_BUDGET_SHARDS } from '../runtime/packed-dataset.ts';
 import { corpusName } from '../session/room-check.ts';
 import { store } from '../store.ts';
 

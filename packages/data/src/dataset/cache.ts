@@ -29,6 +29,14 @@ export function largestTrainShard(loaded: LoadedManifest): number {
   return loaded.train.reduce((max, shard) => Math.max(max, shard.bytes), 0);
 }
 
+/** A volunteer's shard budget when it names none: this many of the dataset's largest shard. */
+export const DEFAULT_BUDGET_SHARDS = 4;
+
+/** DEFAULT_BUDGET_SHARDS × the largest training shard: the current one, the next, and two kept. */
+export function defaultShardBudget(loaded: LoadedManifest): number {
+  return DEFAULT_BUDGET_SHARDS * largestTrainShard(loaded);
+}
+
 /** Throws unless a budget of `budgetBytes` holds the dataset's largest training shard. */
 export function checkBudget(budgetBytes: number, loaded: LoadedManifest): void {
   const largest = largestTrainShard(loaded);
