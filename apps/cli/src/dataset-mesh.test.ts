@@ -8,7 +8,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packDataset } from '@shoal/data';
+import { MESH_DATASET_URL } from '@shoal/protocol';
+import { RUN_CONFIG } from '@shoal/protocol/test-fixtures';
+import type { RoomCheckpoint } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
+import { hostData } from './host-data.ts';
 import { loadWrtc } from './room.ts';
 import { eventsOf, freePort, shoalProcesses } from './test-processes.ts';
 
@@ -79,5 +83,22 @@ describe('a dataset room whose folder no server serves', () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a resumed room whose dataset only its host served', () => {
+  it('needs its folder again (--dataset DIR): there is no URL to open', async () => {
+    const dataset = {
+      manifest: 'ab'.repeat(32),
+      url: MESH_DATASET_URL,
+      trainShards: 6,
+      validationShards: 1,
+      trainBytes: 1,
+    };
+    const config = { ...RUN_CONFIG, data: { ...RUN_CONFIG.data, corpus: 'seeded', dataset } };
+    const saved = { state: { config } } as unknown as RoomCheckpoint;
+    await expect(hostData({ evalBatches: 1, evalBytes: 65536 }, config, saved, 'http://127.0.0.1:1')).rejects.toThrow(
+      /fetch seeded from its host only: pass its folder again with --dataset DIR/,
+    );
   });
 });
