@@ -7,10 +7,10 @@
  * The checkpoint, in IndexedDB and downloaded, carries no credentials: the host secret stays in
  * the room's own record (checkpoint-store.ts), which the main thread keeps.
  */
-import { type Batch, type Corpus, corpusFromBytes } from '@shoal/data';
+import { type Batch, type Corpus, corpusFromBytes, type Dataset, urlDatasetSource } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { createWireCodec, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
-import { decodeRoomCheckpoint, Member, type RoomCheckpoint, runIdFor, wallClock } from '@shoal/swarm';
+import { decodeRoomCheckpoint, Member, type RoomCheckpoint, runIdFor, serveDataset, wallClock } from '@shoal/swarm';
 import { evalBatchesFor, HostService, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
 import { loadRoomCorpus, loadRoomFiles, saveRoomCorpus, saveRoomFiles } from './checkpoint-store.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
@@ -73,12 +73,14 @@ async function roomCorpus(
 async function roomData(
   init: HostInit,
   config: RunConfig,
-): Promise<{ corpus?: Corpus; evalBatches: Batch[]; info: DatasetInfo }> {
+): Promise<{ corpus?: Corpus; evalBatches: Batch[]; info: DatasetInfo; packed?: { dataset: Dataset; url: string } }> {
   const ref = config.data.dataset;
   if (ref) {
     if (config.pipeline) throw new Error('a pipeline-parallel room cannot train on a packed dataset yet');
-    const dataset = await openUrlDataset(datasetUrlOf(ref.url, init.origin), { expectHash: ref.manifest });
-    return { evalBatches: await datasetEvalBatches(dataset, config), info: packedDatasetInfo(ref, dataset) };
+    const url = datasetUrlOf(ref.url, init.origin);
+    const dataset = await openUrlDataset(url, { expectHash: ref.manifest });
+    const evalBatches = await datasetEvalBatches(dataset, config);
+    return { evalBatches, info: packedDatasetInfo(ref, dataset), packed: { dataset, url } };
   }
   const { corpus, source } = await roomCorpus(init, config);
   return { corpus, evalBatches: evalBatchesFor(corpus, config, init.evalBatches), info: datasetOf(corpus, source) };
@@ -97,12 +99,16 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
   const config = saved?.state.config ?? init.config;
   if (!config) throw new Error('a new room needs a run config');
   // before the mesh starts: a volunteer may ask for the text as soon as it is welcomed
-  const { corpus, evalBatches, info } = await roomData(init, config);
+  const { corpus, evalBatches, info, packed } = await roomData(init, config);
   post({ type: 'dataset', dataset: info });
   post({ type: 'message-limit', bytes: maxMessageBytesFor(config) });
 
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.room.roomId));
   const reportError = (error: unknown) => post({ type: 'error', message: String(error), fatal: false });
+  // a dataset room: volunteers whose fetches from its URL fail fetch from this page over the mesh
+  if (packed) {
+    await serveDataset(member, packed.dataset, { source: urlDatasetSource(packed.url) }).catch(reportError);
+  }
   const service = await HostService.create({
     member,
     config,

@@ -11,6 +11,7 @@ import {
   checkBudget,
   type Dataset,
   DatasetFetchError,
+  type DatasetSource,
   defaultShardBudget,
   type LoadedManifest,
   largestTrainShard,
@@ -20,7 +21,7 @@ import {
   urlDatasetSource,
   validationSample,
 } from '@shoal/data';
-import type { DatasetRef, RunConfig } from '@shoal/protocol';
+import { type DatasetRef, MESH_DATASET_URL, type RunConfig } from '@shoal/protocol';
 import { datasetRefOf } from '@shoal/swarm';
 import type { DatasetInfo } from './messages.ts';
 
@@ -67,10 +68,13 @@ function explain(error: unknown): Error {
 /** Opens the dataset at `url` (absolute); `expectHash`: only the manifest the room names. */
 export async function openUrlDataset(
   url: string,
-  options: { expectHash?: string; cache?: ShardCache } = {},
+  options: { expectHash?: string; cache?: ShardCache; fallback?: DatasetSource } = {},
 ): Promise<Dataset> {
+  const { fallback, ...open } = options;
+  // 'mesh:': the host serves it over the mesh only
+  const sources = [...(url === MESH_DATASET_URL ? [] : [urlDatasetSource(url)]), ...(fallback ? [fallback] : [])];
   try {
-    return await openDataset(urlDatasetSource(url), options);
+    return await openDataset(sources, open);
   } catch (error) {
     throw explain(error);
   }
@@ -118,13 +122,15 @@ export async function openVolunteerDataset(
   config: RunConfig,
   origin: string,
   budgetMib: number | null,
+  /** Where else to fetch its files when the URL fails: the host over the mesh (meshDatasetSource). */
+  fallback?: DatasetSource,
 ): Promise<{ dataset: Dataset; url: string }> {
   const room = config.data.dataset;
   if (!room) throw new Error(`the room trains on the text ${config.data.corpus}, not a packed dataset`);
   const url = datasetUrlOf(room.url, origin);
-  const probe = await openUrlDataset(url, { expectHash: room.manifest });
+  const probe = await openUrlDataset(url, { expectHash: room.manifest, fallback });
   const cache = shardCacheFor(shardBudgetOf(probe.loaded, budgetMib));
-  return { dataset: await openUrlDataset(url, { expectHash: probe.hash, cache }), url };
+  return { dataset: await openUrlDataset(url, { expectHash: probe.hash, cache, fallback }), url };
 }
 
 /** The host's validation batches of a dataset room: evenly spaced windows of its held-out shards. */

@@ -21,7 +21,15 @@ import {
   type RosterMessage,
   type RunConfig,
 } from '@shoal/protocol';
-import { fetchCorpusFrom, Member, pipelineGroupsOf, placeOf, runIdFor, wallClock } from '@shoal/swarm';
+import {
+  fetchCorpusFrom,
+  Member,
+  meshDatasetSource,
+  pipelineGroupsOf,
+  placeOf,
+  runIdFor,
+  wallClock,
+} from '@shoal/swarm';
 import { stageFor, trainerFor, VolunteerService } from '@shoal/swarm/services';
 import { browserCpuThreads, cpuEngineName } from './cpu-threads.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
@@ -82,7 +90,9 @@ export async function startVolunteer(
 
   /** The room's packed dataset: this volunteer's training shards, from its URL, in a cache of its budget. */
   const openRoomDataset = async (config: RunConfig): Promise<Dataset> => {
-    const opened = await openVolunteerDataset(config, init.origin, init.shardBudgetMib);
+    const manifest = (config.data.dataset as DatasetRef).manifest;
+    const host = meshDatasetSource(member, init.coordinator, { manifest });
+    const opened = await openVolunteerDataset(config, init.origin, init.shardBudgetMib, host);
     dataset = packedDatasetInfo(config.data.dataset as DatasetRef, opened.dataset);
     packed = opened.dataset;
     return opened.dataset;
