@@ -301,7 +301,7 @@ export function createProgram(): Command {
     .addOption(
       new Option(
         '--dataset <dir|url>',
-        "a packed dataset (`shoal data pack`): its URL, or its folder when this room's server serves it (`shoal server --datasets`); volunteers fetch only their training shards",
+        "a packed dataset (`shoal data pack`): its URL, or its folder (found on the room's server when `shoal server --datasets` serves it, else served by this host over the mesh); volunteers fetch only their training shards",
       ).conflicts('data'),
     )
     .addOption(evalBytesOption())
