@@ -193,7 +193,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   // --- loop -------------------------------------------------------------------------------------
   const bar = new cliProgress.SingleBar(
     {
-      format: 'step {value}/{total} |{bar}| loss {loss} | val {val} | {tps} tok/s | ETA {eta_formatted}',
+      format: 'step {value}/{total} |{bar}| bits/byte {loss} | val {val} | {tps} tok/s | ETA {eta_formatted}',
       stream: process.stderr,
       hideCursor: true,
       etaBuffer: 20,
@@ -241,8 +241,8 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
         valLoss = await trainer.evaluate(evalSet);
       if (options.checkpointEvery > 0 && step % options.checkpointEvery === 0) await checkpoint();
       bar.update(step, {
-        loss: Number.isNaN(lastLoss) ? '—' : lastLoss.toFixed(3),
-        val: valLoss === null ? '—' : valLoss.toFixed(3),
+        loss: Number.isNaN(lastLoss) ? '—' : bitsPerByte(lastLoss).toFixed(3),
+        val: valLoss === null ? '—' : bitsPerByte(valLoss).toFixed(3),
         tps: Math.round(((step - firstStep) * tokensPerStep) / stepSeconds).toLocaleString(),
       });
     }
