@@ -90,7 +90,7 @@ function gpuPlan(): DevicePlan {
     torch: true,
     // precision: two 400-step runs of small at ~18 ms a step, kernels compiled twice, the gate
     // and three matmul families at 4096³
-    budgets: { adapter: 15, grads: 40, steps: 100, kernels: 35, precision: 45 },
+    budgets: { adapter: 15, grads: 40, steps: 95, kernels: 35, precision: 45 },
     grads: [preset('nano', 4, 64), preset('small', 4, 256), { ...l12, name: `${l12.name} T256`, B: 2, T: 256 }],
     gradTolerance: 1e-4,
     steps: steps.map(stepCounts),

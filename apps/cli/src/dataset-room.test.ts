@@ -179,7 +179,15 @@ describe('a room on a 1 GB packed dataset', () => {
         ...['--server', url, '--resume', checkpoints, '--checkpoint-dir', checkpoints],
         ...reporting,
       ]);
-      await until(() => eventsOf(again, 'round-committed').length >= 4, 120_000, 'commits after the resume');
+      // the workers train on under the resumed host (their heartbeats feed its ledger): 200 batches
+      // past its first metrics line
+      const first = (await until(() => eventsOf(again, 'metrics')[0], 60_000, 'the resumed host’s metrics'))
+        .tokens as number;
+      await until(
+        () => eventsOf(again, 'metrics').some((m) => (m.tokens as number) > first + 200 * 256),
+        120_000,
+        'training after the resume',
+      );
       for (const w of [w0, w1]) w.child.kill('SIGINT');
       await Promise.all([w0.exit, w1.exit]);
       again.child.kill('SIGINT');
