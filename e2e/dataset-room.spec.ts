@@ -95,7 +95,7 @@ test('a dashboard room on a packed dataset: a volunteer draws its own shards wit
   const host = await hostContext.newPage();
   recordErrors(host, 'host', errors);
   await host.goto(`${origin}/host?${ROOM_QUERY}`);
-  await host.getByRole('radio', { name: /Packed dataset \(URL\)/ }).check();
+  await host.getByRole('radio', { name: /packed dataset/i }).check();
   const create = host.getByRole('button', { name: 'Create room' });
   await expect(create).toBeDisabled(); // no URL yet
 

@@ -42,7 +42,7 @@ test('an uploaded text reaches the volunteers over the mesh, and survives a relo
   const host = await hostContext.newPage();
   recordErrors(host, 'host', errors);
   await host.goto(`/host?${ROOM_QUERY}`);
-  await host.getByRole('radio', { name: /A text file of yours/ }).check();
+  await host.getByRole('radio', { name: /your own text file/i }).check();
   const create = host.getByRole('button', { name: 'Create room' });
   await expect(create).toBeDisabled(); // no file yet
   // a binary file is refused with a reason, and the room cannot be created with it

@@ -39,16 +39,15 @@ import {
   recommendation,
 } from './RecommendSettings.tsx';
 
+// Short labels, so the model, the text and Create fit a phone's first screen; the chosen one's
+// hint follows the choices.
 const DATASETS = [
-  { value: 'moby-dick', label: 'Moby Dick: 1.2 MB of text, served by this server to every volunteer' },
-  {
-    value: 'upload',
-    label: 'A text file of yours (UTF-8, up to 64 MiB): volunteers receive it from this page over the mesh',
-  },
+  { value: 'moby-dick', label: 'Moby Dick (1.2 MB)', hint: 'Served by this server to every volunteer.' },
+  { value: 'upload', label: 'Your own text file (≤ 64 MiB)', hint: null },
   {
     value: 'packed',
-    label:
-      'Packed dataset (URL): a dataset of any size packed with shoal pack; each volunteer fetches only its own shards',
+    label: 'A packed dataset, by URL',
+    hint: 'Any size, packed with shoal data pack; each volunteer fetches only its own shards.',
   },
 ] as const;
 type DatasetChoice = (typeof DATASETS)[number]['value'];
@@ -235,6 +234,13 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
                 {label}
               </label>
             ))}
+            {DATASETS.map(({ value, hint }) =>
+              value === dataset && hint ? (
+                <small className="muted" key={value}>
+                  {hint}
+                </small>
+              ) : null,
+            )}
             {dataset === 'packed' && (
               <PackedDatasetField
                 url={datasetUrl}
@@ -265,7 +271,7 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
                 <small className="muted">
                   {text
                     ? `${text.name}: ${fmt.bytes(text.bytes.length)}; the last 10% is held out for validation. It stays in this browser and is sent only to the room’s volunteers.`
-                    : 'The model reads bytes: any language, code or prose. The last 10% is held out for validation.'}
+                    : 'UTF-8; volunteers receive it from this page over the mesh. The model reads bytes: any language, code or prose. The last 10% is held out for validation.'}
                 </small>
               ))}
           </fieldset>

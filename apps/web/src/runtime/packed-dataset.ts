@@ -1,5 +1,5 @@
 /**
- * Packed datasets in the browser (docs/cli.md, `shoal pack`): what the host's form, the host's
+ * Packed datasets in the browser (docs/cli.md, `shoal data pack`): what the host's form, the host's
  * room worker and a volunteer's room worker share. A room names its dataset by manifest hash and
  * URL (an http(s) URL, or /datasets/NAME/ on the room's own server, which each page reads from its
  * own origin); volunteers fetch only their training shards, into a cache of a budget they choose.
