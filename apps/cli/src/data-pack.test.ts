@@ -1,31 +1,15 @@
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseManifest } from '@shoal/data';
 import { describe, expect, it } from 'vitest';
+import { runShoal } from './test-processes.ts';
 
-const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'shoal-data-pack-'));
 
-/** Runs `shoal data pack …` without blocking, so the cases run side by side. */
-function pack(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [shoal, 'data', 'pack', ...args], { timeout: 60_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
+/** `shoal data pack …`, without blocking, so the cases run side by side. */
+const pack = (args: string[]) => runShoal(['data', 'pack', ...args]);
 
 /** ~`bytes` of seeded words and line breaks (an LCG), with multi-byte characters among them. */
 function seededText(bytes: number, seed: number): string {

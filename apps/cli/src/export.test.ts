@@ -1,15 +1,13 @@
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { compareArrays } from '@shoal/gpu';
 import { buildLayout, CpuGpt, encodeState, encodeWeights, type GptConfig } from '@shoal/model';
 import { runLogits } from '@shoal/onnx';
 import { spreadParameters } from '@shoal/onnx/test-params';
 import { describe, expect, it } from 'vitest';
+import { runShoal } from './test-processes.ts';
 
-const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'shoal-export-'));
 // Small and odd (head size 6, V not a multiple of 16) so the engine's JS and SIMD paths both show.
 const config: GptConfig = { nLayer: 2, nHead: 2, nEmbd: 12, blockSize: 9, vocabSize: 41 };
@@ -18,22 +16,8 @@ const params = spreadParameters(layout, 5);
 const checkpoint = join(dir, 'model.safetensors');
 writeFileSync(checkpoint, encodeWeights(layout, params));
 
-/** Runs `shoal export …` without blocking, so the bad-input cases run side by side. */
-function exportCli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [shoal, 'export', ...args], { timeout: 60_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
+/** `shoal export …`, without blocking, so the bad-input cases run side by side. */
+const exportCli = (args: string[]) => runShoal(['export', ...args]);
 
 describe('shoal export', () => {
   it('writes an ONNX model whose onnxruntime-web logits match the engine within 1e-4', async () => {

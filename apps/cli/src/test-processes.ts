@@ -35,6 +35,30 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** What a `shoal` command that ran to its end printed, and its exit code. */
+export interface ShoalRun {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `shoal ARGS…` to its end without blocking (so several cases run side by side), 60 s at most. */
+export function runShoal(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ShoalRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [shoal, ...args], { timeout: 60_000, env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
 export const eventsOf = (p: Proc, event: string) => p.lines.filter((line) => line.event === event);
 
 /** A set of `shoal` processes for one test file; `killAll` in its afterAll. */

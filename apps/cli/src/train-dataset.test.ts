@@ -1,56 +1,25 @@
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { assignShards, MIN_SHARD_BYTES, packDataset, parseManifest } from '@shoal/data';
 import { readSafetensors } from '@shoal/model';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runShoal, type ShoalRun } from './test-processes.ts';
 
-const shoal = fileURLToPath(new URL('../bin/shoal.mjs', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'shoal-train-dataset-'));
 const SEED = 7;
 
-interface Result {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
+type Result = ShoalRun;
 
 /** `shoal train` on the CPU engine at nano with tiny steps, without blocking (a server runs here). */
 function train(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Result> {
-  const argv = [
-    shoal,
-    'train',
-    '--backend',
-    'cpu',
-    '--threads',
-    '1',
-    '--preset',
-    'nano',
-    '--batch',
-    '2',
-    '--seq',
-    '16',
-  ];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...argv, '--seed', String(SEED), '--eval-bytes', '1KiB', ...args], {
-      timeout: 60_000,
-      env: { ...process.env, XDG_CACHE_HOME: join(dir, 'xdg-cache'), ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  const argv = ['train', '--backend', 'cpu', '--threads', '1', '--preset', 'nano', '--batch', '2', '--seq', '16'];
+  return runShoal([...argv, '--seed', String(SEED), '--eval-bytes', '1KiB', ...args], {
+    XDG_CACHE_HOME: join(dir, 'xdg-cache'),
+    ...env,
   });
 }
 
