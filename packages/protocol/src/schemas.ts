@@ -19,6 +19,7 @@ import {
   MAX_DATASET_SHARDS,
   MAX_DEADLINE_MS,
   MAX_FRAGMENTS,
+  MAX_MEMBERS,
   MAX_PEER_ID_LENGTH,
   MAX_PIPELINE_STAGES,
   MAX_REASON_LENGTH,
@@ -307,8 +308,23 @@ export const roomRunStateSchema = z
       .array(z.object({ round: roundSchema, hash: hashHexSchema }))
       .min(1)
       .max(MAX_FRAGMENTS),
-    /** Tokens the room had trained (the inner learning-rate schedule's position). */
+    /** Tokens the room had trained. */
     roomTokens: countSchema,
+    /**
+     * The room's step on the learning-rate schedule, which a resumed host goes on from (it never
+     * goes back). Absent: an older host's (the resumed room then goes on from its kept view).
+     */
+    step: countSchema.optional(),
+    /**
+     * Each worker's steps as the host had counted them: `innerStep` the worker's own count its
+     * heartbeat said, `step` its place on the room's schedule. A worker that comes back to the
+     * resumed host with at least that count is credited with the steps it trained since the save,
+     * and keeps its place. Absent: an older host's.
+     */
+    members: z
+      .record(peerIdSchema, z.object({ innerStep: countSchema, step: countSchema }))
+      .refine((members) => Object.keys(members).length <= MAX_MEMBERS, { message: `at most ${MAX_MEMBERS} members` })
+      .optional(),
     committedRounds: countSchema,
     abortedRounds: countSchema,
     /** The signaling room, so a restarted host can take it back (the secret is the host's key). */

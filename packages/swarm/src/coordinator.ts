@@ -85,9 +85,21 @@ export interface CoordinatorOptions {
     roomTokens: number;
     committedRounds: number;
     abortedRounds: number;
+    /** The room's step at the save (absent: an older host's). */
+    step?: number;
+    /** Each worker's steps at the save (MemberSteps; absent: an older host's). */
+    members?: Record<PeerId, MemberSteps>;
     /** A dataset room's ledger at the save. */
     data?: DataLedger;
   };
+}
+
+/** A worker's steps as the host counted them (the run state keeps them): see roomRunStateSchema. */
+export interface MemberSteps {
+  /** The worker's own count of its inner steps, as its heartbeat said. */
+  innerStep: number;
+  /** Its place on the room's schedule. */
+  step: number;
 }
 
 export class Coordinator {
@@ -104,6 +116,12 @@ export class Coordinator {
   paused = false;
   /** Tokens of members that left, and of the run before a resume (the room's total keeps them). */
   private departedTokens = 0;
+  /** The room's tokens never show less (a resumed host's kept view: carryTokens). */
+  private tokenFloor = 0;
+  /** The room's step (step()): it never goes back, and a resumed run's starts where it was. */
+  private stepFloor = 0;
+  /** The workers a resumed run state counted, until each comes back (onHello) or the next save. */
+  private readonly resumedSteps = new Map<PeerId, MemberSteps>();
   private readonly lastRound: number[];
   /**
    * The hash of each fragment's last commit, the base of its next round. Not the host replica's:
@@ -167,6 +185,8 @@ export class Coordinator {
     this.committedHash = fragments.map(() => null);
     this.inFlight = fragments.map(() => null);
     this.nextOpenStep = fragments.map((_, p) => H + Math.floor((p * H) / P));
+    for (const [peer, steps] of Object.entries(resume?.members ?? {})) this.resumedSteps.set(peer, steps);
+    this.carryStep(resume?.step ?? 0);
     member.on('hello', (from, message) =>
       this.onHello(from, message.role, message.capabilities, message.holds, message.innerStep ?? 0),
     );
@@ -205,11 +225,11 @@ export class Coordinator {
     return this.roster.members;
   }
 
-  /** The room's total tokens trained (the inner schedule's position). */
+  /** The room's total tokens trained. */
   get roomTokens(): number {
     let total = this.departedTokens;
     for (const info of this.members.values()) total += info.innerStep * this.tokensPerStep;
-    return total;
+    return Math.max(total, this.tokenFloor);
   }
 
   /**
@@ -235,17 +255,56 @@ export class Coordinator {
   }
 
   /**
-   * Raises the room's tokens to `tokens` when they are more: a resumed host whose kept view saw
-   * tokens trained after its checkpoint (the volunteers trained them and keep them in θ_local).
+   * The room's tokens never show less than `tokens`: a resumed host whose kept view saw tokens
+   * trained after its checkpoint. The workers that come back are credited with their steps since
+   * the save (onHello), which count those tokens again, so this is a floor, not an addition.
    */
   carryTokens(tokens: number): void {
-    const missing = tokens - this.roomTokens;
-    if (Number.isFinite(missing) && missing > 0) this.departedTokens += missing;
+    if (Number.isFinite(tokens)) this.tokenFloor = Math.max(this.tokenFloor, tokens);
+  }
+
+  /**
+   * The room's step goes on from at least `step` (a resumed run's saved step, or its kept view's
+   * when that is later): each fragment's next round is the first on its grid after it.
+   */
+  carryStep(step: number): void {
+    if (!Number.isFinite(step) || step <= this.stepFloor) return;
+    this.stepFloor = step;
+    const H = this.config.diloco.innerSteps;
+    for (const [p, next] of this.nextOpenStep.entries()) {
+      let at = next;
+      while (at <= step) at += H;
+      this.nextOpenStep[p] = at;
+    }
   }
 
   /** The median synced worker's inner step, on the room's schedule. */
   get medianStep(): number {
     return median(this.syncedWorkers().map((info) => info.scheduleOffset + info.innerStep));
+  }
+
+  /**
+   * The room's step: where its workers are on the learning-rate schedule (the median synced
+   * worker's schedule step, which a newcomer starts from), never going back: not when a worker
+   * far ahead leaves, not across a host's restart. Rounds open by it, every page shows it, and
+   * the schedule ends when it reaches the total steps.
+   */
+  step(): number {
+    this.stepFloor = Math.max(this.stepFloor, this.medianStep);
+    return this.stepFloor;
+  }
+
+  /**
+   * Each worker's steps for the run state: those in the room, and those a resumed run state
+   * counted that have not come back yet (they may still).
+   */
+  memberSteps(): Record<PeerId, MemberSteps> {
+    const steps: Record<PeerId, MemberSteps> = Object.fromEntries(this.resumedSteps);
+    for (const info of this.members.values()) {
+      if (info.role !== 'worker') continue;
+      steps[info.peer] = { innerStep: info.baseStep + info.innerStep, step: info.scheduleOffset + info.innerStep };
+    }
+    return steps;
   }
 
   syncedWorkers(): MemberInfo[] {
@@ -291,15 +350,19 @@ export class Coordinator {
       if (status === 'syncing') for (const open of this.inFlight) open?.excused.add(from);
       existing.capabilities = capabilities;
     } else {
+      // A worker the resumed run state counted, back with at least the steps it had then: its
+      // steps since the save count, and it keeps its place. Anyone else starts at the room's step.
+      const resumed = role === 'worker' ? this.resumedSteps.get(from) : undefined;
+      this.resumedSteps.delete(from);
+      const credited = resumed !== undefined && ownStep >= resumed.innerStep;
       const newcomer = {
         peer: from,
         role,
         status,
         capabilities,
-        baseStep: ownStep,
+        baseStep: credited ? resumed.innerStep : ownStep,
         behind,
-        // the median worker's step, or where the last rounds opened when nobody is training
-        scheduleOffset: Math.max(this.medianStep, Math.min(...this.nextOpenStep) - this.config.diloco.innerSteps),
+        scheduleOffset: credited ? resumed.step : this.step(),
       };
       this.roster.add(newcomer, this.member.clock.now());
       this.options.onEvent?.({ event: 'peer-joined', peer: from });
@@ -402,14 +465,14 @@ export class Coordinator {
     return workers.filter((w) => groups.slot(w.peer)?.stage === stage && groups.complete(w.peer));
   }
 
-  /** Opens every fragment's round that the median worker's progress calls for. */
+  /** Opens every fragment's round that the room's step calls for. */
   maybeOpenRounds(): void {
     if (this.paused) return;
     let workers = this.syncedWorkers();
     // every worker benched: nobody is left to train with, so the benches end now
     if (workers.length === 0 && this.roster.liftBenches(true)) workers = this.syncedWorkers();
     if (workers.length === 0) return;
-    const step = this.medianStep;
+    const step = this.step();
     for (let p = 0; p < this.inFlight.length; p++) {
       if (this.inFlight[p] || step < (this.nextOpenStep[p] as number)) continue;
       const holders = this.holders(p, workers);
@@ -432,7 +495,7 @@ export class Coordinator {
     // to catch up would carry none, so their outer steps would apply momentum alone.
     const H = diloco.innerSteps;
     let next = (this.nextOpenStep[p] as number) + H;
-    while (next <= this.medianStep) next += H;
+    while (next <= this.step()) next += H;
     this.nextOpenStep[p] = next;
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));

@@ -26,7 +26,10 @@ export interface HostOptions {
    * last committed round and hash, which the weights and momentum must reproduce, and the room's
    * counters.
    */
-  resume?: Pick<RoomRunState, 'fragments' | 'roomTokens' | 'committedRounds' | 'abortedRounds' | 'data'>;
+  resume?: Pick<
+    RoomRunState,
+    'fragments' | 'roomTokens' | 'step' | 'members' | 'committedRounds' | 'abortedRounds' | 'data'
+  >;
   deadlineMs?: number;
   /** Appended to an unreachable member's reason in the roster. */
   unreachableHint?: string;

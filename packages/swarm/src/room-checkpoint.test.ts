@@ -122,11 +122,17 @@ describe('a room checkpoint', () => {
     expect(both.length).toBeGreaterThanOrEqual(4);
     const states = host.fragmentStates();
     for (const w of workers) expect(replicaStates(w.worker)).toEqual(states);
-    // Their steps count on; the room's tokens count each step once.
+    // Their steps count on from the save, the ones trained while the host was away included, each
+    // once; the room's step goes on from the saved one.
     const perStep = config.train.batchSize * config.train.seqLen;
-    const since = workers.reduce((n, w, i) => n + (w.worker.metrics.innerStep - must(stepsAtReturn[i])), 0);
-    expect(host.coordinator.roomTokens).toBeGreaterThan(saved.state.roomTokens);
-    expect(host.coordinator.roomTokens).toBeLessThanOrEqual(saved.state.roomTokens + since * perStep);
+    const atSave = workers.map((w) => must(saved.state.members?.[w.peer]).innerStep);
+    const sinceSave = (steps: number[]) => steps.reduce((n, step, i) => n + step - must(atSave[i]), 0);
+    const final = workers.map((w) => w.worker.metrics.innerStep);
+    expect(host.coordinator.roomTokens).toBeGreaterThan(saved.state.roomTokens + sinceSave(stepsAtReturn) * perStep);
+    expect(host.coordinator.roomTokens).toBeLessThanOrEqual(saved.state.roomTokens + sinceSave(final) * perStep);
+    expect(host.coordinator.step()).toBeGreaterThan(
+      must(saved.state.step) + (final[0] as number) - must(atSave[0]) - 10,
+    );
   }, 60_000);
 
   it('keeps no credentials: a run state from before carries its secret in, and goes out without it', async () => {

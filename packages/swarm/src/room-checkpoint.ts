@@ -33,6 +33,8 @@ export function roomCheckpointOf(host: Host, savedAt = new Date()): RoomCheckpoi
       config: host.config,
       fragments: host.fragmentStates().map(({ round, hash }) => ({ round, hash })),
       roomTokens: coordinator.roomTokens,
+      step: coordinator.step(),
+      members: coordinator.memberSteps(),
       committedRounds: coordinator.committedRounds,
       abortedRounds: coordinator.abortedRounds,
       room: null,

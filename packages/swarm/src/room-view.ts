@@ -130,15 +130,15 @@ export function evalTrendOf(best: Evaluation | null, recent: readonly Evaluation
 }
 
 /**
- * A fragment's countdown: the median worker's steps to its next round's opening, and that many
- * step times (null while no speed is known). An open round, or one already due, is 0 steps away.
+ * A fragment's countdown: the room's steps to its next round's opening, and that many step times
+ * (null while no speed is known). An open round, or one already due, is 0 steps away.
  */
 export function nextRoundOf(
   next: { fragment: number; round: number; open: boolean; atStep: number },
-  medianStep: number,
+  roomStep: number,
   stepMs: number | null,
 ): RoomViewNextRound {
-  const steps = next.open ? 0 : Math.max(0, next.atStep - medianStep);
+  const steps = next.open ? 0 : Math.max(0, next.atStep - roomStep);
   return {
     fragment: next.fragment,
     round: next.round,
@@ -251,8 +251,6 @@ export class RoomViewRecorder {
   private pending: RoomViewPoint[] = [];
   private fp32Bytes = 0;
   private dpBytes = 0;
-  /** The largest room step shown so far: the median drops when a worker far ahead leaves. */
-  private stepFloor = 0;
   /** The room's tokens already counted into dpBytes. */
   private dpTokens: number;
   /** N: every parameter of the model (the fragments cover them all). */
@@ -280,7 +278,6 @@ export class RoomViewRecorder {
     if (kept?.rounds) this.rounds.push(...kept.rounds.slice(-MAX_VIEW_ROUNDS).map((round) => ({ ...round })));
     for (const [peer, count] of Object.entries(kept?.contributed ?? {})) this.contributed.set(peer, count);
     this.bestEval = kept?.bestEval ?? null;
-    this.stepFloor = kept?.step ?? options.continueFrom?.step ?? 0;
     this.fp32Bytes = options.continueFrom?.fp32Bytes ?? 0;
     this.dpBytes = options.continueFrom?.dpBytes ?? 0;
     this.dpTokens = this.host.coordinator.roomTokens;
@@ -357,14 +354,9 @@ export class RoomViewRecorder {
     this.recentEvals = [...this.recentEvals, evaluation].slice(-RISING_EVALS);
   }
 
-  /**
-   * The room's step: where its workers are on the learning-rate schedule (the median worker's
-   * schedule step, which a late joiner starts from), never going back. Every page shows this one,
-   * and the schedule ends when it reaches the total steps.
-   */
+  /** The room's step (Coordinator.step): every page shows this one. */
   step(): number {
-    this.stepFloor = Math.max(this.stepFloor, this.host.coordinator.medianStep);
-    return this.stepFloor;
+    return this.host.coordinator.step();
   }
 
   /** Records one chart point now. */
@@ -424,9 +416,9 @@ export class RoomViewRecorder {
     const { coordinator, member } = this.host;
     const figures = this.figures();
     const stepMs = this.stepMs(figures.workers);
-    const medianStep = coordinator.medianStep;
+    const step = this.step();
     const metrics: RoomViewMetrics = {
-      step: this.step(),
+      step,
       tokens: coordinator.roomTokens,
       trainLoss: figures.trainLoss,
       evalLoss: this.evalLoss,
@@ -441,7 +433,7 @@ export class RoomViewRecorder {
         .map(({ round, hash }) => ({ round, hash })),
       wire: this.wire(),
       stepMs,
-      nextRounds: coordinator.nextRounds.slice(0, 256).map((next) => nextRoundOf(next, medianStep, stepMs)),
+      nextRounds: coordinator.nextRounds.slice(0, 256).map((next) => nextRoundOf(next, step, stepMs)),
       evalTrend: evalTrendOf(this.bestEval, this.recentEvals),
     };
     const clock = member.clock.now(); // lastSeen is on the member's clock, not the epoch

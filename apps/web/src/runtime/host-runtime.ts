@@ -88,13 +88,12 @@ async function roomData(
 
 export async function startHost(init: HostInit, transport: PortTransport, post: Post): Promise<HostRuntime> {
   let saved: RoomCheckpoint | null = null;
-  /** The room's step when the resumed checkpoint was saved (its record says; the files hold tokens). */
-  let savedStep = 0;
   if (init.resume) {
     const files = await loadRoomFiles(init.resume);
     if (!files) throw new Error(`no checkpoint of room ${init.resume} in this browser`);
     saved = decodeRoomCheckpoint(files.weights, files.state);
-    savedStep = files.info?.step ?? 0;
+    // an older host's run state holds no step: its record's goes in its place
+    saved.state.step ??= files.info?.step;
   }
   const config = saved?.state.config ?? init.config;
   if (!config) throw new Error('a new room needs a run config');
@@ -139,7 +138,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     onError: reportError,
   });
   transport.start();
-  if (saved) post({ type: 'resumed', checkpoint: infoOf(saved, savedStep) });
+  if (saved) post({ type: 'resumed', checkpoint: infoOf(saved, saved.state.step ?? 0) });
   service.start(init.history && viewHistoryOf(init.history));
 
   return {

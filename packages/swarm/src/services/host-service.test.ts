@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeRoomCheckpoint } from '../room-checkpoint.ts';
+import { must } from '../test-room.ts';
 import { HOST_DEFAULTS, scheduleStep, viewHistoryOf } from './host-service.ts';
 import { createServiceRoom } from './test-services.ts';
 import type { VolunteerService } from './volunteer-service.ts';
@@ -167,4 +168,45 @@ describe('the host service', () => {
     );
     expect(view.metrics.evalTrend?.best).toBe(kept.metrics.evalTrend?.best);
   }, 60_000);
+
+  it('keeps one step across host restarts: it never stalls or goes back, and the schedule ends on it', async () => {
+    const TOTAL = 80;
+    /** A run of two volunteers to the schedule's end, the host restarted at each of `restarts` (ms). */
+    const run = async (restarts: number[]) => {
+      const room = await createServiceRoom({ totalSteps: TOTAL });
+      room.service.start();
+      const own = [room.addVolunteer('v0'), room.addVolunteer('v1')];
+      volunteers.push(...own);
+      for (const v of own) void v.start();
+      let service = room.service;
+      const steps: number[] = [];
+      for (let t = 500; t <= 60_000 && room.ended.length === 0; t += 500) {
+        await room.clock.runAsync({ until: t });
+        // the server keeps the last view the host published, and the page reloads after it
+        if (restarts.includes(t)) service = await room.restartHost(service.recorder.snapshot());
+        room.timers.fire(PUBLISH_MS);
+        steps.push(must(room.views.at(-1)).step);
+      }
+      expect(room.ended).toEqual(['schedule']);
+      expect(room.errors).toEqual([]);
+      await room.clock.runAsync({ until: room.clock.now() + 100 });
+      return { steps, tokens: must(room.saved.at(-1)).state.roomTokens, config: room.config };
+    };
+    const plain = await run([]);
+    const restarted = await run([2_500, 5_000, 6_000, 9_500]);
+    for (const { steps } of [plain, restarted]) {
+      for (let i = 1; i < steps.length; i++) {
+        expect(steps[i], `step ${i}`).toBeGreaterThanOrEqual(steps[i - 1] as number);
+        // two volunteers train a step every 200 ms or so: 3 s without one is a stall
+        if (i >= 6) expect(steps[i], `step ${i}`).toBeGreaterThan(steps[i - 6] as number);
+      }
+      expect(steps.at(-1)).toBeGreaterThanOrEqual(TOTAL);
+      expect(steps.at(-1)).toBeLessThan(TOTAL + 10);
+    }
+    // the same tokens as the run without restarts, within one round (H steps of both volunteers)
+    const { train, diloco } = plain.config;
+    const round = diloco.innerSteps * 2 * train.batchSize * train.seqLen;
+    expect(Math.abs(restarted.tokens - plain.tokens)).toBeLessThanOrEqual(round);
+    console.log(`tokens at the schedule's end: ${plain.tokens} plain, ${restarted.tokens} with 4 restarts`);
+  }, 120_000);
 });

@@ -125,7 +125,7 @@ export interface ViewHistory {
   kept?: KeptView | null;
   /**
    * The room's tokens it showed: more than the checkpoint's when the volunteers trained on after
-   * the last save (they keep those steps in θ_local), so the room's step does not go back.
+   * the last save (they keep those steps in θ_local), so the room's tokens do not go back.
    */
   tokens?: number;
 }
@@ -215,7 +215,9 @@ export class HostService {
    */
   start(history: ViewHistory | null = null): void {
     const { storage, timers } = this.options;
-    if (history?.tokens !== undefined) this.host.coordinator.carryTokens(history.tokens);
+    const { coordinator } = this.host;
+    if (history?.tokens !== undefined) coordinator.carryTokens(history.tokens);
+    coordinator.carryStep(history?.kept?.step ?? history?.continueFrom?.step ?? 0);
     this.view = new RoomViewRecorder({
       host: this.host,
       roomId: this.options.roomId,
@@ -255,9 +257,9 @@ export class HostService {
     this.options.onView(this.recorder.update(), this.roomStep());
   }
 
-  /** The room's step on the learning-rate schedule (the room view's: RoomViewRecorder.step). */
+  /** The room's step on the learning-rate schedule (Coordinator.step). */
   roomStep(): number {
-    return this.view ? this.view.step() : this.host.coordinator.medianStep;
+    return this.host.coordinator.step();
   }
 
   /** θ_global's fragment hashes, joined: they name θ_global (equal keys, equal parameters). */

@@ -11,8 +11,9 @@ import { createRunConfig } from '../config.ts';
 import type { CoordinatorEvent } from '../coordinator.ts';
 import { Member, type SwarmClock } from '../member.ts';
 import type { RoomCheckpoint } from '../room-checkpoint.ts';
+import type { RoomView } from '../room-view.ts';
 import { SimNetwork, VirtualClock } from '../sim/index.ts';
-import { type Evaluator, HostService, type HostServiceOptions, type Timers } from './host-service.ts';
+import { type Evaluator, HostService, type HostServiceOptions, type Timers, viewHistoryOf } from './host-service.ts';
 import { VolunteerService, type VolunteerServiceOptions } from './volunteer-service.ts';
 
 const RUN = 7;
@@ -88,33 +89,52 @@ export async function createServiceRoom(
   const evaluated: (number | null)[] = [];
   const ended: string[] = [];
   const events: CoordinatorEvent[] = [];
-  // a test room without key pairs: its members require no signatures (test-room.ts says why)
-  const hostMember = new Member(network.join('host'), codec, clock, RUN, { requireSignatures: false });
-  const service = await HostService.create({
-    member: hostMember,
-    config,
-    corpus,
-    saved: options.saved ?? null,
-    deadlineMs: 5_000,
-    roomId: 'r00m',
-    hostKind: 'cli',
-    status: options.status ?? 'running',
-    createEvaluator: () => evaluator,
-    evalBatches: [],
-    evalEveryMs: 30_000,
-    publishEveryMs: 2_000,
-    timers,
-    storage: {
-      save: async (_files, checkpoint) => {
-        saved.push(checkpoint);
+  /** A host service on a new 'host' member, from `from` (a checkpoint) or from nothing. */
+  const hostService = async (from: RoomCheckpoint | null) => {
+    // a test room without key pairs: its members require no signatures (test-room.ts says why)
+    const member = new Member(network.join('host'), codec, clock, RUN, { requireSignatures: false });
+    const service = await HostService.create({
+      member,
+      config,
+      corpus,
+      saved: from,
+      deadlineMs: 5_000,
+      roomId: 'r00m',
+      hostKind: 'cli',
+      status: options.status ?? 'running',
+      createEvaluator: () => evaluator,
+      evalBatches: [],
+      evalEveryMs: 30_000,
+      publishEveryMs: 2_000,
+      timers,
+      storage: {
+        save: async (_files, checkpoint) => {
+          saved.push(checkpoint);
+        },
       },
-    },
-    onEvent: (event) => events.push(event),
-    onView: (update, step) => views.push({ update, step }),
-    onEvaluated: (loss) => evaluated.push(loss),
-    onEnded: (reason) => ended.push(reason),
-    onError: (error) => errors.push(error),
-  });
+      onEvent: (event) => events.push(event),
+      onView: (update, step) => views.push({ update, step }),
+      onEvaluated: (loss) => evaluated.push(loss),
+      onEnded: (reason) => ended.push(reason),
+      onError: (error) => errors.push(error),
+    });
+    return { member, service };
+  };
+  const first = await hostService(options.saved ?? null);
+  const hostMember = first.member;
+  const service = first.service;
+
+  /**
+   * The host's page reloaded: the host crashes (its timers go with it) and a new one starts from
+   * its last checkpoint and `kept`, the view the server kept; the volunteers stay.
+   */
+  const restartHost = async (kept: RoomView) => {
+    network.crash('host');
+    timers.live.clear();
+    const next = await hostService(saved.at(-1) ?? null);
+    next.service.start(viewHistoryOf(kept));
+    return next.service;
+  };
 
   /** A volunteer on the network whose engine spends STEP_MS of its clock per step. */
   /** A volunteer on the CPU engine whose steps take STEP_MS on its clock; `onEngine` sees its engine. */
@@ -155,6 +175,6 @@ export async function createServiceRoom(
   const committed = () => events.filter((e) => e.event === 'round-committed');
   return {
     ...{ clock, network, config, service, hostMember, timers, evaluator },
-    ...{ saved, views, errors, evaluated, ended, events, committed, addVolunteer },
+    ...{ saved, views, errors, evaluated, ended, events, committed, addVolunteer, restartHost },
   };
 }
