@@ -1,3 +1,4 @@
+import type { RoomViewPoint } from '@shoal/protocol';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
@@ -44,6 +45,35 @@ describe('the room charts', () => {
     const before = caption(renderToStaticMarkup(createElement(RoomCharts, { points: [] })), 'chart-loss');
     expect(before).toContain('bits/byte');
     expect(before).not.toContain('chart-loss-latest');
+  });
+
+  it("wait for the members' counters after a page load instead of drawing their arrival as traffic", () => {
+    const at = (t: number, bytes: number, peers: RoomViewPoint['peers']): RoomViewPoint => ({
+      t,
+      tokens: t,
+      step: 0,
+      trainLoss: null,
+      evalLoss: null,
+      tokensPerSecond: 0,
+      bytes,
+      fp32Bytes: 0,
+      dpBytes: 0,
+      peers,
+    });
+    // a reloaded host: its own counter from 0, a volunteer's hello, then its first heartbeat with 1.7 MB
+    const loaded = [at(0, 1_000, {}), at(1000, 2_000, { a: { loss: null, tokensPerSecond: 0 } })];
+    const reported = [...loaded, at(2000, 1_702_000, { a: { loss: 3, tokensPerSecond: 900 } })];
+    const bandwidth = (points: RoomViewPoint[]) =>
+      /<figure[^>]*data-testid="chart-bandwidth"[^>]*>/.exec(
+        renderToStaticMarkup(createElement(RoomCharts, { points })),
+      )?.[0];
+    expect(bandwidth(reported)).toContain('data-empty="true"');
+    // once it has settled, the rate of what is sent from then on
+    const settled = [
+      ...reported,
+      ...[5000, 6000, 7000].map((t) => at(t, 1_702_000 + (t - 5000) * 50, reported[2]?.peers ?? {})),
+    ];
+    expect(bandwidth(settled)).not.toContain('data-empty');
   });
 
   it('say nothing of the codec for a view from before low-rank rounds', () => {

@@ -12,6 +12,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import './charts.css';
 import { formatDuration, formatQuantity, formatSi } from './format.ts';
+import { isolatedIndices } from './gaps.ts';
 import { type ChartColumns, hasValues, PEER_PALETTE, type SeriesSpec, type XAxisKind } from './series.ts';
 
 export interface TimeSeriesChartProps {
@@ -24,7 +25,10 @@ export interface TimeSeriesChartProps {
   xLabel?: string;
   /** The y axis' label, drawn beside its ticks; default none (the units are in the title). */
   yLabel?: string;
-  /** uPlot's AlignedData: x ascending, then one column per entry of `series`, null for gaps. */
+  /**
+   * uPlot's AlignedData: x ascending, then one column per entry of `series`: null breaks a line
+   * (a gap), undefined is a value not measured there (the line joins across it).
+   */
   data: ChartColumns;
   series: SeriesSpec[];
   /** Height of the plot (axes included, legend not) in px; default 220. */
@@ -106,6 +110,35 @@ function isZoomed(self: uPlot): boolean {
   const last = xs[xs.length - 1] as number;
   const slack = (last - first) * 1e-6;
   return min > first + slack || max < last - slack;
+}
+
+/**
+ * One y series' uPlot options. A null cell is a gap, with no line across it (undefined cells, values
+ * not measured there, are joined across); a marker at every value where the spec asks, elsewhere
+ * at a value no line reaches, which would otherwise not show at all.
+ */
+export function lineSeries(spec: SeriesSpec, stroke: string, formatLegendY: (value: number) => string): uPlot.Series {
+  return {
+    label: spec.label,
+    stroke,
+    width: spec.width ?? 1.5,
+    ...(spec.dash ? { dash: spec.dash } : {}),
+    spanGaps: false,
+    points: spec.points
+      ? { show: true }
+      : {
+          filter: (u: uPlot, s: number, show: boolean) => {
+            if (show) return null; // uPlot draws every point anyway
+            const lone = isolatedIndices(u.data[s] ?? []);
+            return lone.length > 0 ? lone : null;
+          },
+        },
+    // With no cursor over the plot, the legend shows the latest value.
+    value: (u, v, s, idx) => {
+      const y = idx === null ? lastNonNull(u.data[s]) : v;
+      return y === null || y === undefined ? '—' : formatLegendY(y);
+    },
+  };
 }
 
 /** Re-renders when the page switches between light and dark, so the canvas picks up new colors. */
@@ -195,19 +228,7 @@ export function TimeSeriesChart(props: TimeSeriesChartProps) {
             return x === null ? '—' : xAxis === 'tokens' ? `${formatSi(x)} tokens` : formatDuration(x);
           },
         },
-        ...specs.series.map(
-          (spec, i): uPlot.Series => ({
-            label: spec.label,
-            stroke: color(spec, i),
-            width: spec.width ?? 1.5,
-            ...(spec.dash ? { dash: spec.dash } : {}),
-            spanGaps: true,
-            value: (u, v, s, idx) => {
-              const y = idx === null ? lastNonNull(u.data[s]) : v;
-              return y === null || y === undefined ? '—' : formatLegendY(y);
-            },
-          }),
-        ),
+        ...specs.series.map((spec, i) => lineSeries(spec, color(spec, i), formatLegendY)),
       ],
       legend: { live: true },
       cursor: { drag: { x: true, y: false }, points: { size: 6 } },

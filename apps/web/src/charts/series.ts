@@ -1,17 +1,23 @@
 /**
  * The room's chart points (RoomViewPoint, packages/protocol/src/room-view.ts) as columns for
  * uPlot: one x column (tokens or seconds since the run started) and one column per series, with
- * `null` where a series has no value. Pure functions, no DOM: the dashboard and the watch page
- * call them on every update, the tests in Node.
+ * `null` where a series has no value (the line breaks) and `undefined` where a reading is carried
+ * forward (not drawn, joined across). A gap in time (gaps.ts) is a row of nulls between the points
+ * on either side. Pure functions, no DOM: the dashboard and the watch page call them on every
+ * update, the tests in Node.
  */
 import { bitsPerByte } from '@shoal/data';
 import type { RoomViewPoint } from '@shoal/protocol';
+import { COUNTER_SETTLE_MS, counterBreaks, measuredOnly, timeGaps } from './gaps.ts';
 
 /** What the x axis counts: the room's tokens trained, or seconds since the run started. */
 export type XAxisKind = 'tokens' | 'time';
 
+/** A column's cell: a value, null (none: the line breaks), undefined (not measured here: joined across). */
+export type ChartValue = number | null | undefined;
+
 /** uPlot's AlignedData, kept DOM-free: x ascending, then one column per series. */
-export type ChartColumns = [x: number[], ...series: (number | null)[][]];
+export type ChartColumns = [x: number[], ...series: ChartValue[][]];
 
 export interface SeriesSpec {
   label: string;
@@ -21,6 +27,8 @@ export interface SeriesSpec {
   dash?: number[];
   /** Line width in px; default 1.5. */
   width?: number;
+  /** A marker at every value: a series of sparse measurements (validation loss), each one shown. */
+  points?: boolean;
 }
 
 export interface ChartSeries {
@@ -111,30 +119,45 @@ export function xOf(point: RoomViewPoint, xAxis: XAxisKind): number {
 }
 
 /**
- * Indices of `points` in ascending x (stable): uPlot needs x sorted. Time always ascends; the
+ * Indices of `xs` in ascending order (stable): uPlot needs x sorted. Time always ascends; the
  * token count can step back (a resumed room), so it is checked rather than assumed.
  */
-function ascendingOrder(points: readonly RoomViewPoint[], xAxis: XAxisKind): number[] {
-  const indices = points.map((_, i) => i);
-  const xs = points.map((p) => xOf(p, xAxis));
+function ascendingOrder(xs: readonly number[]): number[] {
+  const indices = xs.map((_, i) => i);
   const sorted = xs.every((x, i) => i === 0 || x >= (xs[i - 1] as number));
   return sorted ? indices : indices.sort((a, b) => (xs[a] as number) - (xs[b] as number) || a - b);
 }
 
-/** Builds columns from per-point values, in ascending x. */
+/**
+ * Builds columns from per-point values (index: the point's in `points`), in ascending x. Where
+ * time has a gap between two points, a row of nulls halfway between them breaks every line.
+ */
 function columns(
   points: readonly RoomViewPoint[],
   xAxis: XAxisKind,
-  values: ((point: RoomViewPoint, index: number) => number | null)[],
+  values: ((point: RoomViewPoint, index: number) => ChartValue)[],
 ): ChartColumns {
-  const order = ascendingOrder(points, xAxis);
-  const x = order.map((i) => xOf(points[i] as RoomViewPoint, xAxis));
-  const ys = values.map((value) => order.map((i) => finiteOrNull(value(points[i] as RoomViewPoint, i))));
-  return [x, ...ys];
+  const gaps = timeGaps(points);
+  const xs: number[] = [];
+  const cells: ChartValue[][] = values.map(() => []);
+  points.forEach((point, i) => {
+    const x = xOf(point, xAxis);
+    if (gaps[i]) {
+      xs.push((xOf(points[i - 1] as RoomViewPoint, xAxis) + x) / 2);
+      for (const column of cells) column.push(null);
+    }
+    xs.push(x);
+    values.forEach((value, j) => {
+      cells[j]?.push(cell(value(point, i)));
+    });
+  });
+  const order = ascendingOrder(xs);
+  return [order.map((k) => xs[k] as number), ...cells.map((column) => order.map((k) => column[k]))];
 }
 
-function finiteOrNull(value: number | null | undefined): number | null {
-  return value !== null && value !== undefined && Number.isFinite(value) ? value : null;
+/** A value as a cell: non-finite numbers are null; undefined (carried forward) stays. */
+function cell(value: ChartValue): ChartValue {
+  return value === undefined || value === null || Number.isFinite(value) ? value : null;
 }
 
 function peerSeries(points: readonly RoomViewPoint[], options: SeriesOptions) {
@@ -146,15 +169,20 @@ function peerSeries(points: readonly RoomViewPoint[], options: SeriesOptions) {
   }));
 }
 
-/** A loss in nats per byte-token in bits per byte; null stays null. */
-function lossInBits(nats: number | null | undefined): number | null {
-  return nats === null || nats === undefined ? null : bitsPerByte(nats);
+/** A loss in nats per byte-token in bits per byte; null and undefined stay. */
+function lossInBits(nats: ChartValue): ChartValue {
+  return nats === null || nats === undefined ? nats : bitsPerByte(nats);
 }
 
 /**
  * Loss: the host's validation loss on θ_global (the line that matters), the mean of the workers'
  * training losses, then each volunteer's training loss. The points carry nats per byte-token;
  * the columns are bits per byte (docs/bits-per-byte.md).
+ *
+ * Each point repeats the latest loss until a new one is measured, so only the points where a loss
+ * changed are its measurements (measuredOnly): the validation loss is a point per evaluation, the
+ * lines join measurements, and nothing is drawn flat at a value nobody measured again. A worker
+ * absent from a point has no value there (null: its line breaks).
  */
 export function lossSeries(
   points: readonly RoomViewPoint[],
@@ -162,18 +190,18 @@ export function lossSeries(
   options: SeriesOptions = {},
 ): ChartSeries {
   const peers = peerSeries(points, options);
+  const measured = (loss: (p: RoomViewPoint) => number | null | undefined) => {
+    const values = measuredOnly(points.map((p) => loss(p) ?? null));
+    return (_: RoomViewPoint, i: number) => lossInBits(values[i]);
+  };
   return {
     data: columns(points, xAxis, [
-      (p) => lossInBits(p.evalLoss),
-      (p) => lossInBits(p.trainLoss),
-      ...peers.map(
-        ({ id }) =>
-          (p: RoomViewPoint) =>
-            lossInBits(p.peers[id]?.loss),
-      ),
+      measured((p) => p.evalLoss),
+      measured((p) => p.trainLoss),
+      ...peers.map(({ id }) => measured((p) => p.peers[id]?.loss)),
     ]),
     series: [
-      { label: 'validation (θ_global)', color: CHART_FG, width: 2.5 },
+      { label: 'validation (θ_global)', color: CHART_FG, width: 2.5, points: true },
       { label: 'train (mean)', color: CHART_MUTED, dash: DASHED, width: 1.5 },
       ...peers.map((p) => p.spec),
     ],
@@ -211,29 +239,49 @@ export function throughputSeries(
 
 /**
  * Bytes/s the room sends, per point in `points`' own (time) order: Δbytes / Δt over the trailing
- * `windowMs` (at least the previous point; 0 = successive points only). null for the first point,
- * where time does not advance, and across a drop in the counter (a member that left takes its
- * bytes with it), which starts the window afresh.
+ * `windowMs` (at least the previous point; 0 = successive points only), only ever between points
+ * the counter runs continuously between. At a break in the counter (counterBreaks: it went back,
+ * a time gap, a worker came or went or reported for the first time) the rates stop, and start
+ * again from the first point `settleMs` after it, once the members' counters are all in. null
+ * where there is no rate: those points, and where time does not advance. Nothing is clamped: a
+ * rate is never negative because no interval it spans has the counter going back.
  */
-export function byteRates(points: readonly RoomViewPoint[], windowMs = 0): (number | null)[] {
+export function byteRates(
+  points: readonly RoomViewPoint[],
+  windowMs = 0,
+  settleMs = COUNTER_SETTLE_MS,
+): (number | null)[] {
+  const breaks = counterBreaks(points);
   const rates: (number | null)[] = [];
-  let start = 0; // the window's first point
-  let resetAt = 0; // the first point after the latest drop in the counter
+  let brokeAt = 0; // time of the latest break
+  let start = -1; // the window's first point; -1 while the counter settles
   points.forEach((point, i) => {
-    if (i > 0 && point.bytes < (points[i - 1] as RoomViewPoint).bytes) resetAt = i;
-    start = Math.max(start, resetAt);
+    if (breaks[i]) {
+      brokeAt = point.t;
+      start = -1;
+    }
+    if (start < 0) {
+      if (point.t - brokeAt >= settleMs) start = i; // the rates count from here
+      rates.push(null);
+      return;
+    }
     // Move the start up while the point after it still covers the window.
     while (start + 1 < i && point.t - (points[start + 1] as RoomViewPoint).t >= windowMs) start++;
     const from = points[start] as RoomViewPoint;
     const dt = (point.t - from.t) / 1000;
-    rates.push(start < i && dt > 0 ? (point.bytes - from.bytes) / dt : null);
+    rates.push(dt > 0 ? (point.bytes - from.bytes) / dt : null);
   });
   return rates;
 }
 
 /** Bandwidth: the room's bytes/s on the mesh (see byteRates). */
-export function bandwidthRateSeries(points: readonly RoomViewPoint[], xAxis: XAxisKind, windowMs = 0): ChartSeries {
-  const rates = byteRates(points, windowMs);
+export function bandwidthRateSeries(
+  points: readonly RoomViewPoint[],
+  xAxis: XAxisKind,
+  windowMs = 0,
+  settleMs = COUNTER_SETTLE_MS,
+): ChartSeries {
+  const rates = byteRates(points, windowMs, settleMs);
   return {
     data: columns(points, xAxis, [(_, i) => rates[i] ?? null]),
     series: [{ label: 'sent', color: CHART_ACCENT, width: 2 }],
