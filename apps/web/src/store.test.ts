@@ -144,13 +144,16 @@ describe('the store (slices without React)', () => {
       tokens: 5_120,
       roundsCommitted: 2,
       evalLoss: 4.5,
-      tokensPerSecond: 100,
+      // a stopped room trains nothing now, whatever its last heartbeats measured
+      tokensPerSecond: 0,
       nextRounds: view.metrics.nextRounds,
       evalTrend: view.metrics.evalTrend,
       endedBy: 'schedule',
       totalSteps: view.config.train.totalSteps,
+      stepMs: 150,
     });
     expect(figures[1]).toEqual(figures[0]);
+    // the volunteer's step time comes from the countdowns (1,800 ms for 12 steps), the same 150 ms
     // the volunteer's config arrives with its welcome (here: none yet)
     expect(figures[2]).toEqual({ ...figures[0], totalSteps: null });
     // its share is the host's count (1: alone since it joined), not its tokens ÷ the room's whole run

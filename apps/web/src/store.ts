@@ -178,7 +178,10 @@ export interface ShoalMetrics {
  */
 export interface RoomFigures {
   status: RoomStatus | null;
-  /** The room's step: its tokens ÷ tokens per step (the learning-rate schedule's position). */
+  /**
+   * The room's step: the median volunteer's place on the learning-rate schedule, never going back
+   * (the coordinator keeps it, across host reloads too).
+   */
   step: number | null;
   tokens: number | null;
   roundsCommitted: number | null;
@@ -189,11 +192,22 @@ export interface RoomFigures {
   endedBy: RoomEnd | null;
   /** The schedule's total steps (from the run config; null where the page has none). */
   totalSteps: number | null;
+  /** The median volunteer's ms per step, as measured now; null before any speed is known. */
+  stepMs: number | null;
   /** Epoch ms of the figures: a countdown's estimate was made then. */
   at: number | null;
 }
 
 const NO_ROUNDS: RoomViewNextRound[] = [];
+
+/**
+ * The median volunteer's ms per step from a round's countdown (etaMs is its steps at that
+ * speed): the volunteer page's summary carries the countdowns, not the speed itself.
+ */
+export function stepMsOfRounds(rounds: readonly RoomViewNextRound[]): number | null {
+  const counted = rounds.find((next) => !next.open && next.steps > 0 && next.etaMs !== null);
+  return counted?.etaMs == null ? null : counted.etaMs / counted.steps;
+}
 
 export function roomFiguresOf(state: ShoalState): RoomFigures {
   // the view's own fields where the page has it (summaryOf's are the same values; reading them
@@ -211,19 +225,28 @@ export function roomFiguresOf(state: ShoalState): RoomFigures {
       ? state.summary
       : null;
   const config = state.view?.config ?? state.volunteer?.config ?? null;
+  const status = summary?.status ?? state.status;
+  // a paused or stopped room trains nothing now, whatever its last heartbeats measured
+  const still = status === 'paused' || status === 'stopped';
   return {
-    status: summary?.status ?? state.status,
+    status,
     step: summary?.step ?? state.checkpoint?.step ?? null,
     tokens: summary?.tokens ?? state.checkpoint?.tokens ?? null,
     roundsCommitted: summary?.roundsCommitted ?? null,
     evalLoss: summary?.evalLoss ?? null,
-    tokensPerSecond: summary?.tokensPerSecond ?? null,
+    tokensPerSecond: still ? 0 : (summary?.tokensPerSecond ?? null),
     nextRounds: summary?.nextRounds ?? NO_ROUNDS,
     evalTrend: summary?.evalTrend ?? null,
     endedBy: summary?.endedBy ?? null,
     totalSteps: config?.train.totalSteps ?? null,
+    stepMs: view ? (view.metrics.stepMs ?? null) : stepMsOfRounds(summary?.nextRounds ?? NO_ROUNDS),
     at: state.viewAt,
   };
+}
+
+/** The volunteers in the room view (the host excluded). */
+export function volunteerCountOf(state: Pick<ShoalState, 'view'>): number {
+  return (state.view?.peers ?? []).filter((peer) => peer.role === 'worker').length;
 }
 
 /**
@@ -236,6 +259,9 @@ export function ownPartOf(state: ShoalState): { share: number | null; rounds: nu
   return row ? { share: row[1], rounds: row[2] } : null;
 }
 
+/** The volunteer page's phase once the person pressed Leave (volunteer-session.ts sets it). */
+export const LEFT_PHASE = 'left the room';
+
 /** The numbers the page leads with: the room's (host, watcher) or this volunteer's own. */
 export function metricsOf(state: ShoalState): ShoalMetrics {
   if (state.role === 'volunteer') {
@@ -245,7 +271,8 @@ export function metricsOf(state: ShoalState): ShoalMetrics {
       tokens: own?.tokens ?? null,
       trainLoss: own?.loss ?? null,
       evalLoss: roomFiguresOf(state).evalLoss,
-      tokensPerSecond: own?.tokensPerSecond ?? null,
+      // what it trains now: nothing while paused, stopped or after Leave, whatever it measured last
+      tokensPerSecond: own ? (own.phase === 'training' && state.phase !== LEFT_PHASE ? own.tokensPerSecond : 0) : null,
       bytesSent: own?.bytesSent ?? null,
       bytesReceived: own?.bytesReceived ?? null,
       roundsCommitted: roomFiguresOf(state).roundsCommitted ?? own?.roundsCommitted ?? null,

@@ -37,8 +37,14 @@ export type Recommendation =
  * runs the schedule's `steps` inner steps of `batch × seq` tokens.
  */
 export function formTokenBudget(form: Pick<RunOptions, 'steps' | 'batch' | 'seq'>, workers: string): number | null {
+  const M = expectedVolunteers(workers);
+  return M === null ? null : form.steps * form.batch * form.seq * M;
+}
+
+/** The expected volunteers as typed, when a whole number ≥ 1; null otherwise. */
+export function expectedVolunteers(workers: string): number | null {
   const M = Number(workers);
-  return workers.trim() !== '' && Number.isInteger(M) && M >= 1 ? form.steps * form.batch * form.seq * M : null;
+  return workers.trim() !== '' && Number.isInteger(M) && M >= 1 ? M : null;
 }
 
 /**

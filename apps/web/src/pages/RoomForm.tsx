@@ -32,12 +32,14 @@ import { presetChoice } from '../ui/RunConfigPanel.tsx';
 import { useMeasuredInnerSteps } from './measured-h.ts';
 import { PackedDatasetField } from './PackedDatasetField.tsx';
 import {
+  expectedVolunteers,
   formTokenBudget,
   type MadeRecommendation,
   type RecommendFields,
   RecommendSettings,
   recommendation,
 } from './RecommendSettings.tsx';
+import { scheduleTimeText } from './schedule-time.ts';
 
 // Short labels, so the model, the text and Create fit a phone's first screen; the chosen one's
 // hint follows the choices.
@@ -126,7 +128,9 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
 
   // H from this browser's speed until the link or the person sets it (measured-h.ts)
   const [autoH, setAutoH] = useState(() => !new URLSearchParams(location.search).has('innerSteps'));
-  const measuredH = useMeasuredInnerSteps(values, autoH && checkpoint === null);
+  // measured whatever sets H: the schedule's duration needs the speed too
+  const measured = useMeasuredInnerSteps(values, checkpoint === null);
+  const measuredH = autoH ? measured : null;
   useEffect(() => {
     if (!measuredH) return;
     const text = String(measuredH.innerSteps);
@@ -214,10 +218,11 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
           {RUN_OPTION_NAMES.filter((name) => !isAdvanced(name)).map(field)}
           {measuredH && (
             <p className="span-2 muted" data-testid="measured-h">
-              {RUN_OPTIONS.innerSteps.label}: {measuredH.innerSteps}, so the first round comes about{' '}
-              {Math.max(1, Math.round((measuredH.innerSteps * measuredH.stepMs) / 1000))} s after Start (this browser
-              trains this model at {Math.round(measuredH.stepMs)} ms a step on its{' '}
-              {measuredH.engine === 'cpu' ? 'CPU' : 'GPU'}; volunteers' speeds vary).
+              {RUN_OPTIONS.innerSteps.label}: {measuredH.innerSteps}, so the first round opens after about{' '}
+              {Math.max(1, Math.round((measuredH.innerSteps * measuredH.stepMs) / 1000))} s of training, a few seconds
+              more after Start while the volunteers load the model and the text (this browser trains this model at{' '}
+              {Math.round(measuredH.stepMs)} ms a step on its {measuredH.engine === 'cpu' ? 'CPU' : 'GPU'}; volunteers'
+              speeds vary).
             </p>
           )}
           <fieldset className="span-2 field dataset" data-testid="dataset-choice">
@@ -352,6 +357,18 @@ export function RoomForm({ onCreated }: { onCreated: (session: HostSession) => v
                   : '')}
           </span>
         </div>
+        <p className="small muted" data-testid="schedule-time">
+          {checkpoint
+            ? `How long ${values.steps.toLocaleString('en-US')} schedule steps take is not measured for a checkpoint’s model.`
+            : scheduleTimeText({
+                steps: values.steps,
+                tokensPerStep: values.batch * values.seq,
+                stepMs: measured?.stepMs ?? null,
+                engine: measured?.engine ?? null,
+                volunteers: expectedVolunteers(recommendFields.workers),
+              })}{' '}
+          {RUN_OPTIONS.steps.label} is under Advanced.
+        </p>
       </form>
     </>
   );

@@ -9,18 +9,18 @@ import { useDeferredValue, useEffect, useState } from 'react';
 import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
 import { RoomCharts } from '../charts/RoomCharts.tsx';
-import { metricsOf, ownPartOf, roomFiguresOf, store } from '../store.ts';
+import { metricsOf, ownPartOf, roomFiguresOf, store, volunteerCountOf } from '../store.ts';
 import { PipelineGroups } from './PipelineTables.tsx';
 import { fmt, type Stat, StatTiles } from './parts.tsx';
 import { PeersTable, RoundsTimeline } from './RoomTables.tsx';
-import { countdownText, endText, firstRoundText, risingText } from './room-progress.ts';
+import { countdownText, endText, firstRoundText, progressText, risingText } from './room-progress.ts';
 
 /** The room's step tile: the same words on every page. */
 function stepStat(step: number | null, totalSteps: number | null): Stat {
   return {
     label: 'Step',
     value: fmt.count(step),
-    hint: `the room’s tokens ÷ tokens per step${totalSteps === null ? '' : ` (schedule: ${fmt.count(totalSteps)})`}`,
+    hint: `the median volunteer’s place on the learning-rate schedule; it never goes back${totalSteps === null ? '' : ` (schedule: ${fmt.count(totalSteps)} steps)`}`,
     testId: 'room-step',
   };
 }
@@ -29,10 +29,7 @@ export function RoomNumbers() {
   // re-render only when a shown number changes (not on every store update)
   const metrics = useStore(store, useShallow(metricsOf));
   const totalSteps = useStore(store, (state) => roomFiguresOf(state).totalSteps);
-  const volunteers = useStore(
-    store,
-    (state) => (state.view?.peers ?? []).filter((peer) => peer.role === 'worker').length,
-  );
+  const volunteers = useStore(store, volunteerCountOf);
   return (
     <>
       <StatTiles
@@ -67,9 +64,10 @@ export function RoomNumbers() {
 
 /**
  * The volunteer page's room figures: the same tiles, words and test ids as the dashboard's, from
- * the host's summary of the room view, and this volunteer's share as the host counts it.
+ * the host's summary of the room view, and this volunteer's share as the host counts it; without
+ * the progress line once the volunteer left a room that goes on (its figures no longer follow it).
  */
-export function RoomFigureTiles() {
+export function RoomFigureTiles({ progress = true }: { progress?: boolean }) {
   const room = useStore(store, useShallow(roomFiguresOf));
   const own = useStore(
     store,
@@ -95,7 +93,7 @@ export function RoomFigureTiles() {
           },
         ]}
       />
-      <RoomProgress />
+      {progress && <RoomProgress />}
     </>
   );
 }
@@ -112,8 +110,9 @@ function useNow(on: boolean): number {
 }
 
 /**
- * When the first round comes (before it), each fragment's countdown to its next round (after), a
- * rising validation loss, and why a run ended.
+ * Where the run is (step of the schedule, tokens, time left), when the first round comes (before
+ * it), each fragment's countdown to its next round (after, while training), a rising validation
+ * loss, and why a run ended.
  */
 export function RoomProgress() {
   const room = useStore(store, useShallow(roomFiguresOf));
@@ -121,10 +120,20 @@ export function RoomProgress() {
   const first = firstRoundText(room, now);
   const rising = risingText(room.evalTrend);
   const ended = endText(room);
-  const countdowns = first === null && ended === null && room.status !== 'waiting' ? room.nextRounds : [];
-  if (!first && !rising && !ended && countdowns.length === 0) return null;
+  const countdowns = first === null && ended === null && room.status === 'running' ? room.nextRounds : [];
   return (
     <div className="room-progress" data-testid="room-progress">
+      <p className="run-progress">
+        {room.totalSteps !== null && room.step !== null && (
+          <progress
+            className="run-progress-bar"
+            max={room.totalSteps}
+            value={Math.min(room.step, room.totalSteps)}
+            aria-hidden="true"
+          />
+        )}
+        <span data-testid="run-progress">{progressText(room, now)}</span>
+      </p>
       {ended && (
         <p className="notice" data-testid="room-ended">
           {ended}

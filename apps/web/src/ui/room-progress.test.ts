@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { RoomFigures } from '../store.ts';
-import { aboutTime, countdownText, endText, firstRoundText, risingText } from './room-progress.ts';
+import {
+  aboutTime,
+  countdownText,
+  endText,
+  firstRoundText,
+  progressText,
+  risingText,
+  statusWords,
+  timeLeftMs,
+} from './room-progress.ts';
 
 const figures = (patch: Partial<RoomFigures>): RoomFigures => ({
   status: 'running',
@@ -16,6 +25,7 @@ const figures = (patch: Partial<RoomFigures>): RoomFigures => ({
   evalTrend: null,
   endedBy: null,
   totalSteps: 400,
+  stepMs: 500,
   at: 1_000_000,
   ...patch,
 });
@@ -54,5 +64,37 @@ describe('the room’s progress in words', () => {
       'The learning-rate schedule’s 400 steps are done: the run stopped by itself.',
     );
     expect(endText(figures({ status: 'stopped', endedBy: 'host' }))).toBe('The host stopped the run.');
+  });
+
+  it('says the step of the schedule, the tokens and the time left at the measured speed', () => {
+    // 390 steps left at 500 ms a step: 195 s, ticking down while the room trains
+    expect(timeLeftMs(figures({}), 1_000_000)).toBe(195_000);
+    expect(timeLeftMs(figures({}), 1_015_000)).toBe(180_000);
+    expect(progressText(figures({}), 1_015_000)).toBe('Step 10 of 400 · 2.56k tokens · ~3 min left');
+    // paused: it does not run down
+    expect(timeLeftMs(figures({ status: 'paused' }), 1_015_000)).toBe(195_000);
+    expect(progressText(figures({ status: 'paused' }), 0)).toBe(
+      'Step 10 of 400 · 2.56k tokens · paused (~3 min left at the last speed)',
+    );
+    expect(progressText(figures({ stepMs: null }), 0)).toBe(
+      'Step 10 of 400 · 2.56k tokens · time left: measuring the volunteers’ speed…',
+    );
+    expect(progressText(figures({ status: 'waiting', step: 0, tokens: 0, stepMs: null }), 0)).toBe(
+      'Step 0 of 400 · 0 tokens · the time left is known once volunteers train',
+    );
+    expect(progressText(figures({ status: 'stopped', step: 400 }), 0)).toBe('Step 400 of 400 · 2.56k tokens · ended');
+    expect(timeLeftMs(figures({ step: 420 }), 1_000_000)).toBe(0);
+    expect(progressText(figures({ totalSteps: null }), 1_000_000)).toBe('Step 10 · 2.56k tokens');
+    expect(aboutTime(3 * 3600_000)).toBe('~3 h');
+    expect(aboutTime(150 * 60_000)).toBe('~2.5 h');
+  });
+
+  it('says a started room without volunteers waits for them, and a paused one counts nothing down', () => {
+    expect(statusWords('running', 0)).toEqual({ words: 'waiting for volunteers', tone: 'waiting' });
+    expect(statusWords('running', 2)).toEqual({ words: 'training', tone: 'running' });
+    expect(statusWords('paused', 0)).toEqual({ words: 'paused', tone: 'paused' });
+    expect(firstRoundText(figures({ status: 'paused' }), 1_000_000)).toBe(
+      'First round ~40 steps after the room resumes.',
+    );
   });
 });
