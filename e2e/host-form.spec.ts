@@ -125,9 +125,9 @@ test('a room asks before Stop and New room; stopped, it hides its join link and 
   // New room no longer asks: nothing runs here
   await expect(page.getByRole('link', { name: 'New room' })).toBeVisible();
 
-  // Resume trains on, and the join link comes back
+  // Resume goes on (no volunteer here: it waits for them), and the join link comes back
   await ended.getByRole('button', { name: 'Resume training' }).click();
-  await expect(status).toHaveText('training');
+  await expect(status).toHaveText('waiting for volunteers');
   await expect(ended).toHaveCount(0);
   await expect(joinUrl).toHaveValue(/\/join\//);
   await context.close();

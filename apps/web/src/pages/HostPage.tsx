@@ -9,12 +9,12 @@ import { lazy, Suspense, useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
 import { useShallow } from 'zustand/shallow';
 import { type HostSession, resumeRoom } from '../session/host-session.ts';
-import { statusLabel } from '../session/room-link.ts';
-import { type ShoalState, store } from '../store.ts';
+import { type ShoalState, store, volunteerCountOf } from '../store.ts';
 import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { ConfirmDialog, CopyField, DatasetLine, download, ErrorBox, fmt, Header } from '../ui/parts.tsx';
 import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
 import { formatRate, RunConfigPanel } from '../ui/RunConfigPanel.tsx';
+import { statusWords } from '../ui/room-progress.ts';
 import { RoomForm } from './RoomForm.tsx';
 
 // onnxruntime-web and the exporter load only when the host asks for text
@@ -109,6 +109,8 @@ function Dashboard({ session }: { session: HostSession }) {
     })),
   );
   const status = useStore(store, dashboardStatus);
+  const volunteers = useStore(store, volunteerCountOf);
+  const badge = statusWords(status, volunteers);
   const [rotating, setRotating] = useState(false);
   const [stopping, setStopping] = useState(false);
   const downloadFiles = async () => {
@@ -121,8 +123,8 @@ function Dashboard({ session }: { session: HostSession }) {
       <div className="room-head">
         <h1>
           Room <span className="mono">{state.roomId}</span>{' '}
-          <span className={`status ${status}`} data-testid="room-status">
-            {statusLabel[status]}
+          <span className={`status ${badge.tone}`} data-testid="room-status">
+            {badge.words}
           </span>{' '}
           <ConnectionBanner />
         </h1>
@@ -169,7 +171,11 @@ function Dashboard({ session }: { session: HostSession }) {
           this page.
         </p>
       </ConfirmDialog>
-      <p className="muted">{state.phase}</p>
+      <p className="muted" data-testid="host-phase">
+        {status === 'running' && volunteers === 0
+          ? 'Started: no volunteer is in the room yet. Share the join link; training begins when the first one joins.'
+          : state.phase}
+      </p>
       <DatasetLine dataset={state.dataset} />
       {status === 'stopped' && (
         <RunEnded

@@ -14,7 +14,7 @@ import { type Engine, type EngineProbe, pickEngine } from '../runtime/engine-pro
 import { checkRoom, corpusName, type RoomCheck, roomSentence } from '../session/room-check.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
-import { store } from '../store.ts';
+import { LEFT_PHASE, metricsOf, store } from '../store.ts';
 import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { ShardBudgetField, ShardLine } from '../ui/DatasetParts.tsx';
 import { engineFigure, GpuCard, ProbeProgressLine, useEngineProbe } from '../ui/GpuCards.tsx';
@@ -244,7 +244,10 @@ function Training({ session }: { session: VolunteerSession }) {
   // a pipeline stage whose group cannot train yet is waiting, not training
   const stageWait = phase === 'training' ? stageWaiting(own?.pipeline ?? null) : null;
   const roomFinished = summary?.status === 'stopped';
-  const left = state.phase === 'left the room';
+  const left = state.phase === LEFT_PHASE;
+  // after Leave nothing trains here: the badge says so, whatever the worker said last
+  const badge = left ? 'left' : stageWait ? 'waiting' : phase;
+  const speed = metricsOf(state).tokensPerSecond;
   // the end, in words: the host ended the run, the volunteer left, or training stopped (the error says why)
   const ended = roomFinished
     ? 'The room has finished.'
@@ -269,14 +272,16 @@ function Training({ session }: { session: VolunteerSession }) {
       <ErrorBox error={state.error} />
       <h1>
         Room <span className="mono">{state.roomId}</span>{' '}
-        <span className={`status ${stageWait ? 'waiting' : phase}`} data-testid="volunteer-phase">
-          {stageWait ? 'waiting' : phase}
+        <span className={`status ${left ? 'stopped' : badge}`} data-testid="volunteer-phase">
+          {badge}
         </span>{' '}
         <ConnectionBanner />
       </h1>
-      <p className="muted">
-        {phaseText[phase]} {summary && `Room: ${statusLabel[summary.status]}.`}
-      </p>
+      {!left && (
+        <p className="muted">
+          {phaseText[phase]} {summary && `Room: ${statusLabel[summary.status]}.`}
+        </p>
+      )}
       <p data-testid="volunteer-id">
         Your id in the room: <code className="mono">{session.peerId}</code>{' '}
         <span className="muted small">(the host’s table lists you by its first characters)</span>
@@ -295,8 +300,13 @@ function Training({ session }: { session: VolunteerSession }) {
       {own?.pipeline && <VolunteerStage pipeline={own.pipeline} />}
       <StatTiles
         stats={[
-          { label: 'Your speed', value: fmt.rate(own?.tokensPerSecond), testId: 'own-speed' },
-          { label: 'Your steps', value: fmt.count(own?.innerStep), testId: 'own-steps' },
+          { label: 'Your speed', value: left ? '— (left)' : fmt.rate(speed), testId: 'own-speed' },
+          {
+            label: 'Your steps',
+            value: fmt.count(own?.innerStep),
+            hint: 'the steps you trained; the room’s step is the median volunteer’s place on the schedule',
+            testId: 'own-steps',
+          },
           { label: 'Your loss', value: fmt.loss(own?.loss), testId: 'own-loss' },
           { label: 'Sent', value: fmt.bytes(own?.bytesSent), testId: 'own-sent' },
           { label: 'Received', value: fmt.bytes(own?.bytesReceived), testId: 'own-received' },
@@ -308,7 +318,7 @@ function Training({ session }: { session: VolunteerSession }) {
         ]}
       />
       {/* the room's figures: the host's summary of its view, shown as the dashboard shows them */}
-      <RoomFigureTiles />
+      <RoomFigureTiles progress={!left || roomFinished} />
       {ended ? (
         <section className="card" role="status" data-testid="volunteer-end">
           <h2>{ended} Thank you — you can close this tab.</h2>

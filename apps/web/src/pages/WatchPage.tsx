@@ -1,13 +1,13 @@
 /** The read-only room view (the watch link): the dashboard's numbers, charts and tables, no controls. */
 import { useEffect } from 'react';
 import { useStore } from 'zustand';
-import { statusLabel } from '../session/room-link.ts';
 import { watchRoom } from '../session/watch-session.ts';
-import { store } from '../store.ts';
+import { store, volunteerCountOf } from '../store.ts';
 import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { ErrorBox, Header } from '../ui/parts.tsx';
 import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
 import { RunConfigPanel } from '../ui/RunConfigPanel.tsx';
+import { statusWords } from '../ui/room-progress.ts';
 
 export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: string | null }) {
   const error = useStore(store, (state) => state.error);
@@ -15,6 +15,8 @@ export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: stri
   const phase = useStore(store, (state) => state.phase);
   const hostKind = useStore(store, (state) => state.view?.hostKind);
   const config = useStore(store, (state) => state.view?.config);
+  const volunteers = useStore(store, volunteerCountOf);
+  const badge = status ? statusWords(status, volunteers) : null;
   useEffect(() => {
     if (!watchKey) {
       store.getState().setSession({ role: 'watcher', roomId, error: 'This watch link has no key (?key=…).' });
@@ -29,9 +31,9 @@ export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: stri
         <ErrorBox error={error} />
         <h1>
           Room <span className="mono">{roomId}</span>{' '}
-          {status && (
-            <span className={`status ${status}`} data-testid="room-status">
-              {statusLabel[status]}
+          {badge && (
+            <span className={`status ${badge.tone}`} data-testid="room-status">
+              {badge.words}
             </span>
           )}{' '}
           <ConnectionBanner />

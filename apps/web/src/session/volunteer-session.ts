@@ -6,7 +6,7 @@
 import { MOBY_DICK_URL } from '@shoal/data';
 import { HOST_GRACE_MS, watchHost } from '@shoal/mesh';
 import { memberEntry, type ServerMessageOf } from '@shoal/signaling';
-import { store } from '../store.ts';
+import { LEFT_PHASE, store } from '../store.ts';
 import {
   connectSignaling,
   enterOrExplain,
@@ -18,6 +18,13 @@ import {
 
 /** What a volunteer is told when its room has ended without it (the host gone, the server refusing it back). */
 const THANKS = 'Thank you — you can close this tab.';
+
+/**
+ * How long a volunteer whose room stopped still hears the host's summaries (training has
+ * stopped, its mesh is closed): rounds in flight finish and the host evaluates θ_global a last
+ * time after Stop, and the page shows that same final figure as the dashboard.
+ */
+const FINAL_FIGURES_MS = 60_000;
 
 export interface VolunteerSession {
   /** This volunteer's peer id in the room (the host's table lists members by it). */
@@ -50,6 +57,8 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
       : `The Shoal server no longer has this room (${error.code}), so it has ended. ${THANKS}`,
   );
   let left = false;
+  // the room stopped: the socket stays a while for the host's final figures (FINAL_FIGURES_MS)
+  let lingering = false;
 
   /** This page in the room as `room.peerId`: its room worker, its mesh, the watch on the host. */
   const enter = (room: ServerMessageOf<'joined'>) => {
@@ -66,7 +75,7 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
           // nothing of this room keeps running: the mesh, the socket, the worker thread
           entered.stopWatchingHost();
           void mesh.close().then(() => {
-            signal.close();
+            if (!lingering) signal.close();
             worker.worker.terminate();
           });
           return;
@@ -126,10 +135,12 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     const parsed = roomSummarySchema.safeParse(data);
     if (!parsed.success) return; // a newer host's message, or garbage: nothing to act on
     const { type: _, ...summary } = parsed.data;
+    // after leaving, only a stopped room's final figures: a host that resumes it is not this page's room any more
+    if (left && !(lingering && summary.status === 'stopped')) return;
     setSummary(summary);
     current.worker.post({ type: 'status', status: summary.status });
-    // the host ended the run: nothing more to train for
-    if (summary.status === 'stopped') leave();
+    // the host ended the run: nothing more to train for; its last evaluation still comes
+    if (summary.status === 'stopped') leave(FINAL_FIGURES_MS);
   });
   signal.on('kicked', ({ reason }) => {
     setSession({ error: `The host removed you from the room${reason ? `: ${reason}` : ''}.`, phase: 'stopped' });
@@ -146,14 +157,28 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
 
   // A clean leave on close: the worker says leave to every peer; the server hears it from the
   // socket at once, so the host drops this member even if the page is gone before the worker is.
-  const leave = () => {
+  const leave = (listenMs = 0) => {
     if (left) return;
     left = true;
     current.worker.post({ type: 'leave' });
-    signal.leave();
-    setSession({ phase: 'left the room' });
+    if (listenMs > 0) {
+      lingering = true;
+      setTimeout(() => {
+        if (!lingering) return;
+        lingering = false;
+        signal.leave();
+        signal.close();
+      }, listenMs);
+    } else signal.leave();
+    setSession({ phase: LEFT_PHASE });
   };
-  window.addEventListener('pagehide', leave);
+  window.addEventListener('pagehide', () => {
+    if (lingering) {
+      lingering = false;
+      signal.leave();
+    }
+    leave();
+  });
 
   return {
     get peerId() {
@@ -171,6 +196,6 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
       setSettings({ pauseWhenHidden: enabled });
       pauseFor();
     },
-    leave,
+    leave: () => leave(),
   };
 }
