@@ -154,7 +154,7 @@ export const roomViewPointSchema = z.object({
   evalLoss: lossValue,
   /** Sum of the workers' tokens/s. */
   tokensPerSecond: nonNegative,
-  /** Bytes the whole room has sent on the mesh (host + every member's heartbeat counter). */
+  /** Bytes the whole room has sent on the mesh (the host's and every member's counter), never going back. */
   bytes: nonNegative,
   /** What fp32 DiLoCo (ring all-reduce of each committed round's fragment) would have sent. */
   fp32Bytes: nonNegative,
@@ -214,13 +214,16 @@ export const roomEndSchema = z.enum(['host', 'schedule']);
 export type RoomEnd = z.infer<typeof roomEndSchema>;
 
 export const roomViewMetricsSchema = z.object({
-  /** The room's step: its tokens ÷ tokens per step (the learning-rate schedule's position). */
+  /**
+   * The room's step: the median volunteer's place on the learning-rate schedule, which never goes
+   * back (not when a volunteer far ahead leaves, not across a host's reload).
+   */
   step: count,
   tokens: nonNegative,
   trainLoss: lossValue,
   evalLoss: lossValue,
   tokensPerSecond: nonNegative,
-  /** The host's own mesh counters. */
+  /** The host's own mesh counters (a reloaded host's go on from the previous page's). */
   bytesSent: nonNegative,
   bytesReceived: nonNegative,
   roundsCommitted: count,

@@ -225,8 +225,12 @@ describe('the room view recorder', () => {
         { ...roundOf(1), outcome: 'committed', endedAt: 900, detail: 'abc' },
         { ...roundOf(2), outcome: 'open' },
       ],
-      peers: [{ peer: 'w0', roundsContributed: 7 } as never],
-      metrics: { evalTrend: { best: 2.5, bestStep: 90, latest: 2.6, rising: false } } as never,
+      peers: [{ peer: 'w0', roundsContributed: 7, bytesSent: 0 } as never],
+      metrics: {
+        evalTrend: { best: 2.5, bestStep: 90, latest: 2.6, rising: false },
+        bytesSent: 5_000,
+        bytesReceived: 7_000,
+      } as never,
     });
     const recorder = new RoomViewRecorder({ host: room.host, roomId: 'r', hostKind: 'dashboard', kept });
     const view = roomViewUpdateSchema.parse(recorder.snapshot());
@@ -246,6 +250,44 @@ describe('the room view recorder', () => {
     expect(after.metrics.evalTrend).toBeNull();
     recorder.setEvalLoss(2.7);
     expect(recorder.snapshot().metrics.evalTrend).toMatchObject({ best: 2.5, bestStep: 90, latest: 2.7 });
+    // the host's own counters go on from the previous page's
+    expect(after.metrics.bytesSent).toBe(5_000 + room.hostMember.bytesSent);
+    expect(after.metrics.bytesReceived).toBe(7_000 + room.hostMember.bytesReceived);
+  });
+
+  it('never counts the room’s bytes back: not when a member leaves, not when a counter restarts', async () => {
+    const room = await createRoom({ workers: 2 });
+    const recorder = new RoomViewRecorder({ host: room.host, roomId: 'r', hostKind: 'dashboard' });
+    room.startAll();
+    await room.clock.runAsync({ until: 2_000 });
+    recorder.sample();
+    const before = must(recorder.snapshot().points.at(-1)).bytes;
+    const w1 = must(room.workers[1]);
+    const w1Bytes = must(room.host.coordinator.members.get(w1.peer)).bytesSent;
+    expect(w1Bytes).toBeGreaterThan(0);
+    w1.worker.stop();
+    room.network.crash(w1.peer); // it is gone: its part stays in the room's bytes
+    await room.clock.runAsync({ until: 4_000 });
+    expect(room.host.coordinator.members.has(w1.peer)).toBe(false);
+    recorder.sample();
+    const after = must(recorder.snapshot().points.at(-1)).bytes;
+    expect(after).toBeGreaterThan(before);
+    // a counter that goes back (a member's page reloaded under the same id) restarted: all of it is new
+    const w0 = must(room.host.coordinator.members.get(must(room.workers[0]).peer));
+    expect(w0.bytesSent).toBeGreaterThan(100);
+    w0.bytesSent = 100;
+    recorder.sample(); // at the same moment: only that counter moved
+    expect(must(recorder.snapshot().points.at(-1)).bytes).toBe(after + 100);
+    // a member that says hello again holds no counter until its heartbeat: nothing is counted twice
+    const w0Bytes = w0.bytesSent;
+    w0.bytesSent = 0;
+    w0.progress = [];
+    recorder.sample();
+    w0.bytesSent = w0Bytes;
+    w0.progress = [{ step: 0, at: 0 }];
+    recorder.sample();
+    expect(must(recorder.snapshot().points.at(-1)).bytes).toBe(after + 100);
+    await room.finish(4_500);
   });
 
   it('goes on from a resumed run’s last point: the same time axis, the comparisons from their counts', async () => {

@@ -8,13 +8,15 @@
  * here once, for the dashboard, the watch page and `shoal host` alike.
  *
  * Byte figures count from the recorder's start, or, for a resumed run, from its last chart point
- * (`continueFrom`); the host's own mesh counter restarts either way. A resumed run's recorder also
- * goes on from its kept rounds, each peer's committed rounds and the best validation loss
- * (`kept`), so nothing a page shows goes back when a host reloads.
+ * (`continueFrom`) and the kept view's counters (`kept`). They add up what each counter grew by,
+ * the host's own and every member's, so they never go back: not when members leave (a stopped
+ * room), not when a counter restarts (the host's page reloaded). A resumed run's recorder also
+ * goes on from its kept rounds, each peer's committed rounds and the best validation loss, so
+ * nothing a page shows goes back when a host reloads.
  *
- * Every room figure a page shows is defined here once: the room's step (its tokens ÷ tokens per
- * step, the learning-rate schedule's position), each fragment's next round and its estimated time,
- * the validation loss's trend, and each peer's share of the room's tokens.
+ * Every room figure a page shows is defined here once: the room's step (Coordinator.step), each
+ * fragment's next round and its estimated time, the validation loss's trend, and each peer's
+ * share of the room's tokens.
  *
  * A pipeline-parallel room's view adds each worker's place (group, stage, the blocks its stage
  * holds) and a `pipeline` section: the run's S, M, schedule and activation dtype, each stage's
@@ -54,7 +56,7 @@ import {
 } from '@shoal/protocol';
 import type { CoordinatorEvent } from './coordinator.ts';
 import type { Host } from './host.ts';
-import { type MemberInfo, median } from './roster.ts';
+import { type MemberInfo, median, stepsPerSecondNow } from './roster.ts';
 
 export type { RoomViewGroup, RoomViewPipeline, RoomViewPlace, RoomViewStage } from '@shoal/protocol';
 
@@ -157,6 +159,10 @@ export interface KeptView {
   bestEval?: Evaluation | null;
   /** The room's step it showed: a resumed view never shows a smaller one. */
   step?: number;
+  /** Each peer's bytes sent as its heartbeat last said: counted already (RoomViewPoint.bytes). */
+  bytes?: Record<PeerId, number>;
+  /** The host's own mesh counters it showed: the next host's go on from them. */
+  hostBytes?: { sent: number; received: number };
 }
 
 /** What a recorder goes on from, read off a kept view (a round that was open then never ends). */
@@ -171,6 +177,8 @@ export function keptOf(view: Pick<RoomView, 'rounds' | 'peers' | 'metrics'>): Ke
     contributed: Object.fromEntries(view.peers.map((peer) => [peer.peer, peer.roundsContributed])),
     bestEval: trend ? { loss: trend.best, step: trend.bestStep } : null,
     step: view.metrics.step,
+    bytes: Object.fromEntries(view.peers.map((peer) => [peer.peer, peer.bytesSent])),
+    hostBytes: { sent: view.metrics.bytesSent, received: view.metrics.bytesReceived },
   };
 }
 
@@ -251,6 +259,12 @@ export class RoomViewRecorder {
   private pending: RoomViewPoint[] = [];
   private fp32Bytes = 0;
   private dpBytes = 0;
+  /** The room's bytes sent (RoomViewPoint.bytes): what each counter grew by, added up. */
+  private sentBytes = 0;
+  /** Each counter's last reading, by peer (the host's own under its id). */
+  private readonly sentSeen = new Map<PeerId, number>();
+  /** The host's own counters before this recorder's host (a reloaded page's). */
+  private readonly hostBytes: { sent: number; received: number };
   /** The room's tokens already counted into dpBytes. */
   private dpTokens: number;
   /** N: every parameter of the model (the fragments cover them all). */
@@ -280,6 +294,9 @@ export class RoomViewRecorder {
     this.bestEval = kept?.bestEval ?? null;
     this.fp32Bytes = options.continueFrom?.fp32Bytes ?? 0;
     this.dpBytes = options.continueFrom?.dpBytes ?? 0;
+    this.sentBytes = options.continueFrom?.bytes ?? 0;
+    for (const [peer, bytes] of Object.entries(kept?.bytes ?? {})) this.sentSeen.set(peer, bytes);
+    this.hostBytes = kept?.hostBytes ?? { sent: 0, received: 0 };
     this.dpTokens = this.host.coordinator.roomTokens;
     this.unsubscribe = this.host.replica.onResultShard((p, round, received, total) => {
       const entry = this.round(p, round);
@@ -383,12 +400,11 @@ export class RoomViewRecorder {
       trainLoss: figures.trainLoss,
       evalLoss: this.evalLoss,
       tokensPerSecond: figures.tokensPerSecond,
-      // the host's own counter plus what every member's heartbeat says it sent
-      bytes: this.host.member.bytesSent + [...coordinator.members.values()].reduce((sum, m) => sum + m.bytesSent, 0),
+      bytes: this.countSent(),
       fp32Bytes: this.fp32Bytes,
       dpBytes: this.dpBytes,
       peers: Object.fromEntries(
-        figures.workers.map((w) => [w.peer, { loss: w.loss, tokensPerSecond: w.tokensPerSecond }] as const),
+        figures.workers.map((w) => [w.peer, { loss: w.loss, tokensPerSecond: this.tokensPerSecondOf(w) }] as const),
       ),
     };
     this.history = appendThinned(this.history, [point]);
@@ -412,19 +428,20 @@ export class RoomViewRecorder {
     this.unsubscribe();
   }
 
-  private view(points: RoomViewPoint[]): RoomView {
+  /** The room's figures now: what a page's tiles show (and `shoal host` prints). */
+  metrics(): RoomViewMetrics {
     const { coordinator, member } = this.host;
     const figures = this.figures();
     const stepMs = this.stepMs(figures.workers);
     const step = this.step();
-    const metrics: RoomViewMetrics = {
+    return {
       step,
       tokens: coordinator.roomTokens,
       trainLoss: figures.trainLoss,
       evalLoss: this.evalLoss,
       tokensPerSecond: figures.tokensPerSecond,
-      bytesSent: member.bytesSent,
-      bytesReceived: member.bytesReceived,
+      bytesSent: this.hostBytes.sent + member.bytesSent,
+      bytesReceived: this.hostBytes.received + member.bytesReceived,
       roundsCommitted: coordinator.committedRounds,
       roundsAborted: coordinator.abortedRounds,
       fragments: this.host
@@ -436,6 +453,11 @@ export class RoomViewRecorder {
       nextRounds: coordinator.nextRounds.slice(0, 256).map((next) => nextRoundOf(next, step, stepMs)),
       evalTrend: evalTrendOf(this.bestEval, this.recentEvals),
     };
+  }
+
+  private view(points: RoomViewPoint[]): RoomView {
+    const { coordinator, member } = this.host;
+    const metrics = this.metrics();
     const clock = member.clock.now(); // lastSeen is on the member's clock, not the epoch
     const pipeline = this.pipeline();
     return {
@@ -455,16 +477,30 @@ export class RoomViewRecorder {
   }
 
   /**
-   * The median synced worker's ms per inner step, from its reported tokens/s (a step is a batch of
-   * batchSize × seqLen tokens, as coordinator.ts's stepTimes counts it); null before any report.
+   * The median synced worker's ms per inner step now (tokensPerSecondOf; a step is a batch of
+   * batchSize × seqLen tokens, as coordinator.ts's stepTimes counts it); null while none trains:
+   * before any report, paused, stalled.
    */
   private stepMs(workers: MemberInfo[]): number | null {
     const tokensPerStep = this.host.config.train.batchSize * this.host.config.train.seqLen;
     const synced = new Set(this.host.coordinator.syncedWorkers().map((w) => w.peer));
     const times = workers
-      .filter((w) => synced.has(w.peer) && Number.isFinite(w.tokensPerSecond) && w.tokensPerSecond > 0)
-      .map((w) => (tokensPerStep * 1000) / w.tokensPerSecond);
+      .filter((w) => synced.has(w.peer))
+      .map((w) => this.tokensPerSecondOf(w))
+      .filter((speed) => speed > 0)
+      .map((speed) => (tokensPerStep * 1000) / speed);
     return times.length === 0 ? null : median(times);
+  }
+
+  /**
+   * A worker's tokens/s now: the steps its heartbeats showed lately (stepsPerSecondNow), so a
+   * worker stalled, paused or gone silent drops to 0; its own report until those span enough time.
+   */
+  private tokensPerSecondOf(info: MemberInfo): number {
+    const { train } = this.host.config;
+    const steps = stepsPerSecondNow(info, this.host.member.clock.now());
+    if (steps !== null) return steps * train.batchSize * train.seqLen;
+    return Number.isFinite(info.tokensPerSecond) ? info.tokensPerSecond : 0;
   }
 
   /**
@@ -525,7 +561,7 @@ export class RoomViewRecorder {
       reason: clip(info.reason),
       backend: info.capabilities.backend,
       adapter: clip(info.capabilities.adapter),
-      tokensPerSecond: info.tokensPerSecond,
+      tokensPerSecond: this.tokensPerSecondOf(info),
       // its own count, as its heartbeat says (MemberInfo counts from its hello)
       innerStep: info.baseStep + info.innerStep,
       loss: info.loss,
@@ -550,8 +586,28 @@ export class RoomViewRecorder {
       workers,
       trainLoss: losses.length === 0 ? null : losses.reduce((a, b) => a + b, 0) / losses.length,
       tokensPerSecond:
-        workers.reduce((sum, w) => sum + w.tokensPerSecond, 0) / (this.host.config.pipeline?.stages ?? 1),
+        workers.reduce((sum, w) => sum + this.tokensPerSecondOf(w), 0) / (this.host.config.pipeline?.stages ?? 1),
     };
+  }
+
+  /**
+   * The room's bytes sent: the host's own counter and what every member's heartbeat says it sent,
+   * each counted by what it grew since its last reading (a counter that went back restarted: all
+   * of it is new), so members that leave keep their part. A member is read from its first
+   * heartbeat on (before it, its row holds no counter: a returning member's would look restarted).
+   */
+  private countSent(): number {
+    const { member, coordinator } = this.host;
+    const readings: [PeerId, number][] = [[member.self, member.bytesSent]];
+    for (const info of coordinator.members.values()) {
+      if (info.progress.length > 0) readings.push([info.peer, info.bytesSent]);
+    }
+    for (const [peer, bytes] of readings) {
+      const last = this.sentSeen.get(peer);
+      this.sentBytes += last === undefined || bytes < last ? bytes : bytes - last;
+      this.sentSeen.set(peer, bytes);
+    }
+    return this.sentBytes;
   }
 
   private round(fragment: number, round: number): RoomViewRound | undefined {

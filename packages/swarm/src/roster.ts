@@ -40,9 +40,10 @@ export interface MemberInfo {
    */
   baseStep: number;
   /**
-   * Where the room's schedule stood when it said hello (the median worker's step): the
-   * schedule counts its progress from there, so a newcomer at step 0 does not hold the median, and
-   * with it every round, back until it has caught up with the veterans.
+   * Where the room's schedule stood when it said hello (the room's step; for a worker a resumed
+   * run state counted, its own place then): the schedule counts its progress from there, so a
+   * newcomer at step 0 does not hold the median, and with it every round, back until it has
+   * caught up with the veterans.
    */
   scheduleOffset: number;
   /** The peers it has an open channel to (heartbeats); null until its first heartbeat. */
@@ -63,8 +64,25 @@ export interface MemberInfo {
   measuredStepMs: number;
   /** Its step and this clock at its last heartbeat, for measuredStepMs. */
   paceMark: { step: number; at: number } | null;
+  /** Its steps at its heartbeats of the last SPEED_WINDOW_MS (and the one before), for speedNow. */
+  progress: { step: number; at: number }[];
   /** Per fragment, its last low-rank contribution's error at each rank of the ladder (heartbeats). */
   lowRankErrors: number[][];
+}
+
+/** The span a member's speed now is measured over (speedNow). */
+export const SPEED_WINDOW_MS = 10_000;
+
+/**
+ * A member's inner steps per second now, as this coordinator sees them: the steps its heartbeats
+ * showed over the last SPEED_WINDOW_MS or so, up to `now`. A member stalled, paused or silent
+ * drops to 0; null while its heartbeats span less than one heartbeat's worth of time.
+ */
+export function stepsPerSecondNow(info: Pick<MemberInfo, 'progress'>, now: number): number | null {
+  const first = info.progress[0];
+  const last = info.progress.at(-1);
+  if (!first || !last || last === first || now <= first.at) return null;
+  return (Math.max(0, last.step - first.step) * 1000) / (now - first.at);
 }
 
 /** What a hello tells of a newcomer; the rest of its MemberInfo starts empty. */
@@ -136,6 +154,7 @@ export class Roster {
       stepAtLastRound: new Array<number>(this.fragmentCount).fill(0),
       measuredStepMs: 0,
       paceMark: null,
+      progress: [],
       lowRankErrors: [],
     };
     this.members.set(info.peer, info);
@@ -161,6 +180,9 @@ export class Roster {
       info.measuredStepMs = info.measuredStepMs > 0 ? (info.measuredStepMs + sample) / 2 : sample;
     }
     info.paceMark = { step: message.innerStep, at: now }; // a heartbeat without steps (paused) restarts it
+    info.progress.push({ step: message.innerStep, at: now });
+    const recent = info.progress.findIndex((mark) => mark.at >= now - SPEED_WINDOW_MS);
+    if (recent > 1) info.progress.splice(0, recent - 1);
   }
 
   /** A member's status from its hash reports; the roster goes out when it changes. A bench stands. */

@@ -169,6 +169,31 @@ describe('the host service', () => {
     expect(view.metrics.evalTrend?.best).toBe(kept.metrics.evalTrend?.best);
   }, 60_000);
 
+  it('shows the speed measured now: 0 and no round countdown once a paused room’s volunteers stop', async () => {
+    const room = await createServiceRoom();
+    const { service, clock, timers } = room;
+    service.start();
+    volunteers = [room.addVolunteer('v0'), room.addVolunteer('v1')];
+    for (const v of volunteers) void v.start();
+    await clock.runAsync({ until: 6_000 });
+    timers.fire(PUBLISH_MS);
+    const running = must(room.views.at(-1)).update.metrics;
+    expect(running.tokensPerSecond).toBeGreaterThan(0);
+    expect(running.stepMs).toBeGreaterThan(0);
+    // the volunteers' pages pause their workers when the room's status says paused
+    service.setStatus('paused');
+    for (const v of volunteers) v.worker.pause();
+    await clock.runAsync({ until: 20_000 });
+    timers.fire(PUBLISH_MS);
+    const paused = must(room.views.at(-1)).update;
+    expect(paused.status).toBe('paused');
+    expect(paused.metrics.tokensPerSecond).toBe(0);
+    expect(paused.peers.every((peer) => peer.tokensPerSecond === 0)).toBe(true);
+    expect(paused.metrics.stepMs).toBeNull();
+    expect(paused.metrics.nextRounds?.every((next) => next.etaMs === null)).toBe(true);
+    expect(service.metrics().tokensPerSecond).toBe(0);
+  }, 60_000);
+
   it('keeps one step across host restarts: it never stalls or goes back, and the schedule ends on it', async () => {
     const TOTAL = 80;
     /** A run of two volunteers to the schedule's end, the host restarted at each of `restarts` (ms). */

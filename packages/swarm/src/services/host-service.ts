@@ -275,20 +275,11 @@ export class HostService {
     return encodeRoomCheckpoint(roomCheckpointOf(this.host));
   }
 
+  /** The room's figures now, the room view's (RoomViewRecorder.metrics); from start() on. */
   metrics(): HostMetrics {
-    const { coordinator, member } = this.host;
-    const members = [...coordinator.members.values()];
-    const losses = members.map((m) => m.loss).filter((loss): loss is number => loss !== null);
-    return {
-      step: this.roomStep(),
-      tokens: coordinator.roomTokens,
-      trainLoss: losses.length === 0 ? null : losses.reduce((a, b) => a + b, 0) / losses.length,
-      evalLoss: this.evalLoss,
-      tokensPerSecond: members.reduce((sum, m) => sum + m.tokensPerSecond, 0),
-      bytesSent: member.bytesSent,
-      bytesReceived: member.bytesReceived,
-      members: members.length,
-    };
+    const { step, tokens, trainLoss, evalLoss, tokensPerSecond, bytesSent, bytesReceived } = this.recorder.metrics();
+    const members = this.host.coordinator.members.size;
+    return { step, tokens, trainLoss, evalLoss, tokensPerSecond, bytesSent, bytesReceived, members };
   }
 
   /**
