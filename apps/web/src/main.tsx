@@ -22,7 +22,7 @@ applyTheme();
 function route() {
   const [, first, second] = location.pathname.split('/').map(decodeURIComponent);
   const query = new URLSearchParams(location.search);
-  if (first === 'host') return <HostPage roomId={second || null} />;
+  if (first === 'host') return <HostPage roomId={second || null} trainOn={query.get('trainOn')} />;
   if (first === 'join' && second) return <VolunteerPage roomId={second} token={query.get('token')} />;
   if (first === 'watch' && second) return <WatchPage roomId={second} watchKey={query.get('key')} />;
   return <Landing />;

@@ -16,6 +16,7 @@ import { RoomNumbers, RoomPanels } from '../ui/RoomPanels.tsx';
 import { formatRate, RunConfigPanel } from '../ui/RunConfigPanel.tsx';
 import { statusWords } from '../ui/room-progress.ts';
 import { RoomForm } from './RoomForm.tsx';
+import { TrainOn } from './TrainOn.tsx';
 
 // onnxruntime-web and the exporter load only when the host asks for text
 const SamplePanel = lazy(() => import('../sampling/SamplePanel.tsx').then((m) => ({ default: m.SamplePanel })));
@@ -29,7 +30,7 @@ export function dashboardStatus(state: Pick<ShoalState, 'status' | 'view'>): Roo
   return state.status ?? 'waiting';
 }
 
-export function HostPage({ roomId }: { roomId: string | null }) {
+export function HostPage({ roomId, trainOn = null }: { roomId: string | null; trainOn?: string | null }) {
   const [session, setSession] = useState<HostSession | null>(null);
   const error = useStore(store, (state) => state.error);
   const status = useStore(store, dashboardStatus);
@@ -84,6 +85,8 @@ export function HostPage({ roomId }: { roomId: string | null }) {
           <p className="muted" aria-busy="true">
             Taking room {roomId} back from this browser’s checkpoint…
           </p>
+        ) : trainOn ? (
+          <TrainOn fromId={trainOn} onCreated={setSession} />
         ) : (
           <RoomForm onCreated={setSession} />
         )}
@@ -179,6 +182,7 @@ function Dashboard({ session }: { session: HostSession }) {
       <DatasetLine dataset={state.dataset} />
       {status === 'stopped' && (
         <RunEnded
+          roomId={state.roomId}
           endedBy={state.endedBy}
           finalLr={state.config?.train.minLr ?? null}
           onDownload={() => void downloadFiles()}
@@ -221,9 +225,15 @@ function Dashboard({ session }: { session: HostSession }) {
             : 'Written to this browser (IndexedDB) after each committed round; a reload resumes the room.'}
           {state.resumedFrom && ` Resumed from step ${fmt.count(state.resumedFrom.step)}.`}
         </p>
-        <button type="button" onClick={() => void downloadFiles()}>
-          Download weights + run state
-        </button>
+        {/* a stopped room offers its download in the end panel above: one button, not two */}
+        {status !== 'stopped' && (
+          <button type="button" onClick={() => void downloadFiles()} aria-describedby="download-help">
+            Download checkpoint
+          </button>
+        )}{' '}
+        <span id="download-help" className="muted small">
+          two files: the weights (safetensors, nanoGPT names) and the run state a room resumes from
+        </span>
       </section>
       <div id="sample">
         <Suspense fallback={<p className="muted">Loading the sampler…</p>}>
@@ -241,10 +251,11 @@ function Dashboard({ session }: { session: HostSession }) {
 
 /**
  * A stopped room: why it ended, and what the host can do with the model now. A room the schedule
- * ended is not offered Resume: past the schedule the rate stays at its final value and the host
- * runtime would stop it again at once.
+ * ended is not offered Resume (past the schedule the host runtime would stop it again at once)
+ * but training on in a new room with a longer schedule (TrainOn.tsx).
  */
 function RunEnded(props: {
+  roomId: string | null;
   endedBy: 'host' | 'schedule' | null;
   finalLr: number | null;
   onDownload: () => void;
@@ -268,12 +279,17 @@ function RunEnded(props: {
             Resume training
           </button>
         )}
+        {bySchedule && props.roomId && (
+          <a className="button primary" href={`/host?trainOn=${encodeURIComponent(props.roomId)}`}>
+            Train on from this checkpoint in a new room
+          </a>
+        )}
       </div>
       {bySchedule && (
         <p className="small muted">
           Past the schedule the learning rate would stay at its final value
-          {props.finalLr === null ? '' : ` (${formatRate(props.finalLr)})`}. To train further, download the checkpoint
-          and create a new room from its weights (Advanced, “Start from a checkpoint”).
+          {props.finalLr === null ? '' : ` (${formatRate(props.finalLr)})`}: training on opens a new room with a longer
+          schedule, going on from this checkpoint’s step and tokens.
         </p>
       )}
     </section>

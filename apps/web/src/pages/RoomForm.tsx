@@ -40,6 +40,7 @@ import {
   recommendation,
 } from './RecommendSettings.tsx';
 import { scheduleTimeText } from './schedule-time.ts';
+import { endedBySchedule } from './train-on.ts';
 
 // Short labels, so the model, the text and Create fit a phone's first screen; the chosen one's
 // hint follows the choices.
@@ -435,7 +436,10 @@ export function RunField(props: {
   );
 }
 
-/** The rooms this browser hosted: one row each, its status, when it was created, Resume and Forget. */
+/**
+ * The rooms this browser hosted: one row each, its status, when it was created, Resume (a room its
+ * schedule ended: train on in a new room, or open it) and Forget.
+ */
 function HostedRooms({ onProblem }: { onProblem: (problem: string) => void }) {
   const [rooms, setRooms] = useState<{ link: RoomLinkRecord; info: CheckpointInfo | null }[]>([]);
   useEffect(() => {
@@ -474,7 +478,9 @@ function HostedRooms({ onProblem }: { onProblem: (problem: string) => void }) {
                   {link.roomId}
                 </th>
                 <td>
-                  <span className={`status ${link.status}`}>{statusLabel[link.status]}</span>
+                  <span className={`status ${link.status}`}>
+                    {endedBySchedule(link, info) ? 'schedule done' : statusLabel[link.status]}
+                  </span>
                 </td>
                 <td>{new Date(link.createdAt).toLocaleString()}</td>
                 <td>
@@ -483,10 +489,24 @@ function HostedRooms({ onProblem }: { onProblem: (problem: string) => void }) {
                     : 'none yet: it is written after the first round'}
                 </td>
                 <td className="row-actions">
-                  {info && (
-                    <a href={`/host/${encodeURIComponent(link.roomId)}`} aria-label={`Resume room ${link.roomId}`}>
-                      Resume
-                    </a>
+                  {info && endedBySchedule(link, info) ? (
+                    <>
+                      <a
+                        href={`/host?trainOn=${encodeURIComponent(link.roomId)}`}
+                        aria-label={`Train on from room ${link.roomId}’s checkpoint in a new room`}
+                      >
+                        Train on from this checkpoint in a new room
+                      </a>{' '}
+                      <a href={`/host/${encodeURIComponent(link.roomId)}`} aria-label={`Open room ${link.roomId}`}>
+                        Open
+                      </a>
+                    </>
+                  ) : (
+                    info && (
+                      <a href={`/host/${encodeURIComponent(link.roomId)}`} aria-label={`Resume room ${link.roomId}`}>
+                        Resume
+                      </a>
+                    )
                   )}{' '}
                   <button
                     type="button"

@@ -11,7 +11,7 @@
  *   reload serves the volunteers the same text.
  */
 
-import type { RoomStatus } from '@shoal/protocol';
+import type { RoomEnd, RoomStatus } from '@shoal/protocol';
 import { createStore, del, get, keys, set, type UseStore } from 'idb-keyval';
 import type { CheckpointInfo } from './messages.ts';
 
@@ -23,6 +23,8 @@ export interface RoomLinkRecord {
   createdAt: string;
   /** The room's status as the host last set it: a reload carries on from it. */
   status: RoomStatus;
+  /** A stopped room: whether the host stopped it or its schedule ended (absent in older records). */
+  endedBy?: RoomEnd;
 }
 
 export interface RoomFilesRecord {

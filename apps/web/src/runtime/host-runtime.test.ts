@@ -44,6 +44,7 @@ function hostInit(resume: string | null): HostInit {
     config: resume ? null : config,
     params: null,
     resume,
+    scheduleSteps: null,
     status: 'waiting',
     corpusUrl: 'http://localhost/unused',
     origin: 'http://localhost',
@@ -122,6 +123,26 @@ describe('the dashboard host’s checkpoints', () => {
     expect(encodeRoomCheckpoint(decodeRoomCheckpoint(rewritten.weights, rewritten.state)).state).toEqual(
       rewritten.state,
     );
+  });
+});
+
+describe('training on from a finished room', () => {
+  it('opens a new room from its checkpoint with a longer schedule; the finished room keeps its own', async () => {
+    const first = await start(null);
+    const { checkpoint: saved } = await first.next('saved');
+    expect(saved.totalSteps).toBe(400);
+    await first.runtime.close();
+    const room = { ...ROOM, roomId: 'room-2' };
+    const init: HostInit = { ...hostInit(ROOM.roomId), room, scheduleSteps: 800 };
+    const { next } = await start(ROOM.roomId, init);
+    expect((await next('resumed')).checkpoint.step).toBe(saved.step);
+    // the new room's checkpoint is its own, with the longer schedule; its text moved with it
+    expect((await next('saved')).checkpoint.totalSteps).toBe(800);
+    const files = records.get('room-files:room-2') as RoomFilesRecord;
+    expect(decodeRoomCheckpoint(files.weights, files.state).state.config.train.totalSteps).toBe(800);
+    expect(records.has('room-corpus:room-2')).toBe(true);
+    const old = records.get(`room-files:${ROOM.roomId}`) as RoomFilesRecord;
+    expect(decodeRoomCheckpoint(old.weights, old.state).state.config.train.totalSteps).toBe(400);
   });
 });
 

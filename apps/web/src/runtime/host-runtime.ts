@@ -37,6 +37,7 @@ function infoOf(checkpoint: RoomCheckpoint, step: number): CheckpointInfo {
     step,
     tokens: state.roomTokens,
     fragments: state.fragments,
+    totalSteps: state.config.train.totalSteps,
   };
 }
 
@@ -86,6 +87,11 @@ async function roomData(
   return { corpus, evalBatches: evalBatchesFor(corpus, config, init.evalBatches), info: datasetOf(corpus, source) };
 }
 
+/** A saved run's config with its schedule lengthened to `steps` (train on); as it is when null. */
+export function withScheduleSteps(config: RunConfig, steps: number | null): RunConfig {
+  return steps === null ? config : { ...config, train: { ...config.train, totalSteps: steps } };
+}
+
 export async function startHost(init: HostInit, transport: PortTransport, post: Post): Promise<HostRuntime> {
   let saved: RoomCheckpoint | null = null;
   if (init.resume) {
@@ -95,7 +101,7 @@ export async function startHost(init: HostInit, transport: PortTransport, post: 
     // an older host's run state holds no step: its record's goes in its place
     saved.state.step ??= files.info?.step;
   }
-  const config = saved?.state.config ?? init.config;
+  const config = saved ? withScheduleSteps(saved.state.config, init.scheduleSteps) : init.config;
   if (!config) throw new Error('a new room needs a run config');
   // before the mesh starts: a volunteer may ask for the text as soon as it is welcomed
   const { corpus, evalBatches, info, packed } = await roomData(init, config);

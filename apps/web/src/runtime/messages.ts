@@ -27,6 +27,12 @@ export interface HostInit {
    * differs from room.roomId when the server had forgotten the room and a new one was opened.
    */
   resume: string | null;
+  /**
+   * A room that trains on from a finished one's checkpoint (`resume` names that room): the
+   * schedule's new length, more than the saved step; the step, tokens and counters go on. Null:
+   * the saved run's own schedule.
+   */
+  scheduleSteps: number | null;
   status: RoomStatus;
   /** Moby Dick's static file: the room's text unless the host uploaded one. */
   corpusUrl: string;
@@ -167,6 +173,8 @@ export interface CheckpointInfo {
   step: number;
   tokens: number;
   fragments: { round: number; hash: string }[];
+  /** The schedule's steps of the run it was saved from (absent in records of older versions). */
+  totalSteps?: number;
 }
 
 export type RuntimeOut = NetOut | RuntimeEvent;

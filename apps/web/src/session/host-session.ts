@@ -61,7 +61,45 @@ export async function createRoom(
   };
   await saveRoomLink(link);
   history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
-  return run(client, { ...room, peers: [] }, link, { config, params, corpus, resume: null, history: null });
+  return run(client, { ...room, peers: [] }, link, {
+    config,
+    params,
+    corpus,
+    resume: null,
+    scheduleSteps: null,
+    history: null,
+  });
+}
+
+/**
+ * A new room that trains on from the last checkpoint of room `fromId` (one this browser hosted,
+ * whose schedule ended): a new id and links, the schedule lengthened to `scheduleSteps`, the
+ * step, tokens and counters going on from the checkpoint's. The finished room stays as it was.
+ */
+export async function trainOnRoom(fromId: string, scheduleSteps: number): Promise<HostSession> {
+  const { setSession } = store.getState();
+  setSession({ role: 'host', phase: 'creating the room…', error: null });
+  if (!(await loadRoomFiles(fromId))) throw new Error(`This browser holds no checkpoint of room ${fromId}.`);
+  const client = await connectSignaling();
+  const room = await client.create();
+  const link: RoomLinkRecord = {
+    roomId: room.roomId,
+    hostSecret: room.hostSecret,
+    joinToken: room.joinToken,
+    watchKey: room.watchKey ?? null,
+    createdAt: new Date().toISOString(),
+    status: 'waiting',
+  };
+  await saveRoomLink(link);
+  history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
+  return run(client, { ...room, peers: [] }, link, {
+    config: null,
+    params: null,
+    corpus: null,
+    resume: fromId,
+    scheduleSteps,
+    history: null,
+  });
 }
 
 /** Takes a room this browser hosted back after a reload: the same room and run, from IndexedDB. */
@@ -145,7 +183,14 @@ async function tryResume(roomId: string): Promise<HostSession | null> {
   const view = link.roomId === roomId ? kept : null;
   if (view) store.getState().applyView(view, { replace: true, roomStep: view.metrics.step });
   // a record that moved to a new room resumes from there (replaceRoomLink moved its files too)
-  return run(client, room, link, { config: null, params: null, corpus: null, resume: link.roomId, history: view });
+  return run(client, room, link, {
+    config: null,
+    params: null,
+    corpus: null,
+    resume: link.roomId,
+    scheduleSteps: null,
+    history: view,
+  });
 }
 
 /** The dashboard's evaluation and publication timing (the CLI's differ: HOST_DEFAULTS). */
@@ -155,7 +200,7 @@ function run(
   client: SignalClient,
   room: { roomId: string; peerId: string; iceServers: unknown[]; peers: string[] },
   link: RoomLinkRecord,
-  start: Pick<HostInit, 'config' | 'params' | 'corpus' | 'resume' | 'history'>,
+  start: Pick<HostInit, 'config' | 'params' | 'corpus' | 'resume' | 'scheduleSteps' | 'history'>,
 ): HostSession {
   const { setSession, applyView, setCheckpoint } = store.getState();
   // the room outlives the socket: after a server restart the page reclaims it with the secret
@@ -187,15 +232,19 @@ function run(
       worker.post({ type, id });
     });
 
-  const publish = (update: RoomViewUpdate, step: number) => {
-    applyView(update, { roomStep: step });
-    // the run stopped by itself (the schedule ended): the room is stopped as if Stop was pressed
-    if (update.status === 'stopped' && status !== 'stopped') {
+  const publish = (viewed: RoomViewUpdate, step: number) => {
+    // the run stopped by itself (the schedule ended): the room is stopped as if Stop was pressed,
+    // and its record says why, for a reload and the rooms list
+    if (viewed.status === 'stopped' && status !== 'stopped') {
       status = 'stopped';
-      link = { ...link, status };
+      link = { ...link, status, endedBy: viewed.endedBy ?? 'schedule' };
       void saveRoomLink(link);
       setSession({ status, phase: statusPhase(status) });
     }
+    // a reloaded room the schedule ended is stopped by its saved status: its record says why
+    const update: RoomViewUpdate =
+      viewed.status === 'stopped' && link.endedBy ? { ...viewed, endedBy: link.endedBy } : viewed;
+    applyView(update, { roomStep: step });
     if (signal.state.kind !== 'connected') return; // the next view, once back, carries on
     signal.publish(update);
     // the volunteers' room figures: a projection of the same view (one definition)
@@ -254,7 +303,8 @@ function run(
   return {
     setStatus(next) {
       status = next;
-      link = { ...link, status: next };
+      const { endedBy: _, ...rest } = link;
+      link = next === 'stopped' ? { ...rest, status: next, endedBy: 'host' } : { ...rest, status: next };
       void saveRoomLink(link);
       worker.post({ type: 'status', status: next });
       setSession({ status: next, phase: statusPhase(next) });
