@@ -19,7 +19,7 @@ import type { Member } from './member.ts';
 import { fragmentStages, PipelineGroups, pipelineStageBytes } from './pipeline/groups.ts';
 import type { ReplicaState, ShardClaim } from './replica.ts';
 import { type MemberInfo, median, Roster } from './roster.ts';
-import { chooseParticipants, seenTokens, shardTable } from './round-plan.ts';
+import { chooseParticipants, seenTokens, shardTable, slowWorkers } from './round-plan.ts';
 import type { ShardDuties } from './shard-duty.ts';
 
 interface OpenRound {
@@ -485,8 +485,13 @@ export class Coordinator {
     const fragment = this.options.fragments[p] as Fragment;
     this.roster.roundOpened();
     // The others train on and follow as replicas; the roster says why they were left out.
-    const { participants, reasons } = chooseParticipants(workers, this.options.unreachableHint);
-    this.roster.setReasons(reasons);
+    // a pipeline room's groups are its structure: a slow stage is waited for, not left out
+    const slow = this.groups ? new Map<PeerId, string>() : slowWorkers(workers);
+    const { participants, reasons } = chooseParticipants(
+      workers.filter((w) => !slow.has(w.peer)),
+      this.options.unreachableHint,
+    );
+    this.roster.setReasons(new Map([...reasons, ...slow]));
     const n = participants.length;
     const round = (this.lastRound[p] as number) + 1;
     this.lastRound[p] = round;

@@ -5,7 +5,42 @@
  */
 import type { Codec } from '@shoal/diloco';
 import { type PeerId, type RoundOpenMessage, type RunConfig, shardRanges } from '@shoal/protocol';
-import type { MemberInfo } from './roster.ts';
+import { type MemberInfo, median } from './roster.ts';
+
+/**
+ * A worker this many times slower than the others would hold up every round it is named for. Up
+ * to about 5× the slack between rounds absorbs it (slow-worker.test.ts: the others do not wait).
+ */
+export const SLOW_FACTOR = 10;
+
+/**
+ * Workers left out of rounds for their pace, with each one's reason: those whose speed, as their
+ * heartbeats report it (tokens/s over their last step, its compute and the duty cycle's rest, not
+ * the waits for rounds: those are the room's, not the worker's), is under 1/SLOW_FACTOR of the
+ * median of the others'. Each merge waits for every participant's next step boundary, so such a
+ * worker would stall the others at every round; left out, it trains on and follows the rounds as
+ * a replica, and comes back once its pace does. Workers that have not reported a step yet are not
+ * judged, and the fastest never is, so a round always has someone. A worker that claims more
+ * speed than it has is named, and stalls a round no more than one that withholds its
+ * contribution (missed rounds bench it).
+ */
+export function slowWorkers(workers: readonly MemberInfo[]): Map<PeerId, string> {
+  const known = workers.filter((w) => Number.isFinite(w.tokensPerSecond) && w.tokensPerSecond > 0);
+  const slow = new Map<PeerId, string>();
+  for (const worker of known) {
+    const others = known.filter((w) => w !== worker).map((w) => w.tokensPerSecond);
+    if (others.length === 0) continue;
+    const typical = median(others);
+    if (worker.tokensPerSecond * SLOW_FACTOR >= typical) continue;
+    const speed = (tokensPerSecond: number) => Math.round(tokensPerSecond).toLocaleString('en-US');
+    slow.set(
+      worker.peer,
+      `too slow for rounds: ${speed(worker.tokensPerSecond)} tokens/s against ${speed(typical)} for the others ` +
+        `(under 1/${SLOW_FACTOR}); it trains on and follows the rounds`,
+    );
+  }
+  return slow;
+}
 
 /**
  * The participants of a round: synced workers that can all reach each other, greedily from their

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
+import { SLOW_FACTOR } from './round-plan.ts';
+import { createRoom, must, replicaStates, type TestRoom } from './test-room.ts';
 
 const SECONDS = 8_000;
 
@@ -57,4 +58,60 @@ describe('a worker 5× slower than the rest', () => {
     const hostStates = mixed.host.fragmentStates();
     for (const w of mixed.workers) expect(replicaStates(w.worker)).toEqual(hostStates);
   });
+});
+
+describe('a worker 50× slower than the rest', () => {
+  /** Each commit's time from its round's opening, ms, for rounds opened after `fromMs`. */
+  const roundTimes = (
+    room: TestRoom,
+    opens: { at: number; message: { fragment: number; round: number } }[],
+    fromMs: number,
+  ) => {
+    const commits = room.spy(room.hostMember, 'commit');
+    return () =>
+      commits.flatMap(({ at, message }) => {
+        const open = opens.find((o) => o.message.fragment === message.fragment && o.message.round === message.round);
+        return open && open.at >= fromMs ? [at - open.at] : [];
+      });
+  };
+
+  it('is left out of rounds once its pace is measured, with its reason, so rounds are as quick as without it', async () => {
+    const RUN_MS = 30_000;
+    const mixed = await createRoom({ workers: 3, spec: (i) => ({ computeMsPerStep: i === 2 ? 5_000 : 100 }) });
+    const mixedOpens = mixed.spy(mixed.hostMember, 'round-open');
+    const mixedTimes = roundTimes(mixed, mixedOpens, 15_000);
+    mixed.startAll();
+    await mixed.clock.runAsync({ until: RUN_MS });
+    const slow = must(mixed.host.coordinator.members.get('w2'));
+    const reason = slow.reason;
+    await mixed.finish(RUN_MS);
+    const alone = await createRoom({ workers: 2 });
+    const aloneOpens = alone.spy(alone.hostMember, 'round-open');
+    const aloneTimes = roundTimes(alone, aloneOpens, 15_000);
+    alone.startAll();
+    await alone.finish(RUN_MS);
+
+    // named in the first rounds (nobody's pace was known), then left out, and told why
+    expect(mixedOpens.slice(0, 2).every((o) => o.message.participants.includes('w2'))).toBe(true);
+    const late = mixedOpens.filter((o) => o.at >= 15_000);
+    expect(late.length).toBeGreaterThanOrEqual(10);
+    expect(late.every((o) => !o.message.participants.includes('w2'))).toBe(true);
+    expect(reason).toMatch(
+      new RegExp(`too slow for rounds: [\\d,]+ tokens/s against [\\d,]+ for the others \\(under 1/${SLOW_FACTOR}\\)`),
+    );
+    // the rounds of the room with it are as quick, and as many, as those of the room without it
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const withIt = mixedTimes();
+    const without = aloneTimes();
+    console.log(
+      `rounds opened after 15 s: ${withIt.length} with the slow worker, mean ${mean(withIt).toFixed(0)} ms; ` +
+        `${without.length} without, mean ${mean(without).toFixed(0)} ms`,
+    );
+    expect(withIt.length).toBeGreaterThanOrEqual(without.length - 1);
+    expect(mean(withIt)).toBeLessThanOrEqual(1.1 * mean(without));
+    // it trained on and follows the rounds as a replica
+    expect(must(mixed.workers[2]).worker.metrics.innerStep).toBeGreaterThan(3);
+    const hostStates = mixed.host.fragmentStates();
+    for (const w of mixed.workers) expect(replicaStates(w.worker)).toEqual(hostStates);
+  }, 120_000);
 });
