@@ -1,7 +1,8 @@
 /**
  * Where the run is and what the room is doing, in words, on every page: a host starts a room
  * before anyone joins (it waits for volunteers, it does not train), two CPU volunteers and the
- * watch link join; every page shows "Step X of N", the tokens and the time left; paused, the
+ * watch link join; every page shows "Step X of N", the tokens and the time left; a volunteer sees
+ * its processor use, the memory Shoal holds and its own loss and speed over time; paused, the
  * speeds read 0 and nothing counts down; one volunteer leaves and its page no longer trains; the
  * host stops, and the final validation loss reads the same on the dashboard, the watch page and
  * the page of the volunteer who stayed.
@@ -71,6 +72,17 @@ test('a started room waits for volunteers; then every page shows the step of the
       { timeout: 60_000 },
     );
   }
+});
+
+test('a volunteer sees its processor use, the memory Shoal holds and its own progress over time', async () => {
+  await expect(volunteer.getByTestId('own-busy')).toHaveText(/^[\d.]+% busy · cap 100%$/, { timeout: 30_000 });
+  await expect(volunteer.getByTestId('own-memory')).toHaveText(/^[\d.]+ ?[kMG]i?B$/);
+  await expect(volunteer.getByTestId('own-sent')).not.toHaveText('—');
+  for (const chart of ['chart-own-loss', 'chart-own-speed']) {
+    await expect(volunteer.getByTestId(chart).locator('canvas').first()).toBeVisible();
+  }
+  await volunteer.screenshot({ path: 'test-results/screenshots/volunteer-own.png', fullPage: true });
+  await host.screenshot({ path: 'test-results/screenshots/dashboard-progress.png' });
 });
 
 test('paused, the speeds read 0 and nothing counts down', async () => {

@@ -71,25 +71,11 @@ describe('the store (slices without React)', () => {
     const store = createShoalStore();
     store.getState().setSession({ role: 'volunteer' });
     store.getState().setSummary({ status: 'running', step: 40, tokens: 5_000, evalLoss: 3.2, roundsCommitted: 6 });
-    store.getState().setVolunteer({
-      peer: 'v1',
-      backend: 'cpu',
-      adapter: 'CPU',
-      phase: 'training',
-      innerStep: 12,
-      tokens: 1_500,
-      loss: 3.5,
-      tokensPerSecond: 50,
-      contributions: 3,
-      merges: 2,
-      roundsCommitted: 5,
-      bytesSent: 1_000,
-      bytesReceived: 2_000,
-      config: null,
-      dataset: null,
-      pipeline: null,
-      shards: null,
-    });
+    store.getState().setVolunteer(stats());
+    store.getState().setVolunteer({ ...stats(), phase: 'paused' });
+    // its own series: a point per report while it trains or is paused (then at 0 tok/s)
+    expect(store.getState().ownPoints.map((p) => p.tokensPerSecond)).toEqual([50, 0]);
+    store.getState().setVolunteer(stats());
     expect(metricsOf(store.getState())).toEqual({
       step: 12,
       tokens: 1_500,
@@ -212,6 +198,9 @@ function stats() {
     roundsCommitted: 5,
     bytesSent: 1_000,
     bytesReceived: 2_000,
+    dutyCycle: 1,
+    busyFraction: 0.9,
+    memoryBytes: 1 << 20,
     config: null,
     dataset: null,
     pipeline: null,

@@ -17,6 +17,7 @@ import {
 import type { RoomView } from '@shoal/swarm';
 import { createStore, type StateCreator } from 'zustand/vanilla';
 import type { CheckpointInfo, DatasetInfo, VolunteerStats } from './runtime/messages.ts';
+import { type OwnPoint, ownPointOf } from './ui/own-series.ts';
 
 export type GpuStatus =
   | { kind: 'checking' }
@@ -77,6 +78,8 @@ export const summaryOf: (view: Omit<RoomView, 'points'>) => RoomSummary = roomSu
 
 export interface VolunteerSlice {
   volunteer: VolunteerStats | null;
+  /** The volunteer's own loss and speed over time (its page's chart), thinned like the room's points. */
+  ownPoints: OwnPoint[];
   summary: RoomSummary | null;
   /** shardBudgetMib: a dataset room's shard cache, MiB; null: 4 × the dataset's largest shard. */
   settings: { paused: boolean; dutyCycle: number; pauseWhenHidden: boolean; shardBudgetMib: number | null };
@@ -134,9 +137,14 @@ const viewSlice: Slice<ViewSlice> = (set) => ({
 
 const volunteerSlice: Slice<VolunteerSlice> = (set) => ({
   volunteer: null,
+  ownPoints: [],
   summary: null,
   settings: { paused: false, dutyCycle: 1, pauseWhenHidden: false, shardBudgetMib: null },
-  setVolunteer: (volunteer) => set({ volunteer }),
+  setVolunteer: (volunteer) =>
+    set((state) => {
+      const point = ownPointOf(volunteer, Date.now());
+      return { volunteer, ownPoints: point ? appendThinned(state.ownPoints, [point]) : state.ownPoints };
+    }),
   setSummary: (summary) => set({ summary, status: summary.status, viewAt: Date.now() }),
   setSettings: (patch) => set((state) => ({ settings: { ...state.settings, ...patch } })),
 });

@@ -18,6 +18,7 @@ import { LEFT_PHASE, metricsOf, store } from '../store.ts';
 import { ConnectionBanner } from '../ui/ConnectionBanner.tsx';
 import { ShardBudgetField, ShardLine } from '../ui/DatasetParts.tsx';
 import { engineFigure, GpuCard, ProbeProgressLine, useEngineProbe } from '../ui/GpuCards.tsx';
+import { OwnProgress } from '../ui/OwnProgress.tsx';
 import { VolunteerStage } from '../ui/PipelineTables.tsx';
 import { DatasetLine, ErrorBox, fmt, Header, StatTiles } from '../ui/parts.tsx';
 import { stageWaiting } from '../ui/pipeline-text.ts';
@@ -317,6 +318,7 @@ function Training({ session }: { session: VolunteerSession }) {
           },
         ]}
       />
+      <OwnProgress />
       {/* the room's figures: the host's summary of its view, shown as the dashboard shows them */}
       <RoomFigureTiles progress={!left || roomFinished} />
       {ended ? (

@@ -108,6 +108,15 @@ export interface VolunteerStats {
   roundsCommitted: number;
   bytesSent: number;
   bytesReceived: number;
+  /** The share of time the engine may work (the volunteer's cap, 0.1 … 1). */
+  dutyCycle: number;
+  /** The share of wall time a step was in progress lately (BusyMeter); null before it is known or in a pipeline room. */
+  busyFraction: number | null;
+  /**
+   * What Shoal holds for the room, bytes: the model's training state and activations
+   * (modelMemoryBytes) and the text or shards held; null before the welcome and in a pipeline room.
+   */
+  memoryBytes: number | null;
   config: RunConfig | null;
   /** The room's text: null before the welcome names it; `received` < `bytes` while it arrives. */
   dataset: DatasetInfo | null;

@@ -11,7 +11,7 @@
  */
 import { type Corpus, corpusFromBytes, type Dataset } from '@shoal/data';
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
-import { splitStages } from '@shoal/model';
+import { modelMemoryBytes, splitStages } from '@shoal/model';
 import {
   corpusLengthOf,
   createWireCodec,
@@ -31,6 +31,7 @@ import {
   wallClock,
 } from '@shoal/swarm';
 import { stageFor, trainerFor, VolunteerService } from '@shoal/swarm/services';
+import { BusyMeter } from './busy-meter.ts';
 import { browserCpuThreads, cpuEngineName } from './cpu-threads.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type {
@@ -80,6 +81,7 @@ export async function startVolunteer(
   }
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.roomId));
   let dutyCycle = init.dutyCycle;
+  const busy = new BusyMeter();
   let hostStatus: RoomStatus = 'waiting';
   let localPause = false;
   let stopped = false;
@@ -163,7 +165,13 @@ export async function startVolunteer(
     onShard: ({ epoch, shard, from, heldBytes }) => {
       shardStart = { epoch, shard, from, heldBytes };
     },
-    createEngine: (config, params) => trainerFor(gpu?.device ?? null, config, params, { threads }),
+    createEngine: async (config, params) => {
+      const engine = await trainerFor(gpu?.device ?? null, config, params, { threads });
+      // every step timed: the page shows how busy the engine is beside the duty cycle asked for
+      const step = engine.step.bind(engine);
+      engine.step = (...args) => busy.time(() => step(...args));
+      return engine;
+    },
     // on the device the whole-model engine would use: WebGPU, or the CPU without one
     createStage: async (config, spec, params, o) => {
       const stage = await stageFor(gpu?.device ?? null, config, spec, params, o);
@@ -196,6 +204,14 @@ export async function startVolunteer(
     };
   };
 
+  /** What Shoal holds for the room: the model's training state and the text or shards. */
+  const memoryBytes = (config: RunConfig | null): number | null => {
+    if (!config || config.pipeline) return null;
+    const model = modelMemoryBytes(config.model, config.train.batchSize, config.train.seqLen);
+    const text = shardStart?.heldBytes ?? (dataset?.source === 'url' ? 0 : (dataset?.bytes ?? 0));
+    return model + text;
+  };
+
   const stats = (): VolunteerStats => {
     const { metrics } = worker;
     return {
@@ -212,6 +228,9 @@ export async function startVolunteer(
       roundsCommitted: worker.replica?.state.fragments.reduce((sum, f) => sum + f.round, 0) ?? 0,
       bytesSent: member.bytesSent,
       bytesReceived: member.bytesReceived,
+      dutyCycle,
+      busyFraction: worker.config?.pipeline ? null : busy.fraction(),
+      memoryBytes: memoryBytes(worker.config),
       config: worker.config,
       dataset: dataset && { ...dataset },
       pipeline: pipelineStats(worker.config),
