@@ -69,7 +69,7 @@ import {
 } from './schemas.ts';
 
 /** Same major: compatible. Another major is rejected on decode. A new minor only adds optional fields. */
-export const PROTOCOL_VERSION = { major: 1, minor: 7 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 8 } as const;
 
 /** Join: role and what this member's machine can do. The header's run id is 0 while the run is not known. */
 const helloBody = z.object({
@@ -178,6 +178,15 @@ const heartbeatBody = z.object({
   lowRankErrors: z
     .array(z.array(z.number().min(0).max(1)).max(LOW_RANK_RUNGS.length))
     .max(MAX_FRAGMENTS)
+    .optional(),
+  /**
+   * The rounds whose shards this member owns and has not finished (minor 8): per round, the
+   * participants whose contribution it still waits for. The host names them on the room's pages.
+   * Absent from older peers.
+   */
+  waitingFor: z
+    .array(z.object({ fragment: countSchema, round: countSchema, peers: peerListSchema(MAX_PARTICIPANTS) }))
+    .max(2 * MAX_FRAGMENTS)
     .optional(),
 });
 

@@ -138,6 +138,11 @@ export const roomViewRoundSchema = z.object({
   codec: z.string().max(16).optional(),
   /** The round's low-rank rank; null: a dense round. Absent in views from before low-rank rounds. */
   rank: count.nullable().optional(),
+  /**
+   * An open round: the participants whose contribution its shard owners still wait for, as they
+   * say. Absent when it waits for nobody, and in older views.
+   */
+  waitingFor: z.array(z.string().min(1).max(128)).max(256).optional(),
 });
 export type RoomViewRound = z.infer<typeof roomViewRoundSchema>;
 

@@ -114,6 +114,7 @@ export const SAMPLES: { [K in MessageKind]: MessageOf<K> } = {
     stalls: 1,
     reachable: ['host', 'peer-b'],
     rejectedContributions: { codec: 2, 'non-finite': 1 },
+    waitingFor: [{ fragment: 1, round: 4, peers: ['peer-b'] }],
   },
   'round-open': {
     kind: 'round-open',

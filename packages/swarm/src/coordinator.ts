@@ -295,6 +295,24 @@ export class Coordinator {
   }
 
   /**
+   * Whom fragment p's round in flight waits for: the participants whose contribution a shard's
+   * owner still waits for, as the owners' heartbeats say (only a named owner's word counts, and
+   * only of the round's participants). Empty when no round of p is in flight.
+   */
+  waitingFor(p: number): { round: number; peers: PeerId[] } | null {
+    const open = this.inFlight[p];
+    if (!open) return null;
+    const owners = new Set(open.message.shards.map((shard) => shard.owner));
+    const participants = new Set(open.participants);
+    const peers = new Set<PeerId>();
+    for (const owner of owners) {
+      const claim = this.members.get(owner)?.waitingFor.find((w) => w.fragment === p && w.round === open.round);
+      for (const peer of claim?.peers ?? []) if (participants.has(peer)) peers.add(peer);
+    }
+    return { round: open.round, peers: [...peers].sort() };
+  }
+
+  /**
    * Each worker's steps for the run state: those in the room, and those a resumed run state
    * counted that have not come back yet (they may still).
    */

@@ -120,7 +120,12 @@ export class ShardCollector {
 
   /** Every participant still up has contributed (or been refused). */
   isComplete(): boolean {
-    return this.job.participants.every((p) => this.received.has(p) || this.refused.has(p) || this.gone.has(p));
+    return this.missing().length === 0;
+  }
+
+  /** The participants still up whose contribution has not come. */
+  missing(): string[] {
+    return this.job.participants.filter((p) => !(this.received.has(p) || this.refused.has(p) || this.gone.has(p)));
   }
 
   /**

@@ -469,7 +469,7 @@ export class RoomViewRecorder {
       hostKind: this.hostKind,
       metrics,
       peers: [...coordinator.members.values()].slice(0, MAX_VIEW_PEERS).map((info) => this.peerRow(info, clock)),
-      rounds: this.rounds.map((entry) => ({ ...entry })),
+      rounds: this.rounds.map((entry) => this.roundRow(entry)),
       points: [...points],
       ...(pipeline ? { pipeline } : {}),
       ...(this.status === 'stopped' && this.endedBy ? { endedBy: this.endedBy } : {}),
@@ -608,6 +608,15 @@ export class RoomViewRecorder {
       this.sentSeen.set(peer, bytes);
     }
     return this.sentBytes;
+  }
+
+  /** A round's row: an open one names whom it waits for (Coordinator.waitingFor). */
+  private roundRow(entry: RoomViewRound): RoomViewRound {
+    const { waitingFor: _, ...row } = entry;
+    if (entry.outcome !== 'open') return row;
+    const waiting = this.host.coordinator.waitingFor(entry.fragment);
+    if (waiting?.round !== entry.round || waiting.peers.length === 0) return row;
+    return { ...row, waitingFor: waiting.peers.slice(0, 256) };
   }
 
   private round(fragment: number, round: number): RoomViewRound | undefined {

@@ -64,13 +64,15 @@ export interface MemberInfo {
   measuredStepMs: number;
   /** Its step and this clock at its last heartbeat, for measuredStepMs. */
   paceMark: { step: number; at: number } | null;
-  /** Its steps at its heartbeats of the last SPEED_WINDOW_MS (and the one before), for speedNow. */
+  /** The rounds whose shards it owns and has not finished, with whom it waits for (its heartbeat's). */
+  waitingFor: { fragment: number; round: number; peers: PeerId[] }[];
+  /** Its steps at its heartbeats of the last SPEED_WINDOW_MS (and the one before), for stepsPerSecondNow. */
   progress: { step: number; at: number }[];
   /** Per fragment, its last low-rank contribution's error at each rank of the ladder (heartbeats). */
   lowRankErrors: number[][];
 }
 
-/** The span a member's speed now is measured over (speedNow). */
+/** The span a member's speed now is measured over (stepsPerSecondNow). */
 export const SPEED_WINDOW_MS = 10_000;
 
 /**
@@ -155,6 +157,7 @@ export class Roster {
       measuredStepMs: 0,
       paceMark: null,
       progress: [],
+      waitingFor: [],
       lowRankErrors: [],
     };
     this.members.set(info.peer, info);
@@ -173,6 +176,7 @@ export class Roster {
     info.reachable = new Set(message.reachable);
     info.rejected = message.rejectedContributions ?? {};
     info.lowRankErrors = message.lowRankErrors ?? [];
+    info.waitingFor = message.waitingFor ?? [];
     info.lastSeen = now;
     const mark = info.paceMark;
     if (mark && message.innerStep > mark.step && now > mark.at) {

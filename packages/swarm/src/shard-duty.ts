@@ -246,6 +246,25 @@ export class ShardDuties {
     }
   }
 
+  /**
+   * The rounds of the shards this member owns and has not finished, each with the participants
+   * whose contribution it still waits for (its heartbeat tells the host, whose pages name them).
+   */
+  waitingFor(): { fragment: number; round: number; peers: PeerId[] }[] {
+    const rounds = new Map<string, { fragment: number; round: number; peers: Set<PeerId> }>();
+    for (const { collector, role } of this.duties.values()) {
+      if (role !== 'owner') continue;
+      const missing = collector.missing();
+      if (missing.length === 0) continue;
+      const { fragment, round } = collector.job;
+      const key = `${fragment}:${round}`;
+      const entry = rounds.get(key) ?? { fragment, round, peers: new Set<PeerId>() };
+      for (const peer of missing) entry.peers.add(peer);
+      rounds.set(key, entry);
+    }
+    return [...rounds.values()].map(({ fragment, round, peers }) => ({ fragment, round, peers: [...peers].sort() }));
+  }
+
   /** Stops every duty (the coordinator is gone: no round in flight can commit). */
   clear(): void {
     for (const { cancel } of this.duties.values()) cancel();

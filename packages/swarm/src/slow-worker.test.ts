@@ -81,6 +81,14 @@ describe('a worker 50× slower than the rest', () => {
     const mixedOpens = mixed.spy(mixed.hostMember, 'round-open');
     const mixedTimes = roundTimes(mixed, mixedOpens, 15_000);
     mixed.startAll();
+    // while it is still named, its rounds wait for it, and the owners say so
+    const waited = new Set<string>();
+    for (let t = 250; t <= 15_000; t += 250) {
+      await mixed.clock.runAsync({ until: t });
+      for (let p = 0; p < 2; p++)
+        for (const peer of mixed.host.coordinator.waitingFor(p)?.peers ?? []) waited.add(peer);
+    }
+    expect([...waited]).toEqual(['w2']);
     await mixed.clock.runAsync({ until: RUN_MS });
     const slow = must(mixed.host.coordinator.members.get('w2'));
     const reason = slow.reason;

@@ -537,6 +537,7 @@ export class Worker {
     const { member } = this.options;
     this.lastHeartbeat = member.clock.now();
     const data = this.options.dataPositions?.();
+    const waitingFor = this.duties?.waitingFor() ?? [];
     void member.send(this.options.coordinator, {
       kind: 'heartbeat',
       innerStep: this.metrics.innerStep,
@@ -550,6 +551,7 @@ export class Worker {
       rejectedContributions: Object.fromEntries(this.rejectedContributions),
       ...(this.config?.diloco.lowRank && this.rounds ? { lowRankErrors: this.rounds.lowRankErrors } : {}),
       ...(data ? { data } : {}),
+      ...(waitingFor.length > 0 ? { waitingFor } : {}),
     });
   }
 

@@ -154,6 +154,12 @@ export const RoundsTimeline = memo(function RoundsTimeline({ rounds }: { rounds:
                 <td>
                   <span className={`status ${round.outcome}`}>{round.outcome}</span>{' '}
                   <span className="muted small mono">{round.detail}</span>
+                  {round.waitingFor && round.waitingFor.length > 0 && (
+                    <span className="small" data-testid="round-waiting">
+                      {' '}
+                      waiting for <span className="mono">{round.waitingFor.join(', ')}</span>
+                    </span>
+                  )}
                 </td>
               </tr>
             );
