@@ -102,7 +102,13 @@ describe('shoal host killed with SIGKILL', () => {
       ]);
       const back = await until(() => again.lines[1], 30_000, 'the resumed host’s first two lines');
       expect(again.lines[0]).toMatchObject({ event: 'room', roomId: room.roomId });
-      expect(back).toMatchObject({ event: 'resumed', reclaimed: true, roomTokens: saved.state.roomTokens });
+      expect(back).toMatchObject({
+        event: 'resumed',
+        reclaimed: true,
+        roomTokens: saved.state.roomTokens,
+        step: saved.state.step,
+      });
+      expect(saved.state.step).toBeGreaterThan(0);
       expect(back.fragments).toEqual(saved.state.fragments);
       const next = await until(
         () =>
@@ -113,6 +119,10 @@ describe('shoal host killed with SIGKILL', () => {
       );
       for (const [p, f] of saved.state.fragments.entries())
         expect(next.find((e) => e.fragment === p)?.round).toBeGreaterThan(f.round);
+      // the room's step goes on from the saved one: never below it, and on past it
+      const steps = eventsOf(again, 'metrics').map((e) => e.step as number);
+      expect(Math.min(...steps)).toBeGreaterThanOrEqual(saved.state.step ?? Number.POSITIVE_INFINITY);
+      expect(Math.max(...steps)).toBeGreaterThan(saved.state.step ?? Number.POSITIVE_INFINITY);
       // the worker leaves first: a host stops at once only when no round is open (an open round's
       // coordinator deadline holds its process up to 2 × --deadline-ms)
       worker.child.kill('SIGINT');

@@ -98,6 +98,8 @@ export type HostEvent =
       from: string;
       fragments: { round: number; hash: string }[];
       roomTokens: number;
+      /** The room's step at the save (an older checkpoint's: 0): the room goes on from it. */
+      step: number;
       /** Whether the signaling room was taken back (false: a new room, a new join link). */
       reclaimed: boolean;
     }
@@ -404,9 +406,10 @@ export async function hostCommand(options: HostCliOptions): Promise<void> {
   );
   if (saved && options.resume) {
     const { fragments, roomTokens } = saved.state;
+    const step = saved.state.step ?? 0;
     print(
-      { event: 'resumed', from: options.resume, fragments, roomTokens, reclaimed },
-      `resumed ${options.resume}: rounds ${fragments.map((f) => f.round).join(', ')}, ${roomTokens} tokens` +
+      { event: 'resumed', from: options.resume, fragments, roomTokens, step, reclaimed },
+      `resumed ${options.resume}: rounds ${fragments.map((f) => f.round).join(', ')}, step ${step}, ${roomTokens} tokens` +
         (reclaimed ? `, room ${room.roomId} taken back` : savedRoom ? ', its room is gone: a new one' : ''),
     );
   }
