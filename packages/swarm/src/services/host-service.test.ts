@@ -163,6 +163,7 @@ describe('the host service', () => {
     const view = second.service.recorder.snapshot();
     expect(view.metrics.tokens).toBeGreaterThanOrEqual(kept.metrics.tokens);
     expect(view.metrics.step).toBeGreaterThanOrEqual(kept.metrics.step);
+    expect(view.metrics.roundsCommitted).toBeGreaterThanOrEqual(kept.metrics.roundsCommitted);
     expect(view.rounds.map((r) => `${r.fragment}.${r.round}`)).toEqual(
       kept.rounds.map((r) => `${r.fragment}.${r.round}`),
     );
@@ -205,12 +206,22 @@ describe('the host service', () => {
       for (const v of own) void v.start();
       let service = room.service;
       const steps: number[] = [];
+      const counts: { rounds: number; tokens: number; bytes: number; hostBytes: number }[] = [];
       for (let t = 500; t <= 60_000 && room.ended.length === 0; t += 500) {
         await room.clock.runAsync({ until: t });
         // the server keeps the last view the host published, and the page reloads after it
         if (restarts.includes(t)) service = await room.restartHost(service.recorder.snapshot());
         room.timers.fire(PUBLISH_MS);
-        steps.push(must(room.views.at(-1)).step);
+        const { step, update } = must(room.views.at(-1));
+        steps.push(step);
+        const { metrics, points } = update;
+        const bytes = must(points.at(-1)).bytes;
+        counts.push({ rounds: metrics.roundsCommitted, tokens: metrics.tokens, bytes, hostBytes: metrics.bytesSent });
+      }
+      // the cumulative figures never go back either
+      for (let i = 1; i < counts.length; i++) {
+        for (const key of ['rounds', 'tokens', 'bytes', 'hostBytes'] as const)
+          expect(must(counts[i])[key], `${key} at publish ${i}`).toBeGreaterThanOrEqual(must(counts[i - 1])[key]);
       }
       expect(room.ended).toEqual(['schedule']);
       expect(room.errors).toEqual([]);

@@ -128,6 +128,8 @@ export interface ViewHistory {
    * the last save (they keep those steps in θ_local), so the room's tokens do not go back.
    */
   tokens?: number;
+  /** The rounds it counted, committed and aborted: counts that never go back either. */
+  rounds?: { committed: number; aborted: number };
 }
 
 /** The history a resumed host goes on from, read off the view the server kept (readKeptView). */
@@ -137,6 +139,7 @@ export function viewHistoryOf(view: RoomView): ViewHistory {
     continueFrom: view.points.at(-1) ?? null,
     kept: keptOf(view),
     tokens: view.metrics.tokens,
+    rounds: { committed: view.metrics.roundsCommitted, aborted: view.metrics.roundsAborted },
   };
 }
 
@@ -217,6 +220,9 @@ export class HostService {
     const { storage, timers } = this.options;
     const { coordinator } = this.host;
     if (history?.tokens !== undefined) coordinator.carryTokens(history.tokens);
+    // rounds committed after the last save were undone by the restart, but they happened
+    coordinator.committedRounds = Math.max(coordinator.committedRounds, history?.rounds?.committed ?? 0);
+    coordinator.abortedRounds = Math.max(coordinator.abortedRounds, history?.rounds?.aborted ?? 0);
     coordinator.carryStep(history?.kept?.step ?? history?.continueFrom?.step ?? 0);
     this.view = new RoomViewRecorder({
       host: this.host,
