@@ -18,13 +18,30 @@ declare global {
 window.shoal = Object.freeze({ getState: snapshot });
 applyTheme();
 
-/** The page for this URL: /, /host, /host/ROOM, /join/ROOM?token=…, /watch/ROOM?key=… */
+/**
+ * The page for this URL (/, /host, /host/ROOM, /host?trainOn=ROOM, /join/ROOM?token=…,
+ * /watch/ROOM?key=…) and its tab's title, so a person with several Shoal tabs tells them apart.
+ */
 function route() {
   const [, first, second] = location.pathname.split('/').map(decodeURIComponent);
   const query = new URLSearchParams(location.search);
-  if (first === 'host') return <HostPage roomId={second || null} trainOn={query.get('trainOn')} />;
-  if (first === 'join' && second) return <VolunteerPage roomId={second} token={query.get('token')} />;
-  if (first === 'watch' && second) return <WatchPage roomId={second} watchKey={query.get('key')} />;
+  if (first === 'host') {
+    const trainOn = query.get('trainOn');
+    document.title = second
+      ? `Room ${second} (host) · Shoal`
+      : trainOn
+        ? `Train on from ${trainOn} · Shoal`
+        : 'Host a room · Shoal';
+    return <HostPage roomId={second || null} trainOn={trainOn} />;
+  }
+  if (first === 'join' && second) {
+    document.title = `Join room ${second} · Shoal`;
+    return <VolunteerPage roomId={second} token={query.get('token')} />;
+  }
+  if (first === 'watch' && second) {
+    document.title = `Watch room ${second} · Shoal`;
+    return <WatchPage roomId={second} watchKey={query.get('key')} />;
+  }
   return <Landing />;
 }
 

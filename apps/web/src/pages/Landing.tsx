@@ -1,6 +1,8 @@
 /**
- * The landing page: what Shoal is, host a room or join one, whether this browser's GPU works,
- * and last, what this browser can lend: the faster engine and its speed, measured on nano.
+ * The landing page: what Shoal is, then what to do: host a room, join one or watch one (a link
+ * the host shared); this browser's GPU and its self-test one click away (open at once where
+ * WebGPU is missing), and last, what this browser can lend: the faster engine and its speed,
+ * measured on nano.
  */
 import { useState } from 'react';
 import { useStore } from 'zustand';
@@ -17,8 +19,6 @@ export function Landing() {
   const gpu = useStore(store, (s) => s.gpu);
   const selfTest = useStore(store, (s) => s.selfTest);
   const probe = useEngineProbe(gpu, LANDING_MODEL);
-  const [link, setLink] = useState('');
-  const read = readJoinInput(link, location.origin);
   return (
     <>
       <Header>
@@ -38,34 +38,33 @@ export function Landing() {
               Host a room
             </a>
           </section>
-          <section className="card">
-            <h2>Join a room</h2>
-            <form
-              onSubmit={(event) => {
-                event.preventDefault();
-                if (read.kind === 'go') location.assign(read.href);
-              }}
-            >
-              <input
-                aria-label="Join link or room code"
-                aria-describedby="join-box-problem"
-                aria-invalid={read.kind === 'invalid'}
-                placeholder="Paste the join link, or: ROOM TOKEN"
-                value={link}
-                onChange={(e) => setLink(e.target.value)}
-                data-testid="join-box"
-              />
-              <button type="submit" disabled={read.kind !== 'go'}>
-                Join
-              </button>
-              <p id="join-box-problem" className="error small" aria-live="polite" data-testid="join-box-problem">
-                {read.kind === 'invalid' ? read.problem : ''}
-              </p>
-            </form>
-          </section>
+          <LinkCard
+            title="Join a room"
+            text="Lend this browser to a room: paste the link its host shared. Nothing runs before you agree."
+            label="Join link or room code"
+            placeholder="Join link, or: ROOM TOKEN"
+            button="Join"
+            testId="join-box"
+          />
+          <LinkCard
+            title="Watch a room"
+            text="Follow a room’s loss, speed and rounds, read-only, from its watch link."
+            label="Watch link"
+            placeholder="…/watch/ROOM?key=…"
+            button="Watch"
+            testId="watch-box"
+          />
         </div>
-        <GpuCard gpu={gpu} />
-        {gpu.kind === 'ready' && <SelfTestCard result={selfTest} />}
+        {/* a browser without WebGPU is told at once; the adapter's details are one click away */}
+        {gpu.kind === 'unavailable' ? (
+          <GpuCard gpu={gpu} />
+        ) : (
+          <details className="card" data-testid="gpu-details">
+            <summary>This browser’s GPU: the adapter and a WGSL self-test</summary>
+            <GpuCard gpu={gpu} />
+            {gpu.kind === 'ready' && <SelfTestCard result={selfTest} />}
+          </details>
+        )}
         <section className="card" data-testid="can-volunteer">
           <h2>What this browser can lend</h2>
           {probe.probe ? (
@@ -81,6 +80,48 @@ export function Landing() {
         </section>
       </main>
     </>
+  );
+}
+
+/** A card with a box for a link the host shared (join or watch), read strictly (readJoinInput). */
+function LinkCard(props: {
+  title: string;
+  text: string;
+  label: string;
+  placeholder: string;
+  button: string;
+  testId: string;
+}) {
+  const [link, setLink] = useState('');
+  const read = readJoinInput(link, location.origin);
+  const problemId = `${props.testId}-problem`;
+  return (
+    <section className="card">
+      <h2>{props.title}</h2>
+      <p>{props.text}</p>
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (read.kind === 'go') location.assign(read.href);
+        }}
+      >
+        <input
+          aria-label={props.label}
+          aria-describedby={problemId}
+          aria-invalid={read.kind === 'invalid'}
+          placeholder={props.placeholder}
+          value={link}
+          onChange={(e) => setLink(e.target.value)}
+          data-testid={props.testId}
+        />
+        <button type="submit" disabled={read.kind !== 'go'}>
+          {props.button}
+        </button>
+        <p id={problemId} className="error small" aria-live="polite" data-testid={problemId}>
+          {read.kind === 'invalid' ? read.problem : ''}
+        </p>
+      </form>
+    </section>
   );
 }
 

@@ -391,7 +391,8 @@ export function RunField(props: {
   const id = `run-${name}`;
   const described = error ? `${id}-help ${id}-error` : `${id}-help`;
   return (
-    <div className="field" data-testid={`field-${name}`}>
+    // the model's choices name its size ("nano — 121k parameters, 2 layers × 64 wide…"): a whole row
+    <div className={name === 'preset' ? 'field span-2' : 'field'} data-testid={`field-${name}`}>
       <label htmlFor={id}>{spec.label}</label>
       {spec.kind === 'choice' ? (
         <select

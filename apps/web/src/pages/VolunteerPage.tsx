@@ -11,7 +11,7 @@ import { PRESETS } from '@shoal/model';
 import { type ReactNode, useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
 import { type Engine, type EngineProbe, pickEngine } from '../runtime/engine-probe.ts';
-import { checkRoom, corpusName, type RoomCheck, roomSentence } from '../session/room-check.ts';
+import { checkRoom, corpusName, modelText, type RoomCheck, roomSentence } from '../session/room-check.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
 import { LEFT_PHASE, metricsOf, store } from '../store.ts';
@@ -35,6 +35,9 @@ export function VolunteerPage({ roomId, token }: { roomId: string; token: string
     </>
   );
 }
+
+/** How often the join page asks again about a room whose host has not said what it trains. */
+const RECHECK_MS = 3_000;
 
 /** The model the probe measures: the room's preset, or nano when the room has not said (or names one unknown here). */
 function probeModelOf(check: RoomCheck | null): { preset: string } | null {
@@ -61,9 +64,18 @@ function JoinForm({
 
   useEffect(() => {
     let live = true;
-    void checkRoom(roomId, token).then((answer) => live && setCheck(answer));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const ask = () =>
+      void checkRoom(roomId, token).then((answer) => {
+        if (!live) return;
+        setCheck(answer);
+        // the host has not said yet what the room trains: ask again until it does
+        if (answer.kind === 'open' && modelText(answer.about) === null) timer = setTimeout(ask, RECHECK_MS);
+      });
+    ask();
     return () => {
       live = false;
+      clearTimeout(timer);
     };
   }, [roomId, token]);
 

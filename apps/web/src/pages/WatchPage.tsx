@@ -15,6 +15,8 @@ export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: stri
   const phase = useStore(store, (state) => state.phase);
   const hostKind = useStore(store, (state) => state.view?.hostKind);
   const config = useStore(store, (state) => state.view?.config);
+  // refused before any view (a wrong key, no such room): the error alone, nothing that looks live
+  const refused = useStore(store, (state) => state.error !== null && state.view === null);
   const volunteers = useStore(store, volunteerCountOf);
   const badge = status ? statusWords(status, volunteers) : null;
   useEffect(() => {
@@ -22,7 +24,7 @@ export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: stri
       store.getState().setSession({ role: 'watcher', roomId, error: 'This watch link has no key (?key=…).' });
       return;
     }
-    watchRoom(roomId, watchKey).catch((e: Error) => store.getState().setSession({ error: e.message }));
+    watchRoom(roomId, watchKey).catch((e: Error) => store.getState().setSession({ error: e.message, phase: '' }));
   }, [roomId, watchKey]);
   return (
     <>
@@ -38,14 +40,18 @@ export function WatchPage({ roomId, watchKey }: { roomId: string; watchKey: stri
           )}{' '}
           <ConnectionBanner />
         </h1>
-        <p className="muted" data-testid="watch-phase">
-          Read-only view{hostKind ? `, hosted by ${hostKind === 'cli' ? 'shoal host' : 'a browser dashboard'}` : ''}
-          {phase ? ` — ${phase}` : ''}
-          {phase.endsWith('…') ? '' : '.'}
-        </p>
-        <RoomNumbers />
-        <RunConfigPanel config={config} />
-        <RoomPanels />
+        {!refused && (
+          <>
+            <p className="muted" data-testid="watch-phase">
+              Read-only view{hostKind ? `, hosted by ${hostKind === 'cli' ? 'shoal host' : 'a browser dashboard'}` : ''}
+              {phase ? ` — ${phase}` : ''}
+              {phase.endsWith('…') ? '' : '.'}
+            </p>
+            <RoomNumbers />
+            <RunConfigPanel config={config} />
+            <RoomPanels />
+          </>
+        )}
       </main>
     </>
   );

@@ -8,6 +8,7 @@ import {
   ProbeTally,
   pickEngine,
   probeKeyOf,
+  probeMaxMs,
   readKeptProbe,
   recentSteps,
   relativeError,
@@ -73,6 +74,15 @@ describe('ProbeTally', () => {
     expect(tally.nextDeadline()).toBe(PROBE_LIMITS.budgetMs);
     // over the later half: 2 × 1024 tokens in 0.2 s
     expect(tally.verdict(PROBE_LIMITS.budgetMs)).toMatchObject({ kind: 'measured', steps: 2, tokensPerSecond: 10_240 });
+  });
+
+  it('has a verdict by probeMaxMs however slowly the engine builds and steps (the page says so)', () => {
+    const last = built(gpuInfo, PROBE_LIMITS.buildMs - 1);
+    expect(last.verdict(probeMaxMs() - 2)).toBeNull();
+    expect(last.verdict(probeMaxMs())).toMatchObject({ kind: 'slower' });
+    const never = new ProbeTally(0, PROBE_LIMITS, null);
+    never.device(gpuInfo, 0);
+    expect(never.verdict(PROBE_LIMITS.buildMs)).toMatchObject({ kind: 'slower', tokensPerSecond: null });
   });
 
   it('waits up to the cap for a first timed step, then bounds the speed by the step in progress', () => {

@@ -261,6 +261,14 @@ export function keepProbe(storage: Pick<Storage, 'setItem'>, probe: EngineProbe)
   }
 }
 
+/**
+ * The longest one engine's measurement can take, ms: building it (the verdict comes at buildMs if
+ * it is not built by then), then the step in progress waited for up to capMs.
+ */
+export function probeMaxMs(limits: Pick<ProbeLimits, 'buildMs' | 'capMs'> = PROBE_LIMITS): number {
+  return limits.buildMs + limits.capMs;
+}
+
 /** What the page shows while measuring: which engine, since when, and the CPU's result once known. */
 export interface ProbeProgress {
   engine: Engine;

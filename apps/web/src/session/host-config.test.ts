@@ -16,7 +16,9 @@ describe('the room form: its text and its run config', () => {
     // too small for the sequence: the form says how large the text must be
     expect(() =>
       roomConfigOf(RUN_OPTION_DEFAULTS, undefined, { name: 'dickens.txt', bytes: bytes.subarray(0, 300) }),
-    ).toThrow(/too small for seqLen 64.*at least \d+ bytes/);
+    ).toThrow(
+      /^dickens\.txt is too short: 300 bytes\. The model reads 64-byte stretches of text.*needs at least [\d,]+ bytes\. Choose a longer text, or a shorter sequence length under Advanced\.$/,
+    );
     expect(textNameOf('../etc/passwd')).toBe('.._etc_passwd');
     expect(textNameOf('moby-dick')).toBe('uploaded.txt');
     expect(textNameOf('  \u0007 ')).toBe('uploaded.txt');

@@ -41,9 +41,23 @@ export function checkUploadedText(text: UploadedText, seqLen?: number): string |
   try {
     checkCorpusSize(bytes.length, name, seqLen === undefined ? {} : { seqLen });
   } catch (error) {
-    return `${(error as Error).message}.`;
+    return tooShortText(name, bytes.length, seqLen, (error as Error).message);
   }
   return undefined;
+}
+
+/**
+ * A text too short for the sequence length, in words a person acts on: how long it is, how long
+ * it must be (the size check's figure), and what to change.
+ */
+export function tooShortText(name: string, length: number, seqLen: number | undefined, message: string): string {
+  const needed = /at least (\d+) bytes/.exec(message)?.[1];
+  if (seqLen === undefined || needed === undefined) return `${message}.`;
+  return (
+    `${name} is too short: ${length.toLocaleString('en-US')} bytes. The model reads ${seqLen}-byte stretches of ` +
+    'text, and both its training part and the last 10% held out for validation must hold one, so the text needs at ' +
+    `least ${Number(needed).toLocaleString('en-US')} bytes. Choose a longer text, or a shorter sequence length under Advanced.`
+  );
 }
 
 /** A packed dataset the host opened for the room: its manifest's name and the room's reference to it. */

@@ -214,6 +214,7 @@ function run(
   const worker: RoomWorker = startRoomWorker();
   const mesh = meshIntoWorker(signal, room, room.peers, worker);
   let status: RoomStatus = link.status;
+  document.title = `Room ${room.roomId} (host) · Shoal`;
   setSession({
     role: 'host',
     roomId: room.roomId,

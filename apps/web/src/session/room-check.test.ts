@@ -31,9 +31,12 @@ describe('what the join page says about its room', () => {
   it('refuses a link without a token before asking the server', async () => {
     expect(await checkRoom('AbCdEfGhIjKl', null)).toEqual({
       kind: 'refused',
-      code: 'bad-token',
-      message: refusalText('bad-token', 'AbCdEfGhIjKl'),
+      code: 'no-token',
+      message: refusalText('no-token', 'AbCdEfGhIjKl'),
     });
+    // the link was cut short: not the host's rotation
+    expect(refusalText('no-token', 'R')).toMatch(/has no token .*cut short/);
+    expect(refusalText('no-token', 'R')).not.toMatch(/rotated/);
     expect(refusalText('no-such-room', 'R')).toMatch(/^Room R does not exist/);
   });
 });

@@ -13,19 +13,24 @@ export type RoomCheck =
   /** The room exists and the token admits to it. */
   | { kind: 'open'; roomId: string; hostPresent: boolean; status: RoomStatus | null; about: RoomAbout | null }
   /** The server said no: the person cannot join with this link, and `message` says what to do. */
-  | { kind: 'refused'; code: 'no-such-room' | 'bad-token'; message: string }
+  | { kind: 'refused'; code: 'no-such-room' | 'bad-token' | 'no-token'; message: string }
   /** The server could not be asked: joining may still work, and will say why if not. */
   | { kind: 'unknown'; message: string };
 
-/** What the person reads when the server refuses a link (join says the same). */
-export function refusalText(code: 'no-such-room' | 'bad-token', roomId: string): string {
-  return code === 'no-such-room'
-    ? `Room ${roomId} does not exist (any more). Check the link, or ask the host for a new one.`
-    : 'This join link’s token is not valid: the host may have rotated it. Ask the host for the current link.';
+/** What the person reads when the server refuses a link (join says the same), or the link has no token. */
+export function refusalText(code: 'no-such-room' | 'bad-token' | 'no-token', roomId: string): string {
+  switch (code) {
+    case 'no-such-room':
+      return `Room ${roomId} does not exist (any more). Check the link, or ask the host for a new one.`;
+    case 'bad-token':
+      return 'This join link’s token is not valid: the host may have rotated it. Ask the host for the current link.';
+    case 'no-token':
+      return 'This join link has no token (…?token=…): perhaps it was cut short when copied. Ask the host for the whole link.';
+  }
 }
 
 export async function checkRoom(roomId: string, token: string | null): Promise<RoomCheck> {
-  if (!token) return { kind: 'refused', code: 'bad-token', message: refusalText('bad-token', roomId) };
+  if (!token) return { kind: 'refused', code: 'no-token', message: refusalText('no-token', roomId) };
   let signal: Awaited<ReturnType<typeof connectSignaling>>;
   try {
     signal = await connectSignaling({ keyed: false });

@@ -14,6 +14,7 @@ import {
   type ProbeProgress,
   type ProbeRequest,
   probeEngines,
+  probeMaxMs,
 } from '../runtime/engine-probe.ts';
 import type { GpuStatus } from '../store.ts';
 
@@ -206,16 +207,22 @@ function useSecondsSince(startedAt: number | null): number {
   return startedAt === null ? 0 : Math.max(0, Math.floor((now - startedAt) / 1000));
 }
 
-/** "Measuring the CPU engine… 2 s" while the probe runs, after the CPU's figure once it has one. */
+/**
+ * "Measuring the GPU engine… 9 s of at most 26 s" with a bar while the probe runs, after the
+ * CPU's figure once it has one: what it does and how long it can take, so the wait has an end.
+ */
 export function ProbeProgressLine({ progress }: { progress: ProbeProgress | null }) {
   const seconds = useSecondsSince(progress?.startedAt ?? null);
   if (!progress) return null;
-  const what = progress.engine === 'cpu' ? 'the CPU engine' : 'the GPU engine';
+  const gpu = progress.engine === 'webgpu';
+  const most = Math.round(probeMaxMs() / 1000);
   return (
     <span role="status" data-testid="probe-progress">
       {progress.cpu && `CPU: ${measureText(progress.cpu)} · `}
+      <progress className="probe-bar" max={most} value={Math.min(seconds, most)} aria-hidden="true" />{' '}
       <span className="muted">
-        measuring {what} on this model… {seconds} s
+        measuring the {gpu ? 'GPU' : 'CPU'} engine on this model ({gpu ? 'compiling its kernels, then ' : ''}timing a
+        few steps)… {seconds} s of at most {most} s
       </span>
     </span>
   );
