@@ -16,6 +16,8 @@ import {
 
 /** Volunteers a summary names (a relay frame is at most 16 KiB; 128 rows are about 5 KiB). */
 export const MAX_SUMMARY_PEERS = 128;
+/** Open rounds a summary names the waits of, and peers per round (at most about 2 KiB). */
+export const MAX_SUMMARY_WAITS = 8;
 
 export const roomSummaryMessageSchema = z.object({
   type: z.literal('room-summary'),
@@ -32,6 +34,17 @@ export const roomSummaryMessageSchema = z.object({
   peers: z
     .array(z.tuple([z.string().min(1).max(128), z.number().min(0).max(1).nullable(), z.int().min(0)]))
     .max(MAX_SUMMARY_PEERS)
+    .optional(),
+  /** The open rounds that wait for someone: whom (the room view's round rows' waitingFor). */
+  waiting: z
+    .array(
+      z.object({
+        fragment: z.int().min(0),
+        round: z.int().min(0),
+        peers: z.array(z.string().min(1).max(128)).max(MAX_SUMMARY_WAITS),
+      }),
+    )
+    .max(MAX_SUMMARY_WAITS)
     .optional(),
 });
 export type RoomSummaryMessage = z.infer<typeof roomSummaryMessageSchema>;
@@ -54,6 +67,14 @@ export function roomSummaryOf(view: Omit<RoomViewUpdate, 'points'>): RoomSummary
       .filter((peer) => peer.role === 'worker')
       .slice(0, MAX_SUMMARY_PEERS)
       .map((peer) => [peer.peer, peer.share ?? null, peer.roundsContributed]),
+    waiting: view.rounds
+      .filter((round) => round.outcome === 'open' && (round.waitingFor?.length ?? 0) > 0)
+      .slice(-MAX_SUMMARY_WAITS)
+      .map(({ fragment, round, waitingFor }) => ({
+        fragment,
+        round,
+        peers: (waitingFor ?? []).slice(0, MAX_SUMMARY_WAITS),
+      })),
   };
 }
 
