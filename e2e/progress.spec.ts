@@ -50,6 +50,7 @@ test('a started room waits for volunteers; then every page shows the step of the
   await host.getByRole('button', { name: 'Start' }).click();
   await expect(host.getByTestId('room-status')).toHaveText('waiting for volunteers');
   await expect(host.getByTestId('host-phase')).toContainText('no volunteer is in the room yet');
+  await expect(host.getByTestId('run-progress')).toHaveText(/^Step 0 of 20,000 · 0 tokens · waiting for volunteers$/);
 
   watcher = await open(browser, 'watcher', (await readState(host)).watchUrl as string);
   volunteer = await open(browser, 'volunteer', joinUrl);

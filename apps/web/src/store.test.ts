@@ -137,6 +137,7 @@ describe('the store (slices without React)', () => {
       endedBy: 'schedule',
       totalSteps: view.config.train.totalSteps,
       stepMs: 150,
+      volunteers: 2,
     });
     expect(figures[1]).toEqual(figures[0]);
     // the volunteer's step time comes from the countdowns (1,800 ms for 12 steps), the same 150 ms

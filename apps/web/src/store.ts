@@ -202,6 +202,8 @@ export interface RoomFigures {
   totalSteps: number | null;
   /** The median volunteer's ms per step, as measured now; null before any speed is known. */
   stepMs: number | null;
+  /** The volunteers in the room (the host excluded); null where the page does not know. */
+  volunteers: number | null;
   /** Epoch ms of the figures: a countdown's estimate was made then. */
   at: number | null;
 }
@@ -248,6 +250,7 @@ export function roomFiguresOf(state: ShoalState): RoomFigures {
     endedBy: summary?.endedBy ?? null,
     totalSteps: config?.train.totalSteps ?? null,
     stepMs: view ? (view.metrics.stepMs ?? null) : stepMsOfRounds(summary?.nextRounds ?? NO_ROUNDS),
+    volunteers: view ? volunteerCountOf(state) : (state.summary?.peers?.length ?? null),
     at: state.viewAt,
   };
 }

@@ -26,6 +26,7 @@ const figures = (patch: Partial<RoomFigures>): RoomFigures => ({
   endedBy: null,
   totalSteps: 400,
   stepMs: 500,
+  volunteers: 2,
   at: 1_000_000,
   ...patch,
 });
@@ -75,6 +76,9 @@ describe('the room’s progress in words', () => {
     expect(timeLeftMs(figures({ status: 'paused' }), 1_015_000)).toBe(195_000);
     expect(progressText(figures({ status: 'paused' }), 0)).toBe(
       'Step 10 of 400 · 2.56k tokens · paused (~3 min left at the last speed)',
+    );
+    expect(progressText(figures({ stepMs: null, volunteers: 0 }), 0)).toBe(
+      'Step 10 of 400 · 2.56k tokens · waiting for volunteers',
     );
     expect(progressText(figures({ stepMs: null }), 0)).toBe(
       'Step 10 of 400 · 2.56k tokens · time left: measuring the volunteers’ speed…',

@@ -59,6 +59,7 @@ export function progressText(figures: RoomFigures, now: number): string {
   if (figures.status === 'waiting') {
     return `${head} · ${left === null ? 'the time left is known once volunteers train' : `${aboutTime(left)} at the last speed, once started`}`;
   }
+  if (figures.volunteers === 0) return `${head} · waiting for volunteers`;
   if (left === null) return `${head} · time left: measuring the volunteers’ speed…`;
   return left === 0 ? `${head} · finishing` : `${head} · ${aboutTime(left)} left`;
 }
