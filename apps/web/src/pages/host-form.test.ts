@@ -10,9 +10,10 @@ async function renderForm(search: string): Promise<string> {
   return renderToStaticMarkup(createElement(HostPage, { roomId: null }));
 }
 
-/** The markup of one run option's field: `<div class="field" data-testid="field-NAME">…</div>`. */
+/** The markup of one run option's field: `<div class="field…" data-testid="field-NAME">…</div>`. */
 function fieldOf(html: string, name: string): string {
-  const start = html.indexOf(`<div class="field" data-testid="field-${name}">`);
+  // the model's field spans the row (class "field span-2")
+  const start = html.search(new RegExp(`<div class="field( span-2)?" data-testid="field-${name}">`));
   expect(start, `a field for ${name}`).toBeGreaterThanOrEqual(0);
   return html.slice(start, html.indexOf('</div>', start));
 }
