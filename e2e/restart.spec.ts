@@ -24,7 +24,7 @@ import { eventsOf, type Proc, shoalProcesses } from '../apps/cli/src/test-proces
 import { readState, recordErrors } from './fixtures.ts';
 
 // nano, short rounds, small batches: the CPU engine commits rounds within seconds; a schedule
-// long enough that the run does not end by itself (at 400 steps, the default, it would within 30 s)
+// long enough that the run does not end by itself (small batches train the default schedule in minutes)
 const ROOM_QUERY = 'preset=nano&innerSteps=5&fragments=2&overlap=1&batch=4&seq=32&lr=0.01&steps=1000000';
 
 const { start, until, killAll } = shoalProcesses();

@@ -75,6 +75,14 @@ export const RUN_OPTION_SECTIONS = {
 export type RunOptionSection = keyof typeof RUN_OPTION_SECTIONS;
 
 const TRAIN = defaultTrainConfig();
+/**
+ * A room's schedule by default: 2,000 steps, about 4 minutes for a CPU volunteer on nano (108 ms
+ * a step at 16 × 64) and far less on a GPU: some 40 rounds of each fragment at H 50 and about 2M
+ * tokens a volunteer, close to two passes over Moby Dick's training text. `shoal train`'s 400 is
+ * one machine's quick run; a room of 400 steps ends a minute after Start, before DiLoCo has done
+ * much.
+ */
+const ROOM_STEPS = 2_000;
 
 export const RUN_OPTIONS = {
   preset: {
@@ -325,7 +333,7 @@ export const RUN_OPTIONS = {
     metavar: 'n',
     label: 'Schedule steps',
     help: 'inner steps of the learning-rate schedule (warmup, cosine decay; after it, the final rate)',
-    default: TRAIN.totalSteps,
+    default: ROOM_STEPS,
     min: 1,
     max: 10_000_000,
     // the simulator's schedule spans its --tokens

@@ -188,12 +188,12 @@ describe("the host form's Recommend", () => {
       /<button type="button" aria-describedby="recommend-budget recommend-result">Recommend<\/button>/,
     );
     expect(html).toMatch(/<output id="recommend-result" aria-live="polite"/);
-    // the budget it plans for is the form's, and it says so: 400 × 16 × 64 × 4 volunteers
+    // the budget it plans for is the form's, and it says so: 2,000 × 16 × 64 × 4 volunteers
     const { steps, batch, seq } = RUN_OPTION_DEFAULTS;
     const budget = steps * batch * seq * ROOM_MODEL_DEFAULTS.workers;
-    expect(budget).toBe(1_638_400);
+    expect(budget).toBe(8_192_000);
     expect(html).toMatch(
-      /<p id="recommend-budget"[^>]*>It plans for the form&#x27;s token budget, Schedule steps × Batch × Sequence × expected volunteers \(now 1\.64M tokens\), and sets Schedule steps so that the budget stays/,
+      /<p id="recommend-budget"[^>]*>It plans for the form&#x27;s token budget, Schedule steps × Batch × Sequence × expected volunteers \(now 8\.19M tokens\), and sets Schedule steps so that the budget stays/,
     );
   });
 
