@@ -138,6 +138,13 @@ test('the join page measures both engines, picks the CPU, and trains on the GPU 
 
   await page.getByRole('radio', { name: /^GPU/ }).check();
   await expect(verdict).toContainText('→ using the GPU (your choice)');
+  // SwiftShader is many times slower than the CPU here: the choice is warned of, with both figures
+  expect(rateIn(figures, 'CPU')).toBeGreaterThanOrEqual(3 * rateIn(figures, 'GPU'));
+  await expect(page.getByTestId('engine-warning')).toContainText(/^The GPU .* here, the CPU about [\d,]+ tokens\/s/);
+  await expect(page.getByTestId('engine-warning')).toContainText('leaves a volunteer far slower than the others');
+  await page.getByRole('radio', { name: /^CPU/ }).check();
+  await expect(page.getByTestId('engine-warning')).toHaveCount(0);
+  await page.getByRole('radio', { name: /^GPU/ }).check();
   await join.click();
   await expect(page.getByTestId('volunteer-phase')).toHaveText(/waiting|training/, { timeout: 90_000 });
   await expect(page.getByTestId('volunteer-adapter')).toContainText(/webgpu.*swiftshader/i);

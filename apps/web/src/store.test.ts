@@ -206,5 +206,6 @@ function stats() {
     dataset: null,
     pipeline: null,
     shards: null,
+    leftOut: '',
   };
 }

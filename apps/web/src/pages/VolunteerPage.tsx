@@ -10,7 +10,7 @@ import { formatAdapter } from '@shoal/gpu';
 import { PRESETS } from '@shoal/model';
 import { type ReactNode, useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
-import { type Engine, type EngineProbe, pickEngine } from '../runtime/engine-probe.ts';
+import { type Engine, type EngineProbe, pickEngine, slowChoiceText } from '../runtime/engine-probe.ts';
 import { checkRoom, corpusName, modelText, type RoomCheck, roomSentence } from '../session/room-check.ts';
 import { statusLabel } from '../session/room-link.ts';
 import { joinRoom, type VolunteerSession } from '../session/volunteer-session.ts';
@@ -197,6 +197,32 @@ function JoinForm({
   );
 }
 
+/** The room's rounds that wait for someone, as the host's summary names them ("you" for this volunteer). */
+function RoundWaits({
+  waiting,
+  self,
+}: {
+  waiting: { fragment: number; round: number; peers: string[] }[];
+  self: string;
+}) {
+  if (waiting.length === 0) return null;
+  return (
+    <ul className="small muted" data-testid="round-waits">
+      {waiting.map(({ fragment, round, peers }) => (
+        <li key={`${fragment}-${round}`}>
+          Round p{fragment} · r{round} waits for{' '}
+          {peers.map((peer, i) => (
+            <span key={peer}>
+              {i > 0 && ', '}
+              {peer === self ? <strong>you</strong> : <span className="mono">{peer}</span>}
+            </span>
+          ))}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 /** Both engines with their measured speeds, the faster one chosen; the person may choose the other. */
 function EngineChoice({
   probe,
@@ -245,6 +271,11 @@ function EngineChoice({
           progressLine
         )}
       </p>
+      {probe && engine && overridden && slowChoiceText(probe, engine) && (
+        <p className="warning small" data-testid="engine-warning">
+          {slowChoiceText(probe, engine)}
+        </p>
+      )}
     </fieldset>
   );
 }
@@ -308,6 +339,12 @@ function Training({ session }: { session: VolunteerSession }) {
           'Starting the engine…'
         )}
       </p>
+      {!left && own?.leftOut && (
+        <p className="warning small" data-testid="left-out">
+          The host leaves you out of rounds for now: {own.leftOut}.
+        </p>
+      )}
+      {!left && <RoundWaits waiting={summary?.waiting ?? []} self={session.peerId} />}
       <DatasetLine dataset={own?.dataset ?? null} own />
       <ShardLine shards={own?.shards ?? null} />
       {own?.pipeline && <VolunteerStage pipeline={own.pipeline} />}

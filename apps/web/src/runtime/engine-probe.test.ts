@@ -13,6 +13,7 @@ import {
   recentSteps,
   relativeError,
   roughRate,
+  slowChoiceText,
   throughput,
 } from './engine-probe.ts';
 
@@ -140,6 +141,28 @@ describe('choosing and saying', () => {
     expect(pickEngine({ cpu: measured(30), webgpu: none })).toBe('cpu');
     expect(pickEngine({ cpu: none, webgpu: measured(30) })).toBe('webgpu');
     expect(pickEngine({ cpu: none, webgpu: none })).toBeNull();
+  });
+
+  it('warns, with both figures, of an engine chosen several times slower than the other', () => {
+    const probe = { cpu: measured(8_700), webgpu: measured(250, true) };
+    expect(slowChoiceText(probe, 'cpu')).toBeNull();
+    expect(slowChoiceText(probe, 'webgpu')).toBe(
+      'The GPU (x) measured about 250 tokens/s here, the CPU about 8,700 tokens/s: about 35× slower. ' +
+        'The room trains less with it, and leaves a volunteer far slower than the others out of its rounds.',
+    );
+    // 2× slower is no warning; a speed too slow to measure is
+    expect(slowChoiceText({ cpu: measured(8_000), webgpu: measured(4_000) }, 'webgpu')).toBeNull();
+    const unmeasured = {
+      kind: 'slower',
+      tokensPerSecond: null,
+      why: 'it took too long to build',
+      adapter: 'x',
+      software: true,
+    } as const;
+    expect(slowChoiceText({ cpu: measured(8_000), webgpu: unmeasured }, 'webgpu')).toMatch(
+      /^The GPU \(x\) was too slow to measure \(it took too long to build\) here, the CPU about 8,000 tokens\/s\. /,
+    );
+    expect(slowChoiceText({ cpu: measured(8_000), webgpu: { kind: 'unavailable', reason: 'r' } }, 'webgpu')).toBeNull();
   });
 
   it('names the GPU by its adapter, once it is known', () => {

@@ -207,6 +207,29 @@ export function pickEngine(probe: Pick<EngineProbe, 'cpu' | 'webgpu'>): Engine |
   return gpu > cpu ? 'webgpu' : 'cpu';
 }
 
+/** A chosen engine this many times slower than the other gets a warning (slowChoiceText). */
+export const SLOW_CHOICE_FACTOR = 3;
+
+/**
+ * The warning for choosing the engine that measured several times slower than the other, with
+ * both figures; null when the choice is not much slower, or either figure is unknown.
+ */
+export function slowChoiceText(probe: Pick<EngineProbe, 'cpu' | 'webgpu'>, chosen: Engine): string | null {
+  const other: Engine = chosen === 'cpu' ? 'webgpu' : 'cpu';
+  const mine = probe[chosen];
+  const theirs = probe[other];
+  if (theirs.kind !== 'measured' || mine.kind === 'unavailable') return null;
+  const speed = mine.tokensPerSecond;
+  if (speed !== null && speed * SLOW_CHOICE_FACTOR > theirs.tokensPerSecond) return null;
+  const times = speed === null ? null : Math.round(theirs.tokensPerSecond / speed);
+  return (
+    `The ${engineLabel(chosen, mine)} ${mine.kind === 'measured' ? 'measured' : 'was'} ${measureText(mine)} here, ` +
+    `the ${engineLabel(other, theirs)} ` +
+    `${measureText(theirs)}${times === null ? '' : `: about ${times.toLocaleString('en-US')}× slower`}. ` +
+    'The room trains less with it, and leaves a volunteer far slower than the others out of its rounds.'
+  );
+}
+
 /** A speed as a person reads it: two significant digits ("about 30,000 tokens/s"). */
 export function roughRate(tokensPerSecond: number): string {
   const digits = Math.max(0, Math.floor(Math.log10(Math.max(1, tokensPerSecond))) - 1);

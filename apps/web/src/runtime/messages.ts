@@ -124,6 +124,8 @@ export interface VolunteerStats {
   pipeline: VolunteerPipeline | null;
   /** In a dataset room, once its dataset is open: the shard drawn from and the cache; null otherwise. */
   shards: VolunteerShards | null;
+  /** Why the host leaves it out of rounds (the roster's reason: too slow, no channel to …); '' when it does not. */
+  leftOut: string;
 }
 
 /** A volunteer's shards of a packed dataset. */

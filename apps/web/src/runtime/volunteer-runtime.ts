@@ -139,8 +139,9 @@ export async function startVolunteer(
     return localPause || hostStatus === 'paused' ? 'paused' : 'training';
   };
 
-  // A pipeline room: the coordinator's latest roster (where it placed this volunteer and who holds
-  // the other stages of its group), and the stage whose engine was built last.
+  // The coordinator's latest roster: why it leaves this volunteer out of rounds, if it does; in a
+  // pipeline room also where it placed it and who holds the other stages of its group. And the
+  // stage whose engine was built last.
   let roster: RosterMessage | null = null;
   member.on('roster', (from, message) => {
     if (from === init.coordinator && message.epoch > (roster?.epoch ?? -1)) roster = message;
@@ -235,6 +236,7 @@ export async function startVolunteer(
       dataset: dataset && { ...dataset },
       pipeline: pipelineStats(worker.config),
       shards: shardStats(),
+      leftOut: roster?.members.find((m) => m.peer === member.self)?.reason ?? '',
     };
   };
   const statsTimer = setInterval(() => post({ type: 'stats', stats: stats() }), init.statsEveryMs);
