@@ -249,7 +249,8 @@ export function roomFiguresOf(state: ShoalState): RoomFigures {
     evalTrend: summary?.evalTrend ?? null,
     endedBy: summary?.endedBy ?? null,
     totalSteps: config?.train.totalSteps ?? null,
-    stepMs: view ? (view.metrics.stepMs ?? null) : stepMsOfRounds(summary?.nextRounds ?? NO_ROUNDS),
+    // an older host's summary carries no stepMs: its countdowns do
+    stepMs: summary?.stepMs !== undefined ? summary.stepMs : stepMsOfRounds(summary?.nextRounds ?? NO_ROUNDS),
     volunteers: view ? volunteerCountOf(state) : (state.summary?.peers?.length ?? null),
     at: state.viewAt,
   };

@@ -27,6 +27,8 @@ export const roomSummaryMessageSchema = z.object({
   evalLoss: z.number().nullable(),
   roundsCommitted: z.int().min(0),
   tokensPerSecond: z.number().min(0).optional(),
+  /** The median volunteer's ms per step now (the view's stepMs); null before any speed is known. */
+  stepMs: z.number().min(0).nullable().optional(),
   nextRounds: z.array(roomViewNextRoundSchema).max(64).optional(),
   evalTrend: roomViewEvalTrendSchema.nullable().optional(),
   endedBy: roomEndSchema.optional(),
@@ -60,6 +62,7 @@ export function roomSummaryOf(view: Omit<RoomViewUpdate, 'points'>): RoomSummary
     evalLoss: metrics.evalLoss,
     roundsCommitted: metrics.roundsCommitted,
     tokensPerSecond: metrics.tokensPerSecond,
+    stepMs: metrics.stepMs ?? null,
     nextRounds: (metrics.nextRounds ?? []).slice(0, 64),
     evalTrend: metrics.evalTrend ?? null,
     ...(view.endedBy ? { endedBy: view.endedBy } : {}),
