@@ -2,8 +2,9 @@
  * One training room, end to end in Chromium (SwiftShader WebGPU), shared by every scenario in
  * order: a host dashboard and two volunteers in separate browser contexts train `nano` on Moby
  * Dick; a watcher follows the read-only link; one volunteer closes its page mid-run; the host
- * pauses, reloads and resumes from IndexedDB; then trains on. Along the way: screenshots for the
- * README, the main thread's long tasks during rounds, and the JavaScript of the first load.
+ * reloads twice mid-run, then pauses, reloads and resumes from IndexedDB; then trains on. Along
+ * the way: screenshots for the README, the main thread's long tasks during rounds, and the
+ * JavaScript of the first load.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { type BrowserContext, expect, type Page, test } from '@playwright/test';
@@ -141,6 +142,31 @@ test('closing one volunteer mid-run: the room trains on with the other', async (
         .join(', ') || 'none'),
   );
   await noteRounds(host);
+});
+
+test('reloading the host page mid-run, twice: the room’s step goes on from where it was, never back', async () => {
+  test.setTimeout(180_000);
+  for (let reload = 1; reload <= 2; reload++) {
+    const before = (await readState(host)).metrics.step ?? 0;
+    longTasks.push(...(await host.evaluate(() => window.__shoalLongTasks)));
+    await noteRounds(host);
+    await host.reload();
+    await expect.poll(async () => (await readState(host)).resumedFrom, { timeout: 60_000 }).not.toBeNull();
+    // every step the page shows from now on: none below the one before the reload, and it moves on
+    const seen: number[] = [];
+    await expect
+      .poll(
+        async () => {
+          const step = (await readState(host)).metrics.step;
+          if (step !== null) seen.push(step);
+          return step ?? -1;
+        },
+        { timeout: 90_000, intervals: [500] },
+      )
+      .toBeGreaterThan(before + 5);
+    console.log(`reload ${reload}: step ${before} before, then ${seen.join(' ')}`);
+    expect(Math.min(...seen)).toBeGreaterThanOrEqual(before);
+  }
 });
 
 test('reloading the host page resumes the run from IndexedDB: the same step and hash', async () => {
