@@ -38,6 +38,23 @@ export interface HostSession {
   files(): Promise<{ weights: Uint8Array; state: Uint8Array; roomId: string }>;
 }
 
+/** A new signaling room, its record saved in this browser and its dashboard's address in the bar. */
+async function openNewRoom() {
+  const client = await connectSignaling();
+  const created = await client.create();
+  const link: RoomLinkRecord = {
+    roomId: created.roomId,
+    hostSecret: created.hostSecret,
+    joinToken: created.joinToken,
+    watchKey: created.watchKey ?? null,
+    createdAt: new Date().toISOString(),
+    status: 'waiting',
+  };
+  await saveRoomLink(link);
+  history.replaceState(null, '', `/host/${encodeURIComponent(created.roomId)}`);
+  return { client, room: { ...created, peers: [] as string[] }, link };
+}
+
 /**
  * A new room with `config` (and θ_global from `params` when the host picked a checkpoint, and
  * `corpus` when the host uploaded a text: config.data names it).
@@ -49,19 +66,8 @@ export async function createRoom(
 ): Promise<HostSession> {
   const { setSession } = store.getState();
   setSession({ role: 'host', phase: 'creating the room…', error: null });
-  const client = await connectSignaling();
-  const room = await client.create();
-  const link: RoomLinkRecord = {
-    roomId: room.roomId,
-    hostSecret: room.hostSecret,
-    joinToken: room.joinToken,
-    watchKey: room.watchKey ?? null,
-    createdAt: new Date().toISOString(),
-    status: 'waiting',
-  };
-  await saveRoomLink(link);
-  history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
-  return run(client, { ...room, peers: [] }, link, {
+  const { client, room, link } = await openNewRoom();
+  return run(client, room, link, {
     config,
     params,
     corpus,
@@ -80,19 +86,8 @@ export async function trainOnRoom(fromId: string, scheduleSteps: number): Promis
   const { setSession } = store.getState();
   setSession({ role: 'host', phase: 'creating the room…', error: null });
   if (!(await loadRoomFiles(fromId))) throw new Error(`This browser holds no checkpoint of room ${fromId}.`);
-  const client = await connectSignaling();
-  const room = await client.create();
-  const link: RoomLinkRecord = {
-    roomId: room.roomId,
-    hostSecret: room.hostSecret,
-    joinToken: room.joinToken,
-    watchKey: room.watchKey ?? null,
-    createdAt: new Date().toISOString(),
-    status: 'waiting',
-  };
-  await saveRoomLink(link);
-  history.replaceState(null, '', `/host/${encodeURIComponent(room.roomId)}`);
-  return run(client, { ...room, peers: [] }, link, {
+  const { client, room, link } = await openNewRoom();
+  return run(client, room, link, {
     config: null,
     params: null,
     corpus: null,
