@@ -200,6 +200,8 @@ describe('the room view recorder', () => {
     expect(evalTrendOf(best, [e(2.11, 500), e(2.2, 600), e(2.35, 700)])?.rising).toBe(false);
     // fewer than three since the best
     expect(evalTrendOf(best, [e(2.2, 600), e(2.35, 700)])?.rising).toBe(false);
+    // before the room has trained as many tokens as its text holds: an early evaluation's noise
+    expect(evalTrendOf(best, [e(2.12, 500), e(2.2, 600), e(2.35, 700)], false)?.rising).toBe(false);
   });
 
   it('records the trend from its evaluations, at the room’s step, the best kept over a resume', async () => {

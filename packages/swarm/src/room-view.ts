@@ -121,13 +121,20 @@ export interface Evaluation {
 /**
  * The validation loss's trend from the best evaluation so far and the latest ones (newest last,
  * at least RISING_EVALS of them kept): rising when the last RISING_EVALS are each above the best
- * by more than RISING_MARGIN (the model may be overfitting its text). Null before any evaluation.
+ * by more than RISING_MARGIN (the model may be overfitting its text), once the room has trained
+ * on as many tokens as its text holds (`pastOnePass`): before that a rise is an early evaluation's
+ * noise, not overfitting. Null before any evaluation.
  */
-export function evalTrendOf(best: Evaluation | null, recent: readonly Evaluation[]): RoomViewEvalTrend | null {
+export function evalTrendOf(
+  best: Evaluation | null,
+  recent: readonly Evaluation[],
+  pastOnePass = true,
+): RoomViewEvalTrend | null {
   const latest = recent.at(-1);
   if (!best || !latest) return null;
   const last = recent.slice(-RISING_EVALS);
-  const rising = last.length === RISING_EVALS && last.every((e) => e.loss > best.loss * (1 + RISING_MARGIN));
+  const rising =
+    pastOnePass && last.length === RISING_EVALS && last.every((e) => e.loss > best.loss * (1 + RISING_MARGIN));
   return { best: best.loss, bestStep: best.step, latest: latest.loss, rising };
 }
 
@@ -198,6 +205,8 @@ export interface RoomViewRecorderOptions {
   continueFrom?: RoomViewPoint | null;
   /** A resumed run's rounds, peers' committed rounds and best evaluation. */
   kept?: KeptView | null;
+  /** The tokens of the room's training text (a rising loss is overfitting past them); null: not known. */
+  textTokens?: number | null;
 }
 
 /**
@@ -265,6 +274,7 @@ export class RoomViewRecorder {
   private readonly sentSeen = new Map<PeerId, number>();
   /** The host's own counters before this recorder's host (a reloaded page's). */
   private readonly hostBytes: { sent: number; received: number };
+  private readonly textTokens: number | null;
   /** The room's tokens already counted into dpBytes. */
   private dpTokens: number;
   /** N: every parameter of the model (the fragments cover them all). */
@@ -297,6 +307,7 @@ export class RoomViewRecorder {
     this.sentBytes = options.continueFrom?.bytes ?? 0;
     for (const [peer, bytes] of Object.entries(kept?.bytes ?? {})) this.sentSeen.set(peer, bytes);
     this.hostBytes = kept?.hostBytes ?? { sent: 0, received: 0 };
+    this.textTokens = options.textTokens ?? null;
     this.dpTokens = this.host.coordinator.roomTokens;
     this.unsubscribe = this.host.replica.onResultShard((p, round, received, total) => {
       const entry = this.round(p, round);
@@ -451,7 +462,11 @@ export class RoomViewRecorder {
       wire: this.wire(),
       stepMs,
       nextRounds: coordinator.nextRounds.slice(0, 256).map((next) => nextRoundOf(next, step, stepMs)),
-      evalTrend: evalTrendOf(this.bestEval, this.recentEvals),
+      evalTrend: evalTrendOf(
+        this.bestEval,
+        this.recentEvals,
+        this.textTokens === null || coordinator.roomTokens >= this.textTokens,
+      ),
     };
   }
 

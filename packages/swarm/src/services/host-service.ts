@@ -229,6 +229,8 @@ export class HostService {
       roomId: this.options.roomId,
       hostKind: this.options.hostKind,
       ...(history && { startedAt: history.startedAt, continueFrom: history.continueFrom, kept: history.kept ?? null }),
+      // one token a byte: the training split's length (a dataset room's is not known here)
+      textTokens: this.options.corpus?.train.length ?? null,
     });
     for (const event of this.early.splice(0)) this.view.onEvent(event);
     this.view.setStatus(this.status);
