@@ -11,7 +11,14 @@
  */
 import { type Codec, createCodec, type Fragment, lowRankPayloadSize } from '@shoal/diloco';
 import { formatMemory } from '@shoal/model';
-import type { Capabilities, DataLedger, PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
+import {
+  type Capabilities,
+  type DataLedger,
+  MAX_MEMBERS,
+  type PeerId,
+  type RoundOpenMessage,
+  type RunConfig,
+} from '@shoal/protocol';
 import { abortReason, aggregateFaults, type Fault, graceMs, roundMisses, tally } from './commit-rule.ts';
 import { dataMembers, RoomDataLedger } from './data-ledger.ts';
 import { AdaptiveRank } from './low-rank-rule.ts';
@@ -297,7 +304,7 @@ export class Coordinator {
   /**
    * Whom fragment p's round in flight waits for: the participants whose contribution a shard's
    * owner still waits for, as the owners' heartbeats say (only a named owner's word counts, and
-   * only of the round's participants). Empty when no round of p is in flight.
+   * only of the round's participants). Null when no round of p is in flight.
    */
   waitingFor(p: number): { round: number; peers: PeerId[] } | null {
     const open = this.inFlight[p];
@@ -313,16 +320,20 @@ export class Coordinator {
   }
 
   /**
-   * Each worker's steps for the run state: those in the room, and those a resumed run state
-   * counted that have not come back yet (they may still).
+   * Each worker's steps for the run state: those in the room, then those a resumed run state
+   * counted that have not come back yet (they may still), MAX_MEMBERS in all.
    */
   memberSteps(): Record<PeerId, MemberSteps> {
-    const steps: Record<PeerId, MemberSteps> = Object.fromEntries(this.resumedSteps);
+    const steps = new Map<PeerId, MemberSteps>();
     for (const info of this.members.values()) {
       if (info.role !== 'worker') continue;
-      steps[info.peer] = { innerStep: info.baseStep + info.innerStep, step: info.scheduleOffset + info.innerStep };
+      steps.set(info.peer, { innerStep: info.baseStep + info.innerStep, step: info.scheduleOffset + info.innerStep });
     }
-    return steps;
+    for (const [peer, saved] of this.resumedSteps) {
+      if (steps.size >= MAX_MEMBERS) break;
+      if (!steps.has(peer)) steps.set(peer, saved);
+    }
+    return Object.fromEntries([...steps].slice(0, MAX_MEMBERS));
   }
 
   syncedWorkers(): MemberInfo[] {

@@ -1,4 +1,5 @@
 import { buildLayout, CheckpointError, encodeState } from '@shoal/model';
+import { MAX_MEMBERS } from '@shoal/protocol';
 import { describe, expect, it } from 'vitest';
 import type { CoordinatorEvent } from './coordinator.ts';
 import { Host } from './host.ts';
@@ -134,6 +135,23 @@ describe('a room checkpoint', () => {
       must(saved.state.step) + (final[0] as number) - must(atSave[0]) - 10,
     );
   }, 60_000);
+
+  it('keeps the steps of at most MAX_MEMBERS workers, those in the room first, so it always reads back', async () => {
+    const first = await createRoom({ workers: 1 });
+    first.startAll();
+    await first.finish(1_000);
+    const saved = roomCheckpointOf(first.host);
+    const away = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`gone-${i}`, { innerStep: i, step: i }]));
+    const second = await createRoom({ workers: 1, resumeFrom: { ...saved, state: { ...saved.state, members: away } } });
+    second.startAll();
+    await second.finish(1_000);
+    const again = roomCheckpointOf(second.host);
+    const members = Object.keys(again.state.members ?? {});
+    expect(members).toHaveLength(MAX_MEMBERS);
+    expect(members[0]).toBe('w0');
+    const files = encodeRoomCheckpoint(again);
+    expect(decodeRoomCheckpoint(files.weights, files.state).state.members).toEqual(again.state.members);
+  }, 30_000);
 
   it('keeps no credentials: a run state from before carries its secret in, and goes out without it', async () => {
     const room = await createRoom({ workers: 1 });
