@@ -98,7 +98,7 @@ const GOLDEN: Record<string, Figures> = {
   streaming: {
     evalLoss: 2.95064974828768,
     curve: '0c2458d3d8d48af5',
-    bytesPerWorker: 4532746.333333333,
+    bytesPerWorker: 4532854.666666667,
     peakSyncBytes: 660505,
     simSeconds: 1.16034184,
     rounds: '8 (0)',
@@ -107,7 +107,7 @@ const GOLDEN: Record<string, Figures> = {
   'streaming-fp4': {
     evalLoss: 2.9534099594462226,
     curve: 'a967dd4caa969a46',
-    bytesPerWorker: 598210.6666666666,
+    bytesPerWorker: 598340.6666666666,
     peakSyncBytes: 85821,
     simSeconds: 0.8103416,
     rounds: '8 (0)',
@@ -125,7 +125,7 @@ const GOLDEN: Record<string, Figures> = {
   'streaming-fp4 dry': {
     evalLoss: null,
     curve: '4f6d56909927936a',
-    bytesPerWorker: 598057.6666666666,
+    bytesPerWorker: 598144.3333333334,
     peakSyncBytes: 85821,
     simSeconds: 0.81034216,
     rounds: '8 (0)',
