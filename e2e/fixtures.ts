@@ -12,7 +12,7 @@ export interface RoomState {
   watchUrl: string | null;
   status: string | null;
   error: string | null;
-  peers: { peer: string; status: string; innerStep: number }[];
+  peers: { peer: string; status: string; innerStep: number; reason: string }[];
   metrics: {
     step: number | null;
     tokens: number | null;
@@ -27,6 +27,7 @@ export interface RoomState {
   rounds: {
     fragment: number;
     round: number;
+    participants: number;
     outcome: string;
     openedAt: number;
     endedAt: number | null;
@@ -35,6 +36,10 @@ export interface RoomState {
   /** Epoch ms when the run started: the rounds' times count from it. */
   startedAt: number | null;
   points: number;
+  /** The room's bytes sent, as its last chart point says; null before one. */
+  roomBytes: number | null;
+  /** A volunteer page's own figures (its peer id among them); null elsewhere. */
+  volunteer: { peer: string } | null;
   checkpoint: { savedAt: string; step: number; tokens: number; fragments: { round: number; hash: string }[] } | null;
   resumedFrom: RoomState['checkpoint'];
   /** The room's text (a volunteer's once its welcome names it). */

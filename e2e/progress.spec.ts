@@ -21,6 +21,7 @@ let host: Page;
 let watcher: Page;
 let volunteer: Page;
 let leaver: Page;
+let joinUrl = '';
 
 test.afterAll(async () => {
   for (const context of contexts) await context.close().catch(() => {});
@@ -43,7 +44,7 @@ test('a started room waits for volunteers; then every page shows the step of the
   // the form says how long the schedule takes, or that it is not known yet
   await expect(host.getByTestId('schedule-time')).toContainText('20,000 schedule steps');
   await host.getByRole('button', { name: 'Create room' }).click();
-  const joinUrl = await host.getByTestId('join-url').inputValue();
+  joinUrl = await host.getByTestId('join-url').inputValue();
   await expect(host.getByTestId('run-progress')).toHaveText(/^Step 0 of 20,000/);
 
   // Start with nobody in the room: it waits for volunteers, it does not say it trains
@@ -84,6 +85,33 @@ test('a volunteer sees its processor use, the memory Shoal holds and its own pro
   }
   await volunteer.screenshot({ path: 'test-results/screenshots/volunteer-own.png', fullPage: true });
   await host.screenshot({ path: 'test-results/screenshots/dashboard-progress.png' });
+});
+
+test('a volunteer on the software GPU, far slower than the others: warned, left out of rounds and told why; rounds go on', async ({
+  browser,
+}) => {
+  test.setTimeout(240_000);
+  const slow = await open(browser, 'slow', joinUrl);
+  await expect(slow.getByTestId('engine-verdict')).toContainText('→ using the CPU', { timeout: 90_000 });
+  await slow.getByRole('radio', { name: /^GPU/ }).check();
+  await expect(slow.getByTestId('engine-warning')).toContainText('slower');
+  await slow.getByRole('button', { name: 'Join', exact: true }).click();
+  await expect(slow.getByTestId('volunteer-phase')).toHaveText('training', { timeout: 120_000 });
+  const peer = (await readState(slow)).volunteer?.peer ?? '';
+  // once its heartbeats tell its speed, the host leaves it out of rounds, with both speeds, on both pages
+  await expect
+    .poll(async () => (await readState(host)).peers.find((p) => p.peer === peer)?.reason ?? '', { timeout: 120_000 })
+    .toMatch(/^too slow for rounds: [\d,]+ tokens\/s against [\d,]+ for the others/);
+  await expect(slow.getByTestId('left-out')).toContainText('too slow for rounds', { timeout: 30_000 });
+  // and the others' rounds go on without it
+  const before = (await readState(host)).metrics.roundsCommitted ?? 0;
+  await expect
+    .poll(async () => (await readState(host)).metrics.roundsCommitted ?? 0, { timeout: 60_000 })
+    .toBeGreaterThanOrEqual(before + 2);
+  const rounds = (await readState(host)).rounds.filter((r) => r.outcome === 'committed').slice(-2);
+  expect(rounds.every((r) => r.participants === 2)).toBe(true);
+  await slow.context().close();
+  await expect(host.getByTestId('volunteer-count')).toHaveText('2', { timeout: 60_000 });
 });
 
 test('paused, the speeds read 0 and nothing counts down', async () => {
@@ -129,5 +157,23 @@ test('after Leave the volunteer page no longer trains; after Stop every page agr
   await host.waitForTimeout(5_000);
   expect(await loss(volunteer)).toBe(await loss(host));
   expect(await loss(watcher)).toBe(await loss(host));
+});
+
+test('a stopped room reloaded: no count goes back, and it still says it ended', async () => {
+  const counts = async () => {
+    const { metrics, roomBytes } = await readState(host);
+    return { tokens: metrics.tokens, rounds: metrics.roundsCommitted, hostBytes: metrics.bytesSent, roomBytes };
+  };
+  const before = await counts();
+  await host.reload();
+  await expect.poll(async () => (await readState(host)).resumedFrom, { timeout: 60_000 }).not.toBeNull();
+  await expect(host.getByTestId('room-status')).toHaveText('stopped', { timeout: 30_000 });
+  await expect.poll(async () => (await counts()).roomBytes, { timeout: 30_000 }).not.toBeNull();
+  const after = await counts();
+  console.log(`stopped room, before and after a reload: ${JSON.stringify(before)} → ${JSON.stringify(after)}`);
+  for (const key of ['tokens', 'rounds', 'hostBytes', 'roomBytes'] as const) {
+    expect(after[key], key).toBeGreaterThanOrEqual(before[key] as number);
+  }
+  await expect(host.getByTestId('run-progress')).toContainText('ended');
   expect(errors).toEqual([]);
 });

@@ -340,6 +340,8 @@ export function snapshot() {
     rounds: view?.rounds ?? [],
     startedAt: view?.startedAt ?? null,
     points: state.points.length,
+    /** The room's bytes sent as its last chart point says (the Bytes sent chart); null before one. */
+    roomBytes: state.points.at(-1)?.bytes ?? null,
     checkpoint: state.checkpoint,
     resumedFrom: state.resumedFrom,
     volunteer: state.volunteer,
