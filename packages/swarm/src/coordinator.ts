@@ -529,7 +529,8 @@ export class Coordinator {
     // to catch up would carry none, so their outer steps would apply momentum alone.
     const H = diloco.innerSteps;
     let next = (this.nextOpenStep[p] as number) + H;
-    while (next <= this.step()) next += H;
+    const step = this.step();
+    while (next <= step) next += H;
     this.nextOpenStep[p] = next;
     const tokensMedian = median(workers.map((w) => w.tokensSince[p] ?? 0));
     const maxWeight = Math.max(1, Math.round(diloco.weightCapFactor * Math.max(tokensMedian, 1)));

@@ -242,6 +242,8 @@ function EngineChoice({
   overridden: boolean;
   onChoose(engine: Engine): void;
 }) {
+  // the person chose the engine that measured several times slower: both figures, and what it means
+  const warning = probe && engine && overridden ? slowChoiceText(probe, engine) : null;
   return (
     <fieldset className="engine-choice" data-testid="engine-choice">
       <legend>Train with</legend>
@@ -271,9 +273,9 @@ function EngineChoice({
           progressLine
         )}
       </p>
-      {probe && engine && overridden && slowChoiceText(probe, engine) && (
+      {warning && (
         <p className="warning small" data-testid="engine-warning">
-          {slowChoiceText(probe, engine)}
+          {warning}
         </p>
       )}
     </fieldset>
