@@ -16,14 +16,6 @@
  */
 import type { FloatArray } from '../kernel.ts';
 
-export { SimdOptimizer } from '../adamw/adamw.simd.cpu.ts';
-// The float32 WebAssembly SIMD engine the CPU training backend runs these products on, and the
-// memory it shares with the other SIMD kernels.
-export { WasmArena, type WasmArenaOptions } from '../simd/arena.cpu.ts';
-export { type KernelCall, KernelThreads, splitRange } from '../simd/threads.cpu.ts';
-export type { ModuleFamily } from '../simd/wasm.cpu.ts';
-export { SimdMatmul, type SimdMatmulOptions } from './matmul.simd.cpu.ts';
-
 /** out[N,OC] = inp[N,C]·W[OC,C]ᵀ + bias. Naive: one dot product per output, in index order. */
 export function matmulForwardNaive(
   out: FloatArray,
