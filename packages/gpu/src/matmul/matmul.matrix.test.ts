@@ -6,7 +6,7 @@ import { MatmulKernels } from './matmul.ts';
 import { chooseMatrixConfig, type MatrixKernelConfig, resolveMatrixTiles } from './matrix.ts';
 import { planningLimits } from './plan.ts';
 
-// The subgroup-matrix kernel (matmul_matrix.wgsl) with its builtins emulated, so its tiling,
+// The subgroup-matrix kernel (matmul.matrix.wgsl) with its builtins emulated, so its tiling,
 // staging, edges, bias and split-K run on the software adapters, which do not offer the
 // feature: f32 operands against the float64 CPU reference, f16 operands through the start-up gate
 // against the f32 path (staged as f16 where the device has shader-f16, as lavapipe does; as f32

@@ -7,7 +7,7 @@
  *   backwardWeight  dW[OC,C]  += dout[N,OC]ᵀ·inp[N,C]   (and dbias[OC] += Σ_n dout[n,:])
  *
  * All three run one kernel (plan.ts: the tiled matmul.wgsl by default, or the register-tiled
- * matmul_register.wgsl with or without subgroups) with different tile loads. Each has a vec4
+ * matmul.register.wgsl with or without subgroups) with different tile loads. Each has a vec4
  * pipeline (C and OC multiples of 4) and a scalar one (any shape). The weight gradient reduces
  * over N, which can be long while OC×C has few tiles; it then splits K over workgroups into
  * partial results that a second kernel sums in a fixed order (deterministic, no atomics).
@@ -19,14 +19,15 @@
 import { createEmptyStorageBuffer } from '../buffers.ts';
 import { type BoundKernel, bindKernel, ceilDiv, sequence, type TensorView } from '../kernel.ts';
 import { createComputePipeline } from '../shader.ts';
+import matrixSource from './matmul.matrix.wgsl?raw';
+import registerShared from './matmul.register.shared.wgsl?raw';
+import registerSubgroup from './matmul.register.subgroup.wgsl?raw';
+import registerCore from './matmul.register.wgsl?raw';
+import roundF16Source from './matmul.round-f16.wgsl?raw';
+import scalarAccess from './matmul.scalar.wgsl?raw';
+import reduceSource from './matmul.split-reduce.wgsl?raw';
+import vec4Access from './matmul.vec4.wgsl?raw';
 import core from './matmul.wgsl?raw';
-import matrixSource from './matmul_matrix.wgsl?raw';
-import registerCore from './matmul_register.wgsl?raw';
-import registerShared from './matmul_register_shared.wgsl?raw';
-import registerSubgroup from './matmul_register_subgroup.wgsl?raw';
-import scalarAccess from './matmul_scalar.wgsl?raw';
-import reduceSource from './matmul_split_reduce.wgsl?raw';
-import vec4Access from './matmul_vec4.wgsl?raw';
 import {
   type MatrixKernelConfig,
   matrixCore,
@@ -46,7 +47,6 @@ import {
   resolveTiles,
   tensorBinding,
 } from './plan.ts';
-import roundF16Source from './round_f16.wgsl?raw';
 import { SharedScratch } from './scratch.ts';
 
 export interface MatmulOptions {
@@ -65,7 +65,7 @@ export interface MatmulOptions {
   targetWorkgroups?: number;
   /**
    * The subgroup-matrix (tensor-core) kernel on this configuration instead of `kernel`
-   * (matrix.ts; matmul_matrix.wgsl). It changes the operands' precision: gate it (gate.ts).
+   * (matrix.ts; matmul.matrix.wgsl). It changes the operands' precision: gate it (gate.ts).
    */
   matrix?: MatrixKernelConfig;
   /**
@@ -126,7 +126,7 @@ const LAYOUTS: Record<Product, { A_K_CONTIGUOUS: number; B_K_CONTIGUOUS: number 
 
 /**
  * The power of two f16 operands scale dout by before rounding it (A_SCALE in matmul.wgsl and
- * matmul_matrix.wgsl): a static loss scale, PyTorch GradScaler's initial 2¹⁶. A step's dout is a
+ * matmul.matrix.wgsl): a static loss scale, PyTorch GradScaler's initial 2¹⁶. A step's dout is a
  * mean over B·T tokens, mostly below f16's normal range (6.1e-5). Measured on an H200 (small,
  * 400 steps of Moby Dick): unscaled, f16 trained 38% worse than f32 from step 250 on; at 2¹² 2.6%,
  * at 2¹⁶ 1.9%. Values past 65504 / 2¹⁶ ≈ 1 saturate (a step's dout stays far below).

@@ -7,7 +7,7 @@
 //   backward weight  OC  C   N   dout [K,M] (M-contig.)  inp [K,N] (N-contig.)
 //
 // The overrides A_K_CONTIGUOUS / B_K_CONTIGUOUS pick the tile loads, so no transpose is ever
-// materialised. This file is appended to matmul_vec4.wgsl or matmul_scalar.wgsl, which declare
+// materialised. This file is appended to matmul.vec4.wgsl or matmul.scalar.wgsl, which declare
 // the bindings and define loadA4 / loadB4 / updateOut4 (vec4 loads when every row length is a
 // multiple of 4, guarded scalar loads otherwise).
 //
@@ -23,7 +23,7 @@ override TILE_K: u32 = 16;           // K depth of one staged slice, a multiple 
 override A_K_CONTIGUOUS: bool = true;
 override B_K_CONTIGUOUS: bool = true;
 // Round the staged operands to f16 (products still accumulate in f32): the numerics of the
-// subgroup-matrix kernel with f16 operands, on any adapter (roundF16: round_f16.wgsl).
+// subgroup-matrix kernel with f16 operands, on any adapter (roundF16: matmul.round-f16.wgsl).
 override ROUND_F16: bool = false;
 // With ROUND_F16, A is staged as roundF16(a·A_SCALE)/A_SCALE: f16's range moved by a power of two
 // (exact in f32). The backward products' A is dout, mostly below f16's normal range (6.1e-5)

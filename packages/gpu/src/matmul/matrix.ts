@@ -1,7 +1,7 @@
 /**
  * The subgroup-matrix (tensor-core) kernel of the matmul family: which of an adapter's
  * subgroup-matrix configurations it can use, its tiles, and the WGSL prelude that declares
- * the configuration for matmul_matrix.wgsl, either on the real feature
+ * the configuration for matmul.matrix.wgsl, either on the real feature
  * (`chromium-experimental-subgroup-matrix`) or emulated, so the kernel's tiling, staging and
  * edges are tested on adapters without the feature (lavapipe, SwiftShader).
  *
@@ -169,7 +169,7 @@ export function resolveMatrixTiles(
   };
 }
 
-/** The prelude of matmul_matrix.wgsl for resolved tiles (see the list at the top of that file). */
+/** The prelude of matmul.matrix.wgsl for resolved tiles (see the list at the top of that file). */
 export function matrixPrelude(
   tiles: ReturnType<typeof resolveMatrixTiles>,
   subgroupMaxSize: number,
@@ -177,7 +177,7 @@ export function matrixPrelude(
 ): string {
   const { componentType, M, N, K, subgroupTiles, subgroups, emulate } = tiles.matrix;
   // Emulated without shader-f16, f16 operands are staged as f32 values rounded to f16 (roundF16,
-  // round_f16.wgsl): the same numbers, in a wider type.
+  // matmul.round-f16.wgsl): the same numbers, in a wider type.
   const widened = emulate && componentType === 'f16' && !shaderF16;
   const T = widened ? 'f32' : componentType;
   const toT = widened
@@ -269,7 +269,7 @@ fn storeResult(offset: u32, lane: u32, c: Result) {
 `;
 }
 
-/** matmul_matrix.wgsl with the subgroup size taken from the builtin, or fixed when emulated. */
+/** matmul.matrix.wgsl with the subgroup size taken from the builtin, or fixed when emulated. */
 export function matrixCore(core: string, emulate: boolean): string {
   return emulate
     ? core.replace('/*SUBGROUP_SIZE_PARAM*/', '').replace('/*SUBGROUP_SIZE_LET*/', 'let sgSize = SG_WIDTH;')

@@ -31,7 +31,7 @@ export function planningLimits(limits: Limits, maxWorkgroupsPerDimension = Numbe
 
 /**
  * The kernels of the family: `tiled` (matmul.wgsl, 8 × 4 outputs per invocation, one staged
- * slice), `register` (matmul_register.wgsl, 8 × 8 outputs, double-buffered slices) and
+ * slice), `register` (matmul.register.wgsl, 8 × 8 outputs, double-buffered slices) and
  * `registerSubgroup` (the same, sharing A fragments within quads of a subgroup; needs the
  * `subgroups` feature).
  */

@@ -1,4 +1,4 @@
-// Slice multiplier of matmul_register.wgsl without subgroups: every invocation reads its own A
+// Slice multiplier of matmul.register.wgsl without subgroups: every invocation reads its own A
 // and B fragments from workgroup memory at each k (lanes with the same rows read the same A).
 
 fn multiplySlice(aBase: u32, bBase: u32, lx: u32, ly: u32, lid: u32) {

@@ -1,6 +1,6 @@
 // Subgroup-matrix matmul core (tensor cores where WebGPU exposes them): the same products,
 // layouts, parameters and bindings as matmul.wgsl (see the table there). Appended to the global
-// access (matmul_vec4.wgsl or matmul_scalar.wgsl) after a prelude that matrix.ts writes for one
+// access (matmul.vec4.wgsl or matmul.scalar.wgsl) after a prelude that matrix.ts writes for one
 // subgroup-matrix configuration. The prelude declares:
 //
 //   SM_M, SM_N, SM_K          the configuration's matrix shape (left M×K, right K×N, result M×N)

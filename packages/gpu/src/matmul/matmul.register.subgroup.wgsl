@@ -1,4 +1,4 @@
-// Slice multiplier of matmul_register.wgsl with subgroups. The four lanes of a quad hold the
+// Slice multiplier of matmul.register.wgsl with subgroups. The four lanes of a quad hold the
 // same rows (consecutive lx, one ly: WG_X is a multiple of 4 and the drivers we know form
 // subgroups from consecutive local invocation indices; the start-up check refuses the kernel
 // where that does not hold). Over four k the quad reads A from workgroup memory once per lane,

@@ -1,8 +1,8 @@
 // Register-tiled matmul core: the same products, layouts, parameters and bindings as matmul.wgsl
-// (see the table there), with more work per invocation. Appended to matmul_vec4.wgsl or
-// matmul_scalar.wgsl (global access) and then to one of the slice multipliers:
-// matmul_register_shared.wgsl (every invocation reads its A fragment from workgroup memory) or
-// matmul_register_subgroup.wgsl (four lanes of a subgroup share one read through quadBroadcast).
+// (see the table there), with more work per invocation. Appended to matmul.vec4.wgsl or
+// matmul.scalar.wgsl (global access) and then to one of the slice multipliers:
+// matmul.register.shared.wgsl (every invocation reads its A fragment from workgroup memory) or
+// matmul.register.subgroup.wgsl (four lanes of a subgroup share one read through quadBroadcast).
 //
 // Tiling: a workgroup of WG_X × WG_Y invocations computes a TILE_M × TILE_N block
 // (TILE_M = 8·WG_Y, TILE_N = 8·WG_X; 64 × 64 at 8 × 8). Each invocation holds an 8 × 8
