@@ -34,7 +34,7 @@ import { addressKey, clientAddress, IpLimits } from './ip-limits.ts';
 import { RoomKeeper } from './room-keeper.ts';
 import type { LoadedRooms, RoomStore } from './room-store.ts';
 import { type Room, RoomRegistry } from './rooms.ts';
-import { makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
+import { type Log, makeLog, type SignalingLimits, type SignalLogger } from './signal-config.ts';
 import { Connection, type ConnectionContext } from './signal-connection.ts';
 import { Dispatch } from './signal-dispatch.ts';
 import { parseClientFrame } from './signal-frames.ts';
@@ -82,48 +82,9 @@ export interface Signaling {
 }
 
 export function attachSignaling(server: Server, options: SignalingOptions): Signaling {
-  const { limits, iceServers } = options;
-  const now = options.now ?? Date.now;
-  const log = makeLog(options.logger, now);
-  const counters = new RejectionCounters({ now });
-  const connections = new Set<Connection>();
-  const ipLimits = new IpLimits(limits, now);
-  const keeper = new RoomKeeper<Connection>(options.store, log, options.viewSaveIntervalMs);
-  const watch = new WatchHub<Connection>({
-    limits,
-    now,
-    log,
-    viewChanged: (room) => keeper.viewChanged(room, () => watch.keptJson(room)),
-  });
-  const rooms = new RoomRegistry<Connection>(
-    limits,
-    ipLimits,
-    (room) => {
-      watch.roomClosed(room);
-      keeper.roomExpired(room);
-      log('room-expired', { room: room.id });
-    },
-    now,
-  );
-  const { restoredRooms, skippedRooms } = restore(options.loaded);
-  const clientLimits: ClientLimits = {
-    maxFrameBytes: limits.maxFrameBytes,
-    messagesPerSecond: limits.messagesPerSecond,
-    messageBurst: limits.messageBurst,
-    maxPeersPerRoom: limits.maxPeersPerRoom,
-    maxPublishBytes: limits.maxPublishBytes,
-  };
-  const changed = (room: Room<Connection>) => keeper.roomChanged(room);
-  const membership = new Membership(rooms, { iceServers, limits: clientLimits }, log, changed);
-  const dispatch = new Dispatch({ limits, rooms, ipLimits, membership, watch, log, changed });
-  const context: ConnectionContext = {
-    limits,
-    now,
-    counters,
-    log,
-    onStalled: (conn) => membership.leave(conn, 'closed'),
-  };
-  let nextId = 1;
+  const parts = wireParts(options);
+  const { limits, log, connections, rooms, watch, ipLimits, keeper, counters } = parts;
+  const { restoredRooms, skippedRooms } = restore(parts, options.loaded);
 
   // perMessageDeflate stays off: compressed frames would let 64 KiB inflate to megabytes. ws takes
   // frames up to the larger limit (a host's publish); parseClientFrame holds the others to maxFrameBytes.
@@ -137,109 +98,10 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(request, socket, head, (ws) => accept(ws, request));
+    wss.handleUpgrade(request, socket, head, (ws) => accept(parts, ws, request));
   };
   server.on('upgrade', onUpgrade);
-
-  const heartbeat = setInterval(() => {
-    const t = now();
-    for (const conn of connections) {
-      if (t - conn.lastSeen > limits.idleTimeoutMs) {
-        log('idle-timeout', { conn: conn.id, peer: conn.peerId });
-        membership.leave(conn, 'timeout');
-        conn.socket.terminate();
-      } else if (conn.socket.readyState === WebSocket.OPEN) {
-        conn.socket.ping();
-      }
-    }
-    ipLimits.sweep();
-  }, limits.heartbeatIntervalMs);
-  heartbeat.unref();
-
-  /** A new socket: admitted under the server's and its address's caps, then given helloTimeoutMs to enter. */
-  function accept(socket: WebSocket, request: IncomingMessage): void {
-    const address = addressKey(clientAddress(request, options.trustProxy ?? false));
-    const conn = new Connection(nextId++, socket, address, context);
-    socket.on('error', (error) => log('socket-error', { conn: conn.id, message: error.message }));
-    if (connections.size >= limits.maxConnections) {
-      conn.reject('server-full', `at most ${limits.maxConnections} connections`);
-      conn.closeWith(CLOSE_CODES.tryAgainLater, 'server full');
-      return;
-    }
-    const refused = ipLimits.connect(conn.address);
-    if (refused) {
-      conn.reject(refused.code, refused.message);
-      conn.closeWith(CLOSE_CODES.tryAgainLater, 'too many connections from this address');
-      return;
-    }
-    connections.add(conn);
-    log('connect', { conn: conn.id, ip: conn.address });
-    conn.helloTimer = setTimeout(() => {
-      if (conn.room || watch.isWatching(conn)) return;
-      conn.reject('hello-timeout', `create, reclaim, join or watch a room within ${limits.helloTimeoutMs} ms`);
-      conn.closeWith(CLOSE_CODES.policy, 'hello timeout');
-    }, limits.helloTimeoutMs);
-    conn.helloTimer.unref();
-    socket.on('pong', () => {
-      conn.lastSeen = now();
-    });
-    socket.on('message', (data, isBinary) => {
-      try {
-        onFrame(conn, data, isBinary);
-      } catch (error) {
-        // a bug of ours must not take the server down; the sender hears about it
-        log('internal-error', { conn: conn.id, message: (error as Error).message });
-        conn.reject('internal', 'the server failed to handle this message');
-      }
-    });
-    socket.on('close', (code) => {
-      conn.stopHelloTimer();
-      membership.leave(conn, 'closed');
-      watch.leave(conn);
-      connections.delete(conn);
-      ipLimits.disconnect(conn.address);
-      log('disconnect', { conn: conn.id, code });
-    });
-  }
-
-  /**
-   * The rooms the store kept, back in the registry with nobody in them (each expires after its
-   * grace unless its people come back), their views back for watchers. A store entry that is not
-   * a valid room was skipped by the store; it is logged and counted here.
-   */
-  function restore(loaded: LoadedRooms): { restoredRooms: number; skippedRooms: number } {
-    let skippedRooms = loaded.skipped.length;
-    for (const { name, reason } of loaded.skipped) {
-      log('room-skipped', { file: name, reason });
-      counters.record({ from: 'store', reason: 'bad-room-record', detail: `${name}: ${reason}` });
-    }
-    let restoredRooms = 0;
-    for (const { room: saved, view } of loaded.rooms) {
-      const room = rooms.restore(saved);
-      if (!room) {
-        skippedRooms++;
-        log('room-skipped', { room: saved.id, reason: 'server full or id taken' });
-        continue;
-      }
-      if (view !== null && !watch.restore(room, view)) log('view-skipped', { room: room.id });
-      restoredRooms++;
-      log('room-restored', { room: room.id });
-    }
-    return { restoredRooms, skippedRooms };
-  }
-
-  /** One frame, checked cheapest first: the message budget, then parseClientFrame, then the room rules. */
-  function onFrame(conn: Connection, data: RawData, isBinary: boolean): void {
-    if (conn.closing) return;
-    conn.lastSeen = now();
-    if (!conn.admitFrame()) return;
-    const frame = parseClientFrame(data, isBinary, limits, conn.hosts);
-    if (!frame.ok) {
-      conn.reject(frame.code, frame.message, frame.ref);
-      return;
-    }
-    dispatch.handle(conn, frame.message, frame.bytes);
-  }
+  const heartbeat = startHeartbeat(parts);
 
   return {
     stats: () => ({
@@ -262,4 +124,192 @@ export function attachSignaling(server: Server, options: SignalingOptions): Sign
       await keeper.flush();
     },
   };
+}
+
+/** One server's parts, wired together, and the sockets it has open. */
+interface Parts {
+  limits: SignalingLimits;
+  now: () => number;
+  log: Log;
+  trustProxy: boolean;
+  counters: RejectionCounters;
+  connections: Set<Connection>;
+  ipLimits: IpLimits;
+  keeper: RoomKeeper<Connection>;
+  watch: WatchHub<Connection>;
+  rooms: RoomRegistry<Connection>;
+  membership: Membership;
+  dispatch: Dispatch;
+  context: ConnectionContext;
+  /** The id of the next socket accepted. */
+  nextId: number;
+}
+
+/** The parts of a server: rooms, watchers, the store's keeper, per-address limits, membership and dispatch. */
+function wireParts(options: SignalingOptions): Parts {
+  const { limits, iceServers } = options;
+  const now = options.now ?? Date.now;
+  const log = makeLog(options.logger, now);
+  const counters = new RejectionCounters({ now });
+  const ipLimits = new IpLimits(limits, now);
+  const keeper = new RoomKeeper<Connection>(options.store, log, options.viewSaveIntervalMs);
+  const watch = new WatchHub<Connection>({
+    limits,
+    now,
+    log,
+    viewChanged: (room) => keeper.viewChanged(room, () => watch.keptJson(room)),
+  });
+  const rooms = new RoomRegistry<Connection>(
+    limits,
+    ipLimits,
+    (room) => {
+      watch.roomClosed(room);
+      keeper.roomExpired(room);
+      log('room-expired', { room: room.id });
+    },
+    now,
+  );
+  const clientLimits: ClientLimits = {
+    maxFrameBytes: limits.maxFrameBytes,
+    messagesPerSecond: limits.messagesPerSecond,
+    messageBurst: limits.messageBurst,
+    maxPeersPerRoom: limits.maxPeersPerRoom,
+    maxPublishBytes: limits.maxPublishBytes,
+  };
+  const changed = (room: Room<Connection>) => keeper.roomChanged(room);
+  const membership = new Membership(rooms, { iceServers, limits: clientLimits }, log, changed);
+  const dispatch = new Dispatch({ limits, rooms, ipLimits, membership, watch, log, changed });
+  const context: ConnectionContext = {
+    limits,
+    now,
+    counters,
+    log,
+    onStalled: (conn) => membership.leave(conn, 'closed'),
+  };
+  const connections = new Set<Connection>();
+  const trustProxy = options.trustProxy ?? false;
+  return {
+    limits,
+    now,
+    log,
+    trustProxy,
+    counters,
+    connections,
+    ipLimits,
+    keeper,
+    watch,
+    rooms,
+    membership,
+    dispatch,
+    context,
+    nextId: 1,
+  };
+}
+
+/** Every heartbeatIntervalMs: idle sockets closed, the others pinged, stale addresses swept. */
+function startHeartbeat({ limits, now, log, connections, membership, ipLimits }: Parts): NodeJS.Timeout {
+  const heartbeat = setInterval(() => {
+    const t = now();
+    for (const conn of connections) {
+      if (t - conn.lastSeen > limits.idleTimeoutMs) {
+        log('idle-timeout', { conn: conn.id, peer: conn.peerId });
+        membership.leave(conn, 'timeout');
+        conn.socket.terminate();
+      } else if (conn.socket.readyState === WebSocket.OPEN) {
+        conn.socket.ping();
+      }
+    }
+    ipLimits.sweep();
+  }, limits.heartbeatIntervalMs);
+  heartbeat.unref();
+  return heartbeat;
+}
+
+/** A new socket: admitted under the server's and its address's caps, then given helloTimeoutMs to enter. */
+function accept(parts: Parts, socket: WebSocket, request: IncomingMessage): void {
+  const { limits, now, log, connections, ipLimits, watch, membership } = parts;
+  const address = addressKey(clientAddress(request, parts.trustProxy));
+  const conn = new Connection(parts.nextId++, socket, address, parts.context);
+  socket.on('error', (error) => log('socket-error', { conn: conn.id, message: error.message }));
+  if (connections.size >= limits.maxConnections) {
+    conn.reject('server-full', `at most ${limits.maxConnections} connections`);
+    conn.closeWith(CLOSE_CODES.tryAgainLater, 'server full');
+    return;
+  }
+  const refused = ipLimits.connect(conn.address);
+  if (refused) {
+    conn.reject(refused.code, refused.message);
+    conn.closeWith(CLOSE_CODES.tryAgainLater, 'too many connections from this address');
+    return;
+  }
+  connections.add(conn);
+  log('connect', { conn: conn.id, ip: conn.address });
+  conn.helloTimer = setTimeout(() => {
+    if (conn.room || watch.isWatching(conn)) return;
+    conn.reject('hello-timeout', `create, reclaim, join or watch a room within ${limits.helloTimeoutMs} ms`);
+    conn.closeWith(CLOSE_CODES.policy, 'hello timeout');
+  }, limits.helloTimeoutMs);
+  conn.helloTimer.unref();
+  socket.on('pong', () => {
+    conn.lastSeen = now();
+  });
+  socket.on('message', (data, isBinary) => {
+    try {
+      onFrame(parts, conn, data, isBinary);
+    } catch (error) {
+      // a bug of ours must not take the server down; the sender hears about it
+      log('internal-error', { conn: conn.id, message: (error as Error).message });
+      conn.reject('internal', 'the server failed to handle this message');
+    }
+  });
+  socket.on('close', (code) => {
+    conn.stopHelloTimer();
+    membership.leave(conn, 'closed');
+    watch.leave(conn);
+    connections.delete(conn);
+    ipLimits.disconnect(conn.address);
+    log('disconnect', { conn: conn.id, code });
+  });
+}
+
+/**
+ * The rooms the store kept, back in the registry with nobody in them (each expires after its
+ * grace unless its people come back), their views back for watchers. A store entry that is not
+ * a valid room was skipped by the store; it is logged and counted here.
+ */
+function restore(
+  { log, counters, rooms, watch }: Parts,
+  loaded: LoadedRooms,
+): { restoredRooms: number; skippedRooms: number } {
+  let skippedRooms = loaded.skipped.length;
+  for (const { name, reason } of loaded.skipped) {
+    log('room-skipped', { file: name, reason });
+    counters.record({ from: 'store', reason: 'bad-room-record', detail: `${name}: ${reason}` });
+  }
+  let restoredRooms = 0;
+  for (const { room: saved, view } of loaded.rooms) {
+    const room = rooms.restore(saved);
+    if (!room) {
+      skippedRooms++;
+      log('room-skipped', { room: saved.id, reason: 'server full or id taken' });
+      continue;
+    }
+    if (view !== null && !watch.restore(room, view)) log('view-skipped', { room: room.id });
+    restoredRooms++;
+    log('room-restored', { room: room.id });
+  }
+  return { restoredRooms, skippedRooms };
+}
+
+/** One frame, checked cheapest first: the message budget, then parseClientFrame, then the room rules. */
+function onFrame({ limits, now, dispatch }: Parts, conn: Connection, data: RawData, isBinary: boolean): void {
+  if (conn.closing) return;
+  conn.lastSeen = now();
+  if (!conn.admitFrame()) return;
+  const frame = parseClientFrame(data, isBinary, limits, conn.hosts);
+  if (!frame.ok) {
+    conn.reject(frame.code, frame.message, frame.ref);
+    return;
+  }
+  dispatch.handle(conn, frame.message, frame.bytes);
 }
