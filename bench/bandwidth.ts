@@ -31,10 +31,10 @@
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/room/room-model-defaults';
+import { dryRunInputs, type MethodName, simulateMethod } from '@shoal/sim';
 import { type CodecName, DEFAULT_LOW_RANK } from '../packages/diloco/src/index.ts';
 import { presetConfig } from '../packages/model/src/config.ts';
-import { ROOM_MODEL_DEFAULTS } from '../packages/swarm/src/room-model-defaults.ts';
-import { dryRunInputs, type MethodName, simulateMethod } from '../packages/swarm/src/simulate.ts';
 
 const METHODS = ['streaming-fp4', 'streaming-lowrank', 'streaming-delay', 'dilocox'] as const;
 const LOW_RANK_METHODS = new Set<MethodName>(['streaming-lowrank', 'dilocox']);

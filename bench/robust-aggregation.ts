@@ -15,7 +15,8 @@
 import { parseArgs } from 'node:util';
 import { loadCorpus, validationBatches } from '@shoal/data';
 import type { AggregationRule } from '@shoal/diloco';
-import { DEFAULT_DILOCO, ROOM_DEFAULTS, runAttacks } from '@shoal/swarm';
+import { DEFAULT_DILOCO } from '@shoal/room/run-config';
+import { ROOM_DEFAULTS, runAttacks } from '@shoal/sim/attacks';
 
 const { values } = parseArgs({
   options: {

@@ -25,6 +25,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
+import { ShardCollector } from '@shoal/swarm';
 import { createSHA256 } from 'hash-wasm';
 import {
   aggregationRuleOf,
@@ -44,7 +45,6 @@ import {
 import { buildLayout, type GptConfig, PRESETS } from '../packages/model/src/index.ts';
 import { createIdentity, shardRanges, signedBytesOf, verifySignature } from '../packages/protocol/src/index.ts';
 import type { ContributionMessage, ShardResultMessage } from '../packages/protocol/src/messages.ts';
-import { ShardCollector } from '../packages/swarm/src/owner.ts';
 import { resultHashOf } from '../packages/swarm/src/shard-duty.ts';
 import { formatJson } from './format-json.ts';
 

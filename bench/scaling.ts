@@ -28,7 +28,7 @@ import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { loadCorpus, validationBatches } from '@shoal/data';
 import { buildLayout, CpuTrainer, presetConfig } from '@shoal/model';
-import { type MethodName, simulateMethod } from '../packages/swarm/src/simulate.ts';
+import { type MethodName, simulateMethod } from '@shoal/sim';
 
 const { values: args } = parseArgs({
   options: {

@@ -24,10 +24,10 @@
  */
 import { buildFragments, createCodec } from '@shoal/diloco';
 import { createWireCodec, type Message, shardRanges } from '@shoal/protocol';
+import { ShardCollector } from '@shoal/swarm';
 import { closeAll, connectedMesh, type TestNode } from '../../packages/mesh/src/test-mesh.ts';
 import { presetConfig } from '../../packages/model/src/config.ts';
 import { buildLayout } from '../../packages/model/src/layout.ts';
-import { ShardCollector } from '../../packages/swarm/src/owner.ts';
 import { median } from './throughput.ts';
 
 export interface CollectiveOptions {

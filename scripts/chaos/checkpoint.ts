@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { buildFragments, createFragmentHasher, gatherFragment } from '@shoal/diloco';
 import { buildLayout, CpuTrainer } from '@shoal/model';
-import { decodeRoomCheckpoint } from '@shoal/swarm';
+import { decodeRoomCheckpoint } from '@shoal/room';
 import { CHECKPOINT_NAME, STATE_NAME } from '../../apps/cli/src/host.ts';
 
 export interface CheckpointCheck {

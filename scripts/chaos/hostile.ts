@@ -7,7 +7,7 @@
  * and encoded: a lie then goes out signed with the attacker's own key, as a real attacker's
  * would, and meets the room's checks of content (bounds, checked owners, commit rules) rather than
  * only a signature check. Payload values go through the round's codec (decode, change, encode),
- * as the in-memory attacks do (packages/swarm/src/attacks).
+ * as the in-memory attacks do (packages/sim/src/attacks).
  */
 import { createCodec } from '@shoal/diloco';
 import type { Message, MessageOf, PeerId, RoundOpenMessage } from '@shoal/protocol';

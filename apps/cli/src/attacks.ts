@@ -1,6 +1,6 @@
 /**
  * `shoal attacks`: every attack of the in-memory room's catalogue, each in its own room on the
- * real (CPU) engine beside a clean run of the same room and seed (packages/swarm/src/attacks/:
+ * real (CPU) engine beside a clean run of the same room and seed (packages/sim/src/attacks/:
  * the referee that judges a commit, what "stopped" and "detected" mean), then every attack on the
  * server's side, each against a fresh `shoal server` on loopback (apps/server/src/attacks/:
  * signaling, the rooms directory). A table, or with --json one JSON line last: {"attacks": [...]}.
@@ -16,7 +16,7 @@ import {
   noRoomRun,
   ROOM_DEFAULTS,
   runAttacks,
-} from '@shoal/swarm';
+} from '@shoal/sim/attacks';
 import { presetOption, UsageError } from './usage.ts';
 
 export interface AttacksCliOptions {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { packDataset } from '@shoal/data';
 import { MESH_DATASET_URL } from '@shoal/protocol';
 import { RUN_CONFIG } from '@shoal/protocol/test-fixtures';
-import type { RoomCheckpoint } from '@shoal/swarm';
+import type { RoomCheckpoint } from '@shoal/room';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hostData } from './host-data.ts';
 import { loadWrtc } from './room.ts';

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { assignShards, dirDatasetSource, openDataset } from '@shoal/data';
-import { decodeRoomCheckpoint } from '@shoal/swarm';
+import { decodeRoomCheckpoint } from '@shoal/room';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadRoomCheckpoint } from './host.ts';
 import { loadWrtc } from './room.ts';

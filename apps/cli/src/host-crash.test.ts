@@ -11,8 +11,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildLayout, encodeState } from '@shoal/model';
+import { decodeRoomCheckpoint } from '@shoal/room';
 import { startServer } from '@shoal/server';
-import { decodeRoomCheckpoint } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CHECKPOINT_NAME, CREDENTIALS_NAME, loadRoomCheckpoint, STATE_NAME } from './host.ts';
 import { loadWrtc } from './room.ts';

@@ -15,9 +15,9 @@ import {
   validationSample,
 } from '@shoal/data';
 import { MESH_DATASET_URL, type RunConfig } from '@shoal/protocol';
-import type { RoomCheckpoint } from '@shoal/swarm';
+import type { RoomCheckpoint } from '@shoal/room';
+import { evalBatchesFor } from '@shoal/room/services';
 import { datasetRefOf } from '@shoal/swarm';
-import { evalBatchesFor } from '@shoal/swarm/services';
 import { asUsage, describeDataset, openBudgetedDataset, roomDatasetUrl } from './datasets.ts';
 import { UsageError } from './usage.ts';
 

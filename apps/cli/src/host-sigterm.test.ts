@@ -9,7 +9,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { decodeRoomCheckpoint } from '@shoal/swarm';
+import { decodeRoomCheckpoint } from '@shoal/room';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CHECKPOINT_NAME, STATE_NAME } from './host.ts';
 import { loadWrtc } from './room.ts';

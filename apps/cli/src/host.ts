@@ -2,7 +2,7 @@
  * `shoal host --server URL`: creates a room on the signaling server and runs its host headless
  * (docs/design.md, "The host is a replica"): the coordinator plus a replica of θ_global on a
  * WebRTC mesh with every member the server announces, run by the host service that the dashboard
- * runs too (HostService, @shoal/swarm/services; this file is its Node shell). It evaluates
+ * runs too (HostService, @shoal/room/services; this file is its Node shell). It evaluates
  * θ_global on fixed validation batches with a CPU engine, writes θ_global as safetensors, and prints the join link and the
  * read-only watch link, whose page gets the room view this host publishes to the server every
  * --publish-every-ms (RoomViewRecorder); with --json, one JSON line per event on stdout (see
@@ -18,17 +18,12 @@ import { basename, dirname, join } from 'node:path';
 import { bitsPerByte } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { maxMessageBytesFor, type RunConfig, roomSummaryMessage, roomSummaryOf } from '@shoal/protocol';
+import { decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/room';
+import { type RunOptions, runConfigOf } from '@shoal/room/run-options';
+import { type HostMetrics, HostService, type HostStorage, viewHistoryOf, wallTimers } from '@shoal/room/services';
 import type { IceServer, SignalClient } from '@shoal/signaling';
 import { readKeptView } from '@shoal/signaling';
-import {
-  type CoordinatorEvent,
-  type DatasetServer,
-  decodeRoomCheckpoint,
-  type RoomCheckpoint,
-  serveDataset,
-} from '@shoal/swarm';
-import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
-import { type HostMetrics, HostService, type HostStorage, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
+import { type CoordinatorEvent, type DatasetServer, serveDataset } from '@shoal/swarm';
 import { finishInterruptedWrite, readInput, writePrivateFiles } from './files.ts';
 import { hostData } from './host-data.ts';
 import {

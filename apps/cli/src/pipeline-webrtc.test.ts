@@ -6,7 +6,8 @@
  * mesh every micro-batch. Then one stage worker crashes without a goodbye: its group stops, a
  * fifth worker takes the empty slot, and the group trains on.
  */
-import { createRunConfig, type MeshStageTrainer } from '@shoal/swarm';
+import { createRunConfig } from '@shoal/room/run-config';
+import type { MeshStageTrainer } from '@shoal/swarm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openWebrtcRoom, until } from './test-webrtc-room.ts';
 import type { RoomWorker } from './worker.ts';

@@ -1,7 +1,7 @@
-import { dryRunInputs, simulateMethod } from '@shoal/swarm';
-import { plan } from '@shoal/swarm/plan';
-import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
-import { RUN_OPTIONS } from '@shoal/swarm/run-options';
+import { plan } from '@shoal/room/plan';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/room/room-model-defaults';
+import { RUN_OPTIONS } from '@shoal/room/run-options';
+import { dryRunInputs, simulateMethod } from '@shoal/sim';
 import type { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
 import { type HostCliOptions, runConfigFrom } from './host.ts';

@@ -1,12 +1,12 @@
 /**
  * `shoal plan`: the run options to start a room with, from the model, the expected volunteers,
- * the token budget and each volunteer's throughput and link (@shoal/swarm/plan; docs/plan.md).
+ * the token budget and each volunteer's throughput and link (@shoal/room/plan; docs/plan.md).
  * Prints a short table and why; `--json` one JSON line ending with the options; `--as-flags` only
  * the flags, for `shoal host $(shoal plan … --as-flags)` and `shoal simulate $(…) --dry-run`.
  */
-import { formatCount, type Plan, type PlanOptions, plan } from '@shoal/swarm/plan';
-import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
-import { RUN_OPTIONS } from '@shoal/swarm/run-options';
+import { formatCount, type Plan, type PlanOptions, plan } from '@shoal/room/plan';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/room/room-model-defaults';
+import { RUN_OPTIONS } from '@shoal/room/run-options';
 import { UsageError } from './usage.ts';
 
 export interface PlanCliOptions {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
-import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/swarm/run-options';
+import { HOST_DEFAULTS } from '@shoal/room/host-defaults';
+import { RUN_OPTION_NAMES, RUN_OPTIONS } from '@shoal/room/run-options';
 import type { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
 import { type HostCliOptions, runConfigFrom } from './host.ts';

@@ -7,10 +7,10 @@ import {
 } from '@shoal/data';
 import { HOST_GRACE_MS } from '@shoal/mesh';
 import { defaultCpuThreads, MAX_DEFAULT_CPU_THREADS } from '@shoal/model';
-import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
-import { DEFAULT_STAGE_LINK, METHODS } from '@shoal/swarm/methods';
-import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
-import { parseRunOption } from '@shoal/swarm/run-options';
+import { HOST_DEFAULTS } from '@shoal/room/host-defaults';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/room/room-model-defaults';
+import { parseRunOption } from '@shoal/room/run-options';
+import { DEFAULT_STAGE_LINK, METHODS } from '@shoal/sim/methods';
 import { DEFAULT_PIPELINE_DEPTH } from '@shoal/swarm/step-pipeline';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { cacheMibOption, defaultShardCacheDir, evalBytesOption } from './datasets.ts';

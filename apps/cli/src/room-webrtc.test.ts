@@ -6,7 +6,7 @@
  * switch on its mesh); a fourth joins mid-run.
  */
 import type { PeerId } from '@shoal/protocol';
-import { createRunConfig } from '@shoal/swarm';
+import { createRunConfig } from '@shoal/room/run-config';
 import { contributionOf } from '@shoal/swarm/test-wire';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openWebrtcRoom, until } from './test-webrtc-room.ts';

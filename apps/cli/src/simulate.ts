@@ -4,7 +4,7 @@
  * streaming-lowrank, streaming-delay, dilocox);
  * then a table (or, with --json, one JSON line last) of validation loss (bits per byte, nats
  * beside it), bytes, peak bytes per sync, simulated time and compute utilisation. See
- * packages/swarm/src/simulate.ts for the model.
+ * packages/sim/src/simulate.ts for the model.
  *
  * With --pipeline-stages S (or --max-memory, which picks the fewest stages whose every volunteer
  * fits the cap), each worker is a replica of S stage volunteers on a --stage-link-mbps link; the
@@ -23,9 +23,8 @@ import {
   type PipelineSchedule,
 } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
+import { RUN_OPTION_DEFAULTS, type RunOptions, runConfigOf } from '@shoal/room/run-options';
 import {
-  METHODS,
-  type MethodName,
   type MethodResult,
   type PipelinePlan,
   type PipelineTiming,
@@ -34,8 +33,8 @@ import {
   type SimulateOptions,
   sharedCpuTrainers,
   simulateMethod,
-} from '@shoal/swarm';
-import { RUN_OPTION_DEFAULTS, type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
+} from '@shoal/sim';
+import { METHODS, type MethodName } from '@shoal/sim/methods';
 import cliProgress from 'cli-progress';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import { TokenEta } from './simulate-eta.ts';

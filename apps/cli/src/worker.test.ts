@@ -3,7 +3,8 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { corpusFingerprint, loadMobyDick, MOBY_DICK_FINGERPRINT } from '@shoal/data';
-import { createRunConfig, type Member } from '@shoal/swarm';
+import { createRunConfig } from '@shoal/room/run-config';
+import type { Member } from '@shoal/swarm';
 import { describe, expect, it } from 'vitest';
 import { loadRoomCorpus } from './worker.ts';
 

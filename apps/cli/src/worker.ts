@@ -30,9 +30,9 @@ import {
   type RunConfig,
   roomSummaryMessageSchema,
 } from '@shoal/protocol';
+import { stageFor, trainerFor, VolunteerService, type VolunteerServiceOptions } from '@shoal/room/services';
 import { memberEntry, type ReconnectingSignal, type ServerMessageOf } from '@shoal/signaling';
 import { fetchCorpusFrom, type Member, meshDatasetSource, type ShardStart, type Worker } from '@shoal/swarm';
-import { stageFor, trainerFor, VolunteerService, type VolunteerServiceOptions } from '@shoal/swarm/services';
 import { describeDataset, openBudgetedDataset, type ShardCacheOptions } from './datasets.ts';
 import { acquireCliGpu } from './grads-webgpu.ts';
 import {

@@ -1,5 +1,5 @@
 import { type RoomViewUpdate, roomViewUpdateSchema } from '@shoal/protocol';
-import { createRunConfig } from '@shoal/swarm/config';
+import { createRunConfig } from '@shoal/room/run-config';
 import { describe, expect, it } from 'vitest';
 import { roomSummarySchema, summaryMessage } from './session/room-link.ts';
 import { createShoalStore, metricsOf, ownPartOf, roomFiguresOf, summaryOf } from './store.ts';

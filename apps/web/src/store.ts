@@ -14,7 +14,7 @@ import {
   type RoomViewPoint,
   roomSummaryOf,
 } from '@shoal/protocol';
-import type { RoomView } from '@shoal/swarm';
+import type { RoomView } from '@shoal/room';
 import { createStore, type StateCreator } from 'zustand/vanilla';
 import type { CheckpointInfo, DatasetInfo, VolunteerStats } from './runtime/messages.ts';
 import { type OwnPoint, ownPointOf } from './ui/own-series.ts';

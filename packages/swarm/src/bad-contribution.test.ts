@@ -1,7 +1,7 @@
 import type { Message, PeerId } from '@shoal/protocol';
+import { RoomViewRecorder } from '@shoal/room';
+import { createRoom, must, RUN, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { RoomViewRecorder } from './room-view.ts';
-import { createRoom, must, RUN, replicaStates } from './test-room.ts';
 import { contributionOf } from './test-wire.ts';
 
 describe('a bad contribution', () => {

@@ -5,8 +5,8 @@
  * ended worse than the initial model at 10 Mbit/s, after three such rounds).
  */
 import { presetConfig } from '@shoal/model';
+import { dryRunInputs, simulateMethod } from '@shoal/sim';
 import { describe, expect, it } from 'vitest';
-import { dryRunInputs, simulateMethod } from './simulate.ts';
 
 describe('a room that falls behind its schedule', () => {
   it('opens one round for the steps it missed, not one per missed grid point', async () => {

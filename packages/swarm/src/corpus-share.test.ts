@@ -1,9 +1,9 @@
 import { corpusFingerprint } from '@shoal/data';
 import { createWireCodec, HEADER_OFFSETS, MESSAGE_SPECS } from '@shoal/protocol';
+import { SimNetwork, VirtualClock } from '@shoal/sim';
 import { describe, expect, it } from 'vitest';
 import { fetchCorpusFrom, serveCorpus } from './corpus-share.ts';
 import { Member } from './member.ts';
-import { SimNetwork, VirtualClock } from './sim/index.ts';
 
 const RUN = 3;
 const codec = await createWireCodec();

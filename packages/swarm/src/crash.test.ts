@@ -1,5 +1,5 @@
+import { createRoom, must, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
 import { contributionOf } from './test-wire.ts';
 
 describe('a worker that crashes at a fixed protocol point', () => {

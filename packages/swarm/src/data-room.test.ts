@@ -11,10 +11,10 @@ import {
   packDataset,
 } from '@shoal/data';
 import type { DatasetRef, RunConfig } from '@shoal/protocol';
+import { roomCheckpointOf } from '@shoal/room';
+import { createServiceRoom } from '@shoal/room/test-services';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { dataMembers, drawnIn, RoomDataLedger } from './data-ledger.ts';
-import { roomCheckpointOf } from './room-checkpoint.ts';
-import { createServiceRoom } from './services/test-services.ts';
 
 /** Seeded words, so the dataset is the same on every run: about `bytes` of them. */
 function seededText(bytes: number, seed: number): string {

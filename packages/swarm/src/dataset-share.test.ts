@@ -8,10 +8,10 @@ import {
   sha256Hex,
 } from '@shoal/data';
 import { createWireCodec, HEADER_OFFSETS, MESSAGE_SPECS } from '@shoal/protocol';
+import { SimNetwork, VirtualClock } from '@shoal/sim';
 import { describe, expect, it } from 'vitest';
 import { meshDatasetSource, serveDataset } from './dataset-share.ts';
 import { Member } from './member.ts';
-import { SimNetwork, VirtualClock } from './sim/index.ts';
 
 const RUN = 3;
 const codec = await createWireCodec();

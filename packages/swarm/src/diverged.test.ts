@@ -1,5 +1,5 @@
+import { createRoom, must, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
 
 describe('a replica whose θ_global went wrong', () => {
   it('is outvoted, marked diverged, refetches its fragment and agrees again', async () => {

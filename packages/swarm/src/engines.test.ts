@@ -1,6 +1,6 @@
 import { CpuGpt } from '@shoal/model';
+import { createRoom, must, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
 
 const bitsEqual = (a: Float32Array, b: Float32Array) =>
   a.length === b.length &&

@@ -3,10 +3,11 @@
  * builds its replica after its links are up), and what arrives in between is dropped: a worker
  * whose hello went that way says it again, whether it is joining or its host came back.
  */
+
+import { roomCheckpointOf } from '@shoal/room';
+import { createRoom, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
 import { Host } from './host.ts';
-import { roomCheckpointOf } from './room-checkpoint.ts';
-import { createRoom, replicaStates } from './test-room.ts';
 
 describe('a hello the host dropped while it was setting up', () => {
   it('is said again by a worker whose host came back: its refused heartbeat says it is no member', async () => {

@@ -1,6 +1,6 @@
 import type { CommitMessage } from '@shoal/protocol';
+import { createRoom, must, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
 
 /**
  * 3 workers train from t = 0 (H = 10 steps of 100 ms, P = 2: a commit every 0.5 s); a 4th joins at

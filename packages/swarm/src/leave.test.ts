@@ -1,5 +1,5 @@
+import { createRoom, must } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must } from './test-room.ts';
 
 describe('a worker that leaves on purpose mid-round (a volunteer closing the tab)', () => {
   it('its round commits with the others, it is not named again, and it does not come back', async () => {

@@ -8,8 +8,8 @@
  */
 import { corpusFromBytes, validationBatches } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
+import { type MethodName, type SimulateOptions, simulateMethod } from '@shoal/sim';
 import { describe, expect, it } from 'vitest';
-import { type MethodName, type SimulateOptions, simulateMethod } from './simulate.ts';
 
 const text = new TextEncoder().encode(
   'Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, '.repeat(40),

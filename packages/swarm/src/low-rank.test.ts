@@ -4,9 +4,9 @@
  */
 import { buildFragments, lowRankPayloadSize } from '@shoal/diloco';
 import { buildLayout } from '@shoal/model';
+import { createRoom, evaluate, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
 import type { CoordinatorEvent } from './coordinator.ts';
-import { createRoom, evaluate, replicaStates } from './test-room.ts';
 
 type Opened = Extract<CoordinatorEvent, { event: 'round-opened' }>;
 

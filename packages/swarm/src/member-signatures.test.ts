@@ -11,9 +11,9 @@ import {
   TransportEmitter,
 } from '@shoal/protocol';
 import { SAMPLES } from '@shoal/protocol/test-fixtures';
+import { SimNetwork, VirtualClock } from '@shoal/sim';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Member, type MemberOptions, wallClock } from './member.ts';
-import { SimNetwork, VirtualClock } from './sim/index.ts';
 
 const RUN = 5;
 const codec = await createWireCodec();

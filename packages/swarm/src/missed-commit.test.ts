@@ -6,8 +6,8 @@
  * which leaves the worker in the same state.
  */
 import { HEADER_OFFSETS, MESSAGE_SPECS } from '@shoal/protocol';
+import { createRoom, must, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
 
 /** The (fragment, round) of a commit's wire bytes, or null for any other kind. */
 function commitOf(bytes: Uint8Array): { fragment: number; round: number } | null {

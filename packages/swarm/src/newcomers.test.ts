@@ -1,5 +1,5 @@
+import { createRoom } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom } from './test-room.ts';
 
 describe('workers that join a room that has trained for a while', () => {
   it('do not hold its rounds back: the schedule counts their steps from where the room stands', async () => {

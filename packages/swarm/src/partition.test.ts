@@ -1,5 +1,5 @@
+import { createRoom, must, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
 
 describe('workers that cannot reach each other', () => {
   it('are not named together in a round: rounds commit without them, and they rejoin once healed', async () => {

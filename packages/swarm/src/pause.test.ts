@@ -1,5 +1,5 @@
+import { createRoom, must, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, replicaStates } from './test-room.ts';
 
 describe('pausing', () => {
   it('a paused worker trains no step but stays a member: heartbeats flow, rounds still commit, it resumes', async () => {

@@ -1,10 +1,10 @@
 import { createCodec, createFragmentHasher, type Fragment } from '@shoal/diloco';
 import { createWireCodec, type RoundOpenMessage } from '@shoal/protocol';
+import { SimNetwork, VirtualClock } from '@shoal/sim';
 import { describe, expect, it } from 'vitest';
 import { Member } from './member.ts';
 import { ReplicaState } from './replica.ts';
 import { ReplicaNode } from './replica-node.ts';
-import { SimNetwork, VirtualClock } from './sim/index.ts';
 
 const SIZE = 128;
 const RUN = 3;

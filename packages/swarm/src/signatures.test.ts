@@ -6,8 +6,8 @@ import {
   signedBytesOf,
   verifySignature,
 } from '@shoal/protocol';
+import { createRoom, must, RUN, replicaStates, type TestRoom } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, RUN, replicaStates, type TestRoom } from './test-room.ts';
 
 const SIGNED = new Set(['contribution', 'shard-result', 'hash-report']);
 

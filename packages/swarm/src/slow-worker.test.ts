@@ -1,6 +1,6 @@
+import { createRoom, must, replicaStates, type TestRoom } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
 import { SLOW_FACTOR } from './round-plan.ts';
-import { createRoom, must, replicaStates, type TestRoom } from './test-room.ts';
 
 const SECONDS = 8_000;
 

@@ -5,8 +5,9 @@
  * with τ > 0 (a boundary's reads overlap the next step) and with τ = 0 (every contribution waits
  * for its round before the next step).
  */
+
+import { createRoom, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, replicaStates } from './test-room.ts';
 
 async function run(queued: boolean, overlap: number) {
   const room = await createRoom({ workers: 2, diloco: { overlap }, spec: () => ({ queued }) });

@@ -4,8 +4,8 @@
  * stretch everyone's merges by claiming to be slow.
  */
 import type { Capabilities, HeartbeatMessage } from '@shoal/protocol';
+import { createRunConfig } from '@shoal/room/run-config';
 import { describe, expect, it } from 'vitest';
-import { createRunConfig } from './config.ts';
 import { stepTimes } from './coordinator.ts';
 import { type MemberInfo, Roster } from './roster.ts';
 

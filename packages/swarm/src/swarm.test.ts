@@ -1,5 +1,5 @@
+import { createRoom, evaluate, replicaStates } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, evaluate, replicaStates } from './test-room.ts';
 
 describe('a room of 4 workers and a host on the in-memory network', () => {
   it('commits rounds of both fragments, θ_global changes every commit, replicas agree and loss falls', {

@@ -1,6 +1,6 @@
 import type { Message } from '@shoal/protocol';
+import { createRoom, must, RUN } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, must, RUN } from './test-room.ts';
 import { contributionOf } from './test-wire.ts';
 
 describe('a contribution that claims more tokens than its sender trained', () => {

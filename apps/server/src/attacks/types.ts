@@ -1,7 +1,7 @@
 /**
  * An attack on the server side of a room (signaling, the room store) that `shoal attacks` runs
  * against a real `shoal server` on loopback, beside the in-memory room's attacks
- * (packages/swarm/src/attacks). Each attack starts what it needs (a server, a rooms directory),
+ * (packages/sim/src/attacks). Each attack starts what it needs (a server, a rooms directory),
  * attacks it, measures whether the victims kept what the room promises them, and cleans up.
  */
 

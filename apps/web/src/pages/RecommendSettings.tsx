@@ -2,9 +2,9 @@
  * The host form's Recommend: the planner's settings for the chosen preset, the expected
  * volunteers and their link and GPU, and the fieldset that asks for them and shows the result.
  */
-import { formatCount, type PlanOptions, plan } from '@shoal/swarm/plan';
-import type { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
-import { RUN_OPTIONS, type RunOptions } from '@shoal/swarm/run-options';
+import { formatCount, type PlanOptions, plan } from '@shoal/room/plan';
+import type { ROOM_MODEL_DEFAULTS } from '@shoal/room/room-model-defaults';
+import { RUN_OPTIONS, type RunOptions } from '@shoal/room/run-options';
 
 /** The Recommend fields as typed: expected volunteers and each one's link and GPU. */
 export type RecommendFields = Record<keyof typeof ROOM_MODEL_DEFAULTS, string>;
@@ -48,7 +48,7 @@ export function expectedVolunteers(workers: string): number | null {
 }
 
 /**
- * The planner's recommendation (@shoal/swarm/plan, docs/plan.md) for `preset`, the typed fields
+ * The planner's recommendation (@shoal/room/plan, docs/plan.md) for `preset`, the typed fields
  * and the form's token budget (formTokenBudget): the run options to fill in, with Schedule steps
  * set so the budget stays at the recommended batch and sequence, a summary and the planner's
  * notes; or why not, and which field is wrong.

@@ -1,11 +1,11 @@
 /**
  * The host's room form: the model (with its size) and the text in the open, every other run
- * option (@shoal/swarm/run-options: labels, help, ranges and the rules between fields) under
+ * option (@shoal/room/run-options: labels, help, ranges and the rules between fields) under
  * Advanced, prefilled from the URL query and checked as the person types. Above it, the rooms
  * this browser hosted.
  */
 import { decodeWeights, type GptConfig } from '@shoal/model';
-import { ROOM_MODEL_DEFAULTS } from '@shoal/swarm/room-model-defaults';
+import { ROOM_MODEL_DEFAULTS } from '@shoal/room/room-model-defaults';
 import {
   checkRunOptions,
   parseRunOption,
@@ -19,7 +19,7 @@ import {
   type RunOptionSection,
   type RunOptions,
   runQueryOf,
-} from '@shoal/swarm/run-options';
+} from '@shoal/room/run-options';
 import { useEffect, useMemo, useState } from 'react';
 import { forgetRoom, listRooms, type RoomLinkRecord } from '../runtime/checkpoint-store.ts';
 import type { CheckpointInfo } from '../runtime/messages.ts';

@@ -1,4 +1,4 @@
-import { parseRunOption, RUN_OPTION_NAMES, RUN_OPTIONS, type RunOptionName } from '@shoal/swarm/run-options';
+import { parseRunOption, RUN_OPTION_NAMES, RUN_OPTIONS, type RunOptionName } from '@shoal/room/run-options';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it, vi } from 'vitest';
@@ -45,7 +45,7 @@ describe("the host form's fields agree with the run options table", () => {
   it('names each model with its size, from the preset’s own shape', async () => {
     const html = await renderForm('');
     const { buildLayout, presetConfig } = await import('@shoal/model');
-    const { formatCount } = await import('@shoal/swarm/plan');
+    const { formatCount } = await import('@shoal/room/plan');
     for (const preset of RUN_OPTIONS.preset.choices) {
       const model = presetConfig(preset);
       const size = formatCount(buildLayout(model).size);
@@ -130,7 +130,7 @@ describe("the host form's fields agree with the run options table", () => {
 
   it('checks the fields against each other as they are typed: the text’s own error first, then the rules', async () => {
     const { formErrors } = await import('./RoomForm.tsx');
-    const { RUN_OPTION_DEFAULTS } = await import('@shoal/swarm/run-options');
+    const { RUN_OPTION_DEFAULTS } = await import('@shoal/room/run-options');
     // H typed down to 2 makes the default τ of 2 wrong, on τ
     expect(formErrors({ ...RUN_OPTION_DEFAULTS, innerSteps: 2 }, {})).toEqual({
       overlap: expect.stringMatching(/^less than the inner steps per round, H = 2/),
@@ -160,8 +160,8 @@ describe("the host form's Recommend", () => {
 
   it('has labelled fields with visible help that describes them, a described Recommend button and a live result', async () => {
     const html = await renderForm('');
-    const { RUN_OPTION_DEFAULTS } = await import('@shoal/swarm/run-options');
-    const { ROOM_MODEL_DEFAULTS } = await import('@shoal/swarm/room-model-defaults');
+    const { RUN_OPTION_DEFAULTS } = await import('@shoal/room/run-options');
+    const { ROOM_MODEL_DEFAULTS } = await import('@shoal/room/room-model-defaults');
     const help = {
       workers: 'how many will train at once',
       linkMbps: 'a home uplink is 5–50',
@@ -199,7 +199,7 @@ describe("the host form's Recommend", () => {
 
   it('recommends the planner’s options for the chosen preset and the form’s token budget, which it keeps', async () => {
     const { recommendation } = await import('./RecommendSettings.tsx');
-    const { plan } = await import('@shoal/swarm/plan');
+    const { plan } = await import('@shoal/room/plan');
     const result = recommendation('small', FIELDS, FORM);
     if (!('options' in result)) throw new Error(result.error);
     const tokens = 2000 * 16 * 64 * 8;

@@ -1,5 +1,5 @@
-import { FIRST_ROUND_TARGET_S } from '@shoal/swarm/host-defaults';
-import { RUN_OPTION_DEFAULTS } from '@shoal/swarm/run-options';
+import { FIRST_ROUND_TARGET_S } from '@shoal/room/host-defaults';
+import { RUN_OPTION_DEFAULTS } from '@shoal/room/run-options';
 import { describe, expect, it } from 'vitest';
 import type { EngineMeasure } from '../runtime/engine-probe.ts';
 import { measuredInnerSteps } from './measured-h.ts';

@@ -6,8 +6,8 @@
  * default says, which is what its bandwidth wants. The host's browser stands in for the
  * volunteers' (they have not joined yet), so the form says it measured here.
  */
-import { innerStepsFor } from '@shoal/swarm/host-defaults';
-import { RUN_OPTION_DEFAULTS } from '@shoal/swarm/run-options';
+import { innerStepsFor } from '@shoal/room/host-defaults';
+import { RUN_OPTION_DEFAULTS } from '@shoal/room/run-options';
 import { useEffect, useState } from 'react';
 import { type Engine, type EngineProbe, pickEngine, probeEngines } from '../runtime/engine-probe.ts';
 

@@ -6,7 +6,7 @@
  * terminates it. The page decides when it has measured enough; a step that takes too long (a
  * software adapter's) is ended by terminating this worker.
  *
- * The engines are built with the constructors trainerFor (@shoal/swarm/services) calls, from
+ * The engines are built with the constructors trainerFor (@shoal/room/services) calls, from
  * @shoal/model itself: the services would bring the whole swarm and its schemas into a worker the
  * landing page loads.
  */

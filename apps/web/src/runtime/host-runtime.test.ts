@@ -6,8 +6,8 @@
  */
 import { corpusFromBytes, loadMobyDick } from '@shoal/data';
 import { buildLayout, encodeState } from '@shoal/model';
-import { decodeRoomCheckpoint, encodeRoomCheckpoint } from '@shoal/swarm';
-import { createRunConfig } from '@shoal/swarm/config';
+import { decodeRoomCheckpoint, encodeRoomCheckpoint } from '@shoal/room';
+import { createRunConfig } from '@shoal/room/run-config';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { RoomFilesRecord } from './checkpoint-store.ts';
 import { datasetFixture, FIXTURE_ORIGIN } from './dataset-fixture.ts';

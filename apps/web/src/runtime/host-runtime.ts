@@ -10,8 +10,9 @@
 import { type Batch, type Corpus, corpusFromBytes, type Dataset, urlDatasetSource } from '@shoal/data';
 import { CpuTrainer } from '@shoal/model';
 import { createWireCodec, maxMessageBytesFor, type RunConfig } from '@shoal/protocol';
-import { decodeRoomCheckpoint, Member, type RoomCheckpoint, runIdFor, serveDataset, wallClock } from '@shoal/swarm';
-import { evalBatchesFor, HostService, viewHistoryOf, wallTimers } from '@shoal/swarm/services';
+import { decodeRoomCheckpoint, type RoomCheckpoint } from '@shoal/room';
+import { evalBatchesFor, HostService, viewHistoryOf, wallTimers } from '@shoal/room/services';
+import { Member, runIdFor, serveDataset, wallClock } from '@shoal/swarm';
 import { loadRoomCorpus, loadRoomFiles, saveRoomCorpus, saveRoomFiles } from './checkpoint-store.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
 import type { CheckpointInfo, DatasetInfo, HostInit, RuntimeControl, RuntimeOut } from './messages.ts';

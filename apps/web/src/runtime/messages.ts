@@ -4,8 +4,8 @@
  * dashboard, the training loop on the volunteer page. The main thread keeps the UI, signaling
  * and the WebRTC mesh; `net` messages (port-transport.ts) carry the mesh traffic.
  */
-import type { RoomStatus, RunConfig } from '@shoal/protocol';
-import type { RoomView, RoomViewGroup, RoomViewPlace } from '@shoal/swarm';
+import type { RoomStatus, RoomViewGroup, RoomViewPlace, RunConfig } from '@shoal/protocol';
+import type { RoomView } from '@shoal/room';
 import type { NetIn, NetOut } from './port-transport.ts';
 
 export interface RoomCredentials {

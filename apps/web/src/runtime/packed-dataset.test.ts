@@ -1,5 +1,5 @@
 import { largestTrainShard } from '@shoal/data';
-import { createRunConfig } from '@shoal/swarm/config';
+import { createRunConfig } from '@shoal/room/run-config';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type DatasetFixture, datasetFixture, FIXTURE_ORIGIN, FIXTURE_SHARD_BYTES } from './dataset-fixture.ts';
 import {

@@ -21,16 +21,9 @@ import {
   type RosterMessage,
   type RunConfig,
 } from '@shoal/protocol';
-import {
-  fetchCorpusFrom,
-  Member,
-  meshDatasetSource,
-  pipelineGroupsOf,
-  placeOf,
-  runIdFor,
-  wallClock,
-} from '@shoal/swarm';
-import { stageFor, trainerFor, VolunteerService } from '@shoal/swarm/services';
+import { pipelineGroupsOf, placeOf } from '@shoal/room';
+import { stageFor, trainerFor, VolunteerService } from '@shoal/room/services';
+import { fetchCorpusFrom, Member, meshDatasetSource, runIdFor, wallClock } from '@shoal/swarm';
 import { BusyMeter } from './busy-meter.ts';
 import { browserCpuThreads, cpuEngineName } from './cpu-threads.ts';
 import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';

@@ -1,5 +1,5 @@
 import { corpusFingerprint, MOBY_DICK_FINGERPRINT } from '@shoal/data';
-import { RUN_OPTION_DEFAULTS } from '@shoal/swarm/run-options';
+import { RUN_OPTION_DEFAULTS } from '@shoal/room/run-options';
 import { describe, expect, it } from 'vitest';
 import { checkUploadedText, roomConfigOf, textNameOf } from './host-config.ts';
 

@@ -1,12 +1,12 @@
 /**
- * The dashboard's room form beyond the run options (@shoal/swarm/run-options defines those, their
+ * The dashboard's room form beyond the run options (@shoal/room/run-options defines those, their
  * defaults, ranges and URL query): the text a host uploads, and the room's run config from both.
  * Pure: checked without the DOM.
  */
 import { checkCorpusSize, corpusFingerprint, MOBY_DICK_FINGERPRINT } from '@shoal/data';
 import type { GptConfig } from '@shoal/model';
 import { type DatasetRef, MAX_CORPUS_BYTES, type RunConfig } from '@shoal/protocol';
-import { type RunOptions, runConfigOf } from '@shoal/swarm/run-options';
+import { type RunOptions, runConfigOf } from '@shoal/room/run-options';
 
 /** A text the host uploads for the room: its file name and bytes. */
 export interface UploadedText {

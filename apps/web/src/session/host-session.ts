@@ -6,8 +6,8 @@
  */
 import { MOBY_DICK_URL } from '@shoal/data';
 import type { RoomStatus, RoomViewUpdate, RunConfig } from '@shoal/protocol';
+import { HOST_DEFAULTS } from '@shoal/room/host-defaults';
 import { backoffDelay, type ReconnectingSignal, readKeptView, type SignalClient, SignalError } from '@shoal/signaling';
-import { HOST_DEFAULTS } from '@shoal/swarm/host-defaults';
 import {
   loadRoomFiles,
   loadRoomLink,

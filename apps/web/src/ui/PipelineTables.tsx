@@ -5,7 +5,9 @@
  * slot waiting for a volunteer. Everything shown comes from the room view's `pipeline` section.
  * On the volunteer page: which group and stage this volunteer holds, and who holds the others.
  */
-import type { RoomViewPeerRow, RoomViewPipeline } from '@shoal/swarm';
+
+import type { RoomViewPipeline } from '@shoal/protocol';
+import type { RoomViewPeerRow } from '@shoal/room';
 import { memo } from 'react';
 import type { VolunteerPipeline } from '../runtime/messages.ts';
 import { StatTiles } from './parts.tsx';

@@ -4,7 +4,7 @@
  * reduce → gather → committed/aborted).
  */
 import type { RoomViewRound } from '@shoal/protocol';
-import type { RoomViewPeerRow } from '@shoal/swarm';
+import type { RoomViewPeerRow } from '@shoal/room';
 import { memo } from 'react';
 import { fmt } from './parts.tsx';
 import { placeLabel } from './pipeline-text.ts';

@@ -1,4 +1,4 @@
-import { RUN_OPTION_DEFAULTS, RUN_OPTIONS, runConfigOf } from '@shoal/swarm/run-options';
+import { RUN_OPTION_DEFAULTS, RUN_OPTIONS, runConfigOf } from '@shoal/room/run-options';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';

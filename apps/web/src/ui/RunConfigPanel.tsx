@@ -5,8 +5,8 @@
  */
 import { buildLayout, formatMemory, type GptConfig, gpuTrainingMemory, PRESETS, presetConfig } from '@shoal/model';
 import type { RunConfig } from '@shoal/protocol';
-import { formatCount } from '@shoal/swarm/plan';
-import { RUN_OPTIONS } from '@shoal/swarm/run-options';
+import { formatCount } from '@shoal/room/plan';
+import { RUN_OPTIONS } from '@shoal/room/run-options';
 import { corpusName } from './parts.tsx';
 
 /** The preset whose shape `model` is, or null (a checkpoint's own shape). */

@@ -1,10 +1,10 @@
 /**
  * A pipeline-parallel room in words, for the dashboard, the watch page and the volunteer page:
  * a place ('g0 · s1 (blocks 2–3)'), the run's pipeline settings, and why a volunteer's stage is
- * not training. Pure: the figures come from the room view (@shoal/swarm's room-view.ts) or the
+ * not training. Pure: the figures come from the room view (@shoal/room's room-view.ts) or the
  * volunteer's stats; only the words are made here.
  */
-import type { RoomViewPipeline, RoomViewPlace } from '@shoal/swarm';
+import type { RoomViewPipeline, RoomViewPlace } from '@shoal/protocol';
 import { formatBytes } from '../charts/format.ts';
 import type { VolunteerPipeline } from '../runtime/messages.ts';
 

@@ -1,4 +1,5 @@
-import type { RoomViewPeerRow, RoomViewPipeline } from '@shoal/swarm';
+import type { RoomViewPipeline } from '@shoal/protocol';
+import type { RoomViewPeerRow } from '@shoal/room';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';

@@ -5,8 +5,8 @@
  * `prev` and `next` hold stages 0 and 2; `far` is group 1's stage 0.
  */
 import type { PipelineSlot, PipeMessage, RunConfig } from '@shoal/protocol';
+import { createRunConfig } from '@shoal/room/run-config';
 import { describe, expect, it } from 'vitest';
-import { createRunConfig } from '../config.ts';
 import { type StageHarness, stageHarness } from './stage-harness.ts';
 
 const M = 2;

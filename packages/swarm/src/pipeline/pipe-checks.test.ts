@@ -1,5 +1,5 @@
+import { createRunConfig } from '@shoal/room/run-config';
 import { describe, expect, it } from 'vitest';
-import { createRunConfig } from '../config.ts';
 import { budgetBytes, sendersOf } from './pipe-checks.ts';
 import { firstNonFinite, writeValues } from './wire-values.ts';
 

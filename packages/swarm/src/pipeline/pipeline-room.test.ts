@@ -1,6 +1,6 @@
 import { buildLayout, initParameters } from '@shoal/model';
+import { createRoom, evaluate, must } from '@shoal/sim/test-room';
 import { describe, expect, it } from 'vitest';
-import { createRoom, evaluate, must } from '../test-room.ts';
 import type { MeshStageTrainer } from './mesh-stage.ts';
 
 const pipeline = { stages: 2, micros: 2, schedule: '1f1b', activations: 'f32' } as const;

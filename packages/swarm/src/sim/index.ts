@@ -1,8 +1,0 @@
-/** The in-process simulator: a virtual clock and a simulated network of Transports on it. */
-export * from './clock.ts';
-export * from './keys.ts';
-export * from './links.ts';
-export * from './network.ts';
-export * from './pipeline.ts';
-export * from './shared-cpu.ts';
-export * from './sim-transport.ts';
