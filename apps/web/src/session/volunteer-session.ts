@@ -3,18 +3,11 @@
  * worker as a trainer, bridges the mesh into it, follows the host's relayed summary (its status
  * gates training), and carries pause, the duty-cycle cap, pause-while-hidden and a clean leave.
  */
-import { MOBY_DICK_URL } from '@shoal/data';
-import { HOST_GRACE_MS, watchHost } from '@shoal/mesh';
+import { HOST_GRACE_MS } from '@shoal/mesh';
 import { memberEntry, type ServerMessageOf } from '@shoal/signaling';
 import { LEFT_PHASE, store } from '../store.ts';
-import {
-  connectSignaling,
-  enterOrExplain,
-  meshIntoWorker,
-  reconnectingSignal,
-  roomSummarySchema,
-  startRoomWorker,
-} from './room-link.ts';
+import { connectSignaling, enterOrExplain, reconnectingSignal, roomSummarySchema } from './room-link.ts';
+import { type EntryHooks, enterRoom } from './volunteer-entry.ts';
 
 /** What a volunteer is told when its room has ended without it (the host gone, the server refusing it back). */
 const THANKS = 'Thank you — you can close this tab.';
@@ -36,83 +29,25 @@ export interface VolunteerSession {
 }
 
 export async function joinRoom(roomId: string, token: string, backend: 'webgpu' | 'cpu'): Promise<VolunteerSession> {
-  const { setSession, setVolunteer, setSummary, setSettings } = store.getState();
+  const { setSession, setSummary, setSettings } = store.getState();
   setSession({ role: 'volunteer', roomId, phase: 'joining the room…', error: null });
-  const client = await connectSignaling();
-  const joined = await enterOrExplain(
-    client,
-    client.join(roomId, token),
-    {
-      'bad-token': 'This join link is no longer valid: the host has rotated the token. Ask the host for the new link.',
-      'no-such-room': `Room ${roomId} does not exist (any more).`,
-      'room-full': 'The room is full.',
-    },
-    'Could not join',
-  );
-  // With the token in its entry, a server that no longer knows this member (its secret refused)
-  // takes it back as a new member: `joined-anew` below.
-  const signal = reconnectingSignal(client, memberEntry(joined, token), (error) =>
-    error.code === 'kicked'
-      ? 'The host removed you from the room.'
-      : `The Shoal server no longer has this room (${error.code}), so it has ended. ${THANKS}`,
-  );
+  const { joined, signal } = await joinSignaling(roomId, token);
   let left = false;
   // the room stopped: the socket stays a while for the host's final figures (FINAL_FIGURES_MS)
   let lingering = false;
 
-  /** This page in the room as `room.peerId`: its room worker, its mesh, the watch on the host. */
-  const enter = (room: ServerMessageOf<'joined'>) => {
-    const worker = startRoomWorker();
-    const mesh = meshIntoWorker(signal, room, [room.hostId, ...room.peers], worker);
-    const entered = { peerId: room.peerId, worker, mesh, stopWatchingHost: () => {} };
-    const isCurrent = () => entered === current;
-    worker.on((message) => {
-      switch (message.type) {
-        case 'stats':
-          if (isCurrent()) setVolunteer(message.stats);
-          return;
-        case 'left':
-          // nothing of this room keeps running: the mesh, the socket, the worker thread
-          entered.stopWatchingHost();
-          void mesh.close().then(() => {
-            if (!lingering) signal.close();
-            worker.worker.terminate();
-          });
-          return;
-        case 'message-limit':
-          mesh.mesh.setMessageLimit(message.bytes);
-          return;
-        case 'error':
-          console.warn(`shoal volunteer: ${message.message}`);
-          if (message.fatal && isCurrent()) setSession({ error: message.message, phase: 'stopped' });
-          return;
-        default:
-          return;
-      }
-    });
-    const { settings } = store.getState();
-    worker.post({
-      type: 'volunteer',
-      self: room.peerId,
-      roomId: room.roomId,
-      coordinator: room.hostId,
-      backend,
-      corpusUrl: new URL(MOBY_DICK_URL, location.origin).toString(),
-      origin: location.origin,
-      shardBudgetMib: settings.shardBudgetMib,
-      dutyCycle: settings.dutyCycle,
-      statsEveryMs: 500,
-    });
-    // a host gone (its link down, the server not seeing it) for HOST_GRACE_MS has ended the room
-    entered.stopWatchingHost = watchHost(signal, mesh.mesh, room, HOST_GRACE_MS, () => {
+  const hooks: EntryHooks = {
+    isCurrent: (entered) => entered === current,
+    lingering: () => lingering,
+    hostGone: () => {
       setSession({
         error: `The host has been gone for ${HOST_GRACE_MS / 60_000} minutes, so this room has ended. ${THANKS}`,
         phase: 'stopped',
       });
       leave();
-    });
-    return entered;
+    },
   };
+  const enter = (room: ServerMessageOf<'joined'>) => enterRoom(signal, room, backend, hooks);
   let current = enter(joined);
   setSession({ phase: 'connecting to the room’s peers…' });
 
@@ -198,4 +133,30 @@ export async function joinRoom(roomId: string, token: string, backend: 'webgpu' 
     },
     leave: () => leave(),
   };
+}
+
+/**
+ * The room joined on the signaling server, refusals worded for a person, as a ReconnectingSignal
+ * that enters again with the join token.
+ */
+async function joinSignaling(roomId: string, token: string) {
+  const client = await connectSignaling();
+  const joined = await enterOrExplain(
+    client,
+    client.join(roomId, token),
+    {
+      'bad-token': 'This join link is no longer valid: the host has rotated the token. Ask the host for the new link.',
+      'no-such-room': `Room ${roomId} does not exist (any more).`,
+      'room-full': 'The room is full.',
+    },
+    'Could not join',
+  );
+  // With the token in its entry, a server that no longer knows this member (its secret refused)
+  // takes it back as a new member: `joined-anew` in joinRoom.
+  const signal = reconnectingSignal(client, memberEntry(joined, token), (error) =>
+    error.code === 'kicked'
+      ? 'The host removed you from the room.'
+      : `The Shoal server no longer has this room (${error.code}), so it has ended. ${THANKS}`,
+  );
+  return { joined, signal };
 }
