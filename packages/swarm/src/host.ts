@@ -7,7 +7,6 @@
 import { buildFragments, createFragmentHasher, type Fragment } from '@shoal/diloco';
 import { buildLayout, initParameters } from '@shoal/model';
 import type { RoomRunState, RunConfig } from '@shoal/protocol';
-import { contributionBound } from './config.ts';
 import { Coordinator, type CoordinatorEvent } from './coordinator.ts';
 import type { Member } from './member.ts';
 import { ReplicaState, type VectorInterner } from './replica.ts';
@@ -54,16 +53,14 @@ export class Host {
     const layout = buildLayout(config.model);
     const fragments = buildFragments(layout, config.diloco.fragments, config.diloco.fragmentMode);
     const hasher = await createFragmentHasher(config.diloco.hashAlgorithm);
-    const state = new ReplicaState(
+    const state = ReplicaState.forRun(config, {
       fragments,
-      options.params ?? initParameters(layout, config.train.seed),
+      params: options.params ?? initParameters(layout, config.train.seed),
       hasher,
-      { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
-      options.momentum,
-      contributionBound(config),
-      options.vectors ?? null,
-      options.memo ?? null,
-    );
+      momentum: options.momentum,
+      vectors: options.vectors,
+      memo: options.memo,
+    });
     // The host referees shards whose owner and checker disagree or fail (docs/hostile-volunteers.md).
     const duties = new ShardDuties({
       member,

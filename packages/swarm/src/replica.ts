@@ -23,7 +23,8 @@ import {
   scatterFragment,
   vectorPool,
 } from '@shoal/diloco';
-import type { ShardRange } from '@shoal/protocol';
+import type { RunConfig, ShardRange } from '@shoal/protocol';
+import { contributionBound } from './config.ts';
 import {
   type CommitOutcome,
   type Decoded,
@@ -51,6 +52,18 @@ export interface FragmentState {
   /** Last committed round (0: none yet). */
   round: number;
   hash: string;
+}
+
+/** What a run's replica starts from besides the run's config (ReplicaState.forRun). */
+export interface ReplicaSetup {
+  fragments: readonly Fragment[];
+  /** θ_global in the logical layout (the seeded init, or a checkpoint). */
+  params: Float32Array;
+  hasher: FragmentHasher;
+  /** Outer momentum in the logical layout; zeros when omitted. */
+  momentum?: Float32Array;
+  vectors?: VectorInterner;
+  memo?: RoundMemo;
 }
 
 export class ReplicaState {
@@ -87,6 +100,21 @@ export class ReplicaState {
       const m = this.keep(momentum ? gatherFragment(momentum, fragment) : new Float32Array(fragment.size));
       return { fragment, theta, momentum: m, round: 0, hash: hasher.hash(theta, m) };
     });
+  }
+
+  /** A replica of a room's run: its outer optimiser and its bound on an outer step, from `config`. */
+  static forRun(config: RunConfig, o: ReplicaSetup): ReplicaState {
+    const { outerLr: lr, outerMomentum: momentum } = config.diloco;
+    return new ReplicaState(
+      o.fragments,
+      o.params,
+      o.hasher,
+      { lr, momentum },
+      o.momentum,
+      contributionBound(config),
+      o.vectors ?? null,
+      o.memo ?? null,
+    );
   }
 
   /** A vector it holds from now on and never writes to: the interner's copy of it, if any. */

@@ -32,7 +32,6 @@ import {
   type RunConfig,
   type ShardPosition,
 } from '@shoal/protocol';
-import { contributionBound } from './config.ts';
 import type { Member } from './member.ts';
 import { fragmentStages } from './pipeline/groups.ts';
 import { MeshStageTrainer, PipelineInterrupted } from './pipeline/mesh-stage.ts';
@@ -347,7 +346,7 @@ export class Worker {
   stop(): void {
     this.stopped = true;
     // a pipeline stage waiting on its group would otherwise wait out its timeout
-    if (this.trainer instanceof MeshStageTrainer) this.trainer.stop();
+    this.trainer?.stop?.();
   }
 
   /** Pauses the inner loop after the step in progress (the worker stays a member and a replica). */
@@ -371,8 +370,7 @@ export class Worker {
         await member.clock.sleep(50);
         continue;
       }
-      const waiting = this.trainer instanceof MeshStageTrainer ? this.trainer.waiting : null;
-      if (this.paused || waiting) {
+      if (this.paused || this.trainer.waiting) {
         // No training, but still a member: due contributions go out, rounds merge, heartbeats flow.
         await this.atBoundary();
         if (member.clock.now() - this.lastHeartbeat >= this.config.heartbeatMs) this.heartbeat();
@@ -404,7 +402,7 @@ export class Worker {
       try {
         // a pipeline stage's step waits on its group over the network, and tracks its own compute
         const step = this.trainer.step(await this.options.nextBatch(), lr);
-        loss = await (this.trainer instanceof MeshStageTrainer ? step : member.clock.track(step));
+        loss = await (this.trainer.distributed ? step : member.clock.track(step));
       } catch (error) {
         if (!(error instanceof PipelineInterrupted)) throw error;
         await member.clock.sleep(50); // the group changed or stalled: nothing was applied; again
@@ -443,7 +441,7 @@ export class Worker {
 
   /** The engine's step pipeline, built at the first step; null where each step is awaited. */
   private pipelineFor(trainer: Trainer): StepPipeline | null {
-    if (trainer instanceof MeshStageTrainer) return null;
+    if (trainer.distributed) return null;
     if (this.pipeline === undefined) {
       trainer.queue?.reset(); // the queue's figures count from the first step, pipelined or not
       const depth = this.options.pipelineDepth ?? DEFAULT_PIPELINE_DEPTH;
@@ -573,16 +571,13 @@ export class Worker {
       this.trainer = this.meshStage(config, init);
     }
     const hasher = await member.clock.track(createFragmentHasher(config.diloco.hashAlgorithm));
-    const state = new ReplicaState(
+    const state = ReplicaState.forRun(config, {
       fragments,
-      init,
+      params: init,
       hasher,
-      { lr: config.diloco.outerLr, momentum: config.diloco.outerMomentum },
-      undefined,
-      contributionBound(config),
-      this.options.vectors ?? null,
-      this.options.memo ?? null,
-    );
+      vectors: this.options.vectors,
+      memo: this.options.memo,
+    });
     this.duties = new ShardDuties({
       member,
       hasher,
@@ -608,8 +603,8 @@ export class Worker {
       events: this.replicaEvents(pendingSync, synced),
     });
     // placed before its replica existed: the replica follows that stage from now on
-    const place = this.trainer instanceof MeshStageTrainer ? this.trainer.place : null;
-    if (place) this.followStage(config, place.stage);
+    const stage = this.trainer?.pipelineStage ?? null;
+    if (stage !== null) this.followStage(config, stage);
     // Error feedback is kept for the run's codec (every round's, as the coordinator opens them).
     const runCodec = createCodec(config.diloco.codec, { blockSize: config.diloco.codecBlockSize });
     const feedback = config.diloco.errorFeedback ? fragments.map((f) => new ErrorFeedback(runCodec, f.size)) : [];

@@ -77,5 +77,23 @@ export interface Trainer {
   readonly queue?: StepQueue;
   getOptimizerState(): Promise<OptimizerState>;
   setOptimizerState(state: OptimizerState): Promise<void>;
+  /**
+   * True where a step waits on other machines over the network and times its own compute (a
+   * pipeline-parallel stage, whose step is its group's): the caller neither holds a simulated
+   * clock still over the step nor queues steps behind it. Absent: a step is local work.
+   */
+  readonly distributed?: boolean;
+  /**
+   * Why it cannot step now (a pipeline stage not placed in a group yet, its group incomplete,
+   * its engine still being built), or null when it can. Absent: it always can.
+   */
+  readonly waiting?: string | null;
+  /**
+   * The stage of a pipeline-parallel model it trains, where it trains one (null until it is
+   * given one). Absent: it trains the whole model.
+   */
+  readonly pipelineStage?: number | null;
+  /** Ends a step that waits on others at once, and refuses any later one (its owner is stopping). */
+  stop?(): void;
   destroy(): void;
 }

@@ -203,6 +203,11 @@ export class MeshStageTrainer implements Trainer {
     return this.slot;
   }
 
+  /** The stage it is placed in, or null until the coordinator has placed it. */
+  get pipelineStage(): number | null {
+    return this.slot?.stage ?? null;
+  }
+
   /** Payload bytes of the group's messages it holds for later steps (queued or of a newer version). */
   get heldBytes(): number {
     let bytes = 0;
