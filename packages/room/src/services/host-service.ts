@@ -24,15 +24,16 @@ import type { Trainer } from '@shoal/model';
 import type { RoomEnd, RoomStatus, RoomViewPoint, RoomViewUpdate, RunConfig } from '@shoal/protocol';
 import type { CoordinatorEvent, Member } from '@shoal/swarm';
 import { Host, serveCorpus } from '@shoal/swarm';
+import { type KeptView, keptOf } from '../kept-view.ts';
 import {
   encodeRoomCheckpoint,
   type RoomCheckpoint,
   RoomCheckpointSaver,
   roomCheckpointOf,
 } from '../room-checkpoint.ts';
-import { type KeptView, keptOf, type RoomView, RoomViewRecorder } from '../room-view.ts';
+import { type RoomView, RoomViewRecorder } from '../room-view.ts';
 
-export { scheduleStep } from '../room-view.ts';
+export { scheduleStep } from '../room-figures.ts';
 export { HOST_DEFAULTS, innerStepsFor } from './host-defaults.ts';
 
 /** Something done every `ms` until the returned function is called (setInterval, or a fake). */
