@@ -9,4 +9,5 @@ export * from './hash.ts';
 export * from './lowrank/index.ts';
 export * from './outer.ts';
 export * from './round-passes.ts';
+export * from './settings.ts';
 export * from './vector-pool.ts';

@@ -19,24 +19,26 @@
  * PyTorch's fp32 kernels (which round after every operation, sometimes fused) results agree to
  * an ulp or two, not bit for bit.
  */
+import { DILOCO_RANGES, inRange } from './settings.ts';
 
 export interface OuterOptimizerOptions {
-  /** η, the outer learning rate. 0.7: DiLoCo's and Streaming DiLoCo's value for Nesterov. */
+  /** η, the outer learning rate (DILOCO_RANGES.outerLr; 0.7 by default). */
   lr?: number;
-  /** μ, the momentum. 0.9: as in DiLoCo. */
+  /** μ, the momentum (DILOCO_RANGES.outerMomentum; 0.9 by default). */
   momentum?: number;
 }
 
-export const DEFAULT_OUTER_LR = 0.7;
-export const DEFAULT_OUTER_MOMENTUM = 0.9;
+export const DEFAULT_OUTER_LR = DILOCO_RANGES.outerLr.default;
+export const DEFAULT_OUTER_MOMENTUM = DILOCO_RANGES.outerMomentum.default;
 
-/** Throws unless η and μ are usable; returns them with defaults filled in. */
+/** Throws unless η and μ are within their ranges (settings.ts); returns them with defaults filled in. */
 export function resolveOuterOptions(options: OuterOptimizerOptions = {}): Required<OuterOptimizerOptions> {
   const lr = options.lr ?? DEFAULT_OUTER_LR;
   const momentum = options.momentum ?? DEFAULT_OUTER_MOMENTUM;
-  if (!Number.isFinite(lr) || lr <= 0) throw new RangeError(`Outer lr must be a finite number > 0, got ${lr}`);
-  if (!Number.isFinite(momentum) || momentum < 0 || momentum >= 1) {
-    throw new RangeError(`Outer momentum must be in [0, 1), got ${momentum}`);
+  const { outerLr, outerMomentum } = DILOCO_RANGES;
+  if (!inRange(lr, outerLr)) throw new RangeError(`Outer lr must be in [${outerLr.min}, ${outerLr.max}], got ${lr}`);
+  if (!inRange(momentum, outerMomentum)) {
+    throw new RangeError(`Outer momentum must be in [${outerMomentum.min}, ${outerMomentum.max}], got ${momentum}`);
   }
   return { lr, momentum };
 }

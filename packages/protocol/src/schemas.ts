@@ -10,7 +10,7 @@
  * The model and inner-optimiser parts are typed against @shoal/model's GptConfig and
  * TrainConfig, so a field added there fails typechecking here until the wire carries it.
  */
-import { CODEC_NAMES, type CodecName, MAX_LOW_RANK } from '@shoal/diloco';
+import { CODEC_NAMES, type CodecName, DILOCO_RANGES, MAX_LOW_RANK, type SettingRange } from '@shoal/diloco';
 import type { GptConfig, TrainConfig } from '@shoal/model';
 import { z } from 'zod';
 import {
@@ -143,18 +143,21 @@ const aggregationSchema = z.discriminatedUnion('kind', [
   }),
 ]);
 
+const numberIn = (range: SettingRange) => z.number().min(range.min).max(range.max);
+const intIn = (range: SettingRange) => z.int().min(range.min).max(range.max);
+
 /** Streaming DiLoCo's settings; names as in `shoal simulate`'s options. */
 const dilocoConfigSchema = z.object({
   fragments: z.int().min(1).max(MAX_FRAGMENTS),
   fragmentMode: z.enum(['sequential', 'strided']),
   /** H: inner steps of the median worker between two rounds of one fragment. */
-  innerSteps: z.int().min(1),
+  innerSteps: intIn(DILOCO_RANGES.innerSteps),
   /** τ: inner steps between a contribution and the merge of its round. */
-  overlap: z.int().min(0),
+  overlap: intIn(DILOCO_RANGES.overlap),
   /** Merge weight α of θ_local. */
-  alpha: z.number().min(0).max(1),
-  outerLr: nonNegativeSchema,
-  outerMomentum: z.number().min(0).max(1),
+  alpha: numberIn(DILOCO_RANGES.alpha),
+  outerLr: numberIn(DILOCO_RANGES.outerLr),
+  outerMomentum: numberIn(DILOCO_RANGES.outerMomentum),
   codec: codecNameSchema,
   codecBlockSize: blockSizeSchema,
   errorFeedback: z.boolean(),
@@ -170,7 +173,7 @@ const dilocoConfigSchema = z.object({
    * relative error it keeps under (0: the rank stays fixed). Absent or null: dense rounds.
    */
   lowRank: z
-    .object({ rank: z.int().min(1).max(MAX_LOW_RANK), target: z.number().min(0).max(1) })
+    .object({ rank: z.int().min(1).max(MAX_LOW_RANK), target: numberIn(DILOCO_RANGES.lowRankTarget) })
     .nullable()
     .optional(),
   /**
@@ -178,7 +181,7 @@ const dilocoConfigSchema = z.object({
    * the progress trained since its contribution kept, and the worker waits for it only where the
    * fragment's next round is due. 0 or absent: the merge at contribution + τ.
    */
-  overlapRounds: z.int().min(0).max(1).optional(),
+  overlapRounds: intIn(DILOCO_RANGES.overlapRounds).optional(),
 });
 
 /**
