@@ -9,35 +9,23 @@
  * device as a whole-model engine would be (a GpuStageTrainer on WebGPU, a CpuStageTrainer on the
  * CPU); the stats say where the coordinator's roster puts this volunteer and what its group lacks.
  */
-import { type Corpus, corpusFromBytes, type Dataset } from '@shoal/data';
 import { acquireGpu, formatAdapter, type GpuContext } from '@shoal/gpu';
-import { modelMemoryBytes, splitStages } from '@shoal/model';
+import type { Trainer } from '@shoal/model';
 import {
-  corpusLengthOf,
   createWireCodec,
-  type DatasetRef,
   maxMessageBytesFor,
   type RoomStatus,
   type RosterMessage,
   type RunConfig,
 } from '@shoal/protocol';
-import { pipelineGroupsOf, placeOf } from '@shoal/room';
 import { stageFor, trainerFor, VolunteerService } from '@shoal/room/services';
-import { fetchCorpusFrom, Member, meshDatasetSource, runIdFor, wallClock } from '@shoal/swarm';
+import { Member, runIdFor, wallClock } from '@shoal/swarm';
 import { BusyMeter } from './busy-meter.ts';
 import { browserCpuThreads, cpuEngineName } from './cpu-threads.ts';
-import { checkCorpus, datasetOf, fetchMobyDick, MOBY_DICK } from './dataset.ts';
-import type {
-  DatasetInfo,
-  RuntimeControl,
-  RuntimeOut,
-  VolunteerInit,
-  VolunteerPipeline,
-  VolunteerShards,
-  VolunteerStats,
-} from './messages.ts';
-import { openVolunteerDataset, packedDatasetInfo } from './packed-dataset.ts';
+import type { RuntimeControl, RuntimeOut, VolunteerInit, VolunteerStats } from './messages.ts';
 import type { PortTransport } from './port-transport.ts';
+import { volunteerData } from './volunteer-data.ts';
+import { memoryBytesOf, pipelineStatsOf } from './volunteer-figures.ts';
 
 type Post = (message: RuntimeOut, transfer?: Transferable[]) => void;
 
@@ -60,71 +48,45 @@ export function lendableMemory(device: GPUDevice | null, deviceMemoryGiB?: numbe
   return Math.min(WASM_MEMORY_BYTES, reported);
 }
 
+/** The device this volunteer trains on (WebGPU's, or the CPU's threads) and its name for the host's table. */
+async function engineDevice(init: VolunteerInit) {
+  const threads = browserCpuThreads();
+  if (init.backend !== 'webgpu') return { gpu: null, threads, adapter: cpuEngineName(threads) };
+  const gpu: GpuContext = await acquireGpu();
+  return { gpu, threads, adapter: formatAdapter(gpu.report) };
+}
+
+/**
+ * The whole-model engine for the run, every step timed by `busy`: the page shows how busy the
+ * engine is beside the duty cycle asked for.
+ */
+async function timedTrainer(
+  busy: BusyMeter,
+  device: GPUDevice | null,
+  config: RunConfig,
+  params: Float32Array,
+  threads: number,
+): Promise<Trainer> {
+  const engine = await trainerFor(device, config, params, { threads });
+  const step = engine.step.bind(engine);
+  engine.step = (...args) => busy.time(() => step(...args));
+  return engine;
+}
+
 export async function startVolunteer(
   init: VolunteerInit,
   transport: PortTransport,
   post: Post,
 ): Promise<VolunteerRuntime> {
-  let gpu: GpuContext | null = null;
-  const threads = browserCpuThreads();
-  let adapter = cpuEngineName(threads);
-  if (init.backend === 'webgpu') {
-    gpu = await acquireGpu();
-    adapter = formatAdapter(gpu.report);
-  }
+  const { gpu, threads, adapter } = await engineDevice(init);
   const member = new Member(transport, await createWireCodec(), wallClock, runIdFor(init.roomId));
   let dutyCycle = init.dutyCycle;
   const busy = new BusyMeter();
   let hostStatus: RoomStatus = 'waiting';
   let localPause = false;
   let stopped = false;
-  let dataset: DatasetInfo | null = null;
-  // a dataset room: the opened dataset (its counters and cache) and the shard drawn from
-  let packed: Dataset | null = null;
-  let shardStart: { epoch: number; shard: number; from: number; heldBytes: number } | null = null;
+  const data = volunteerData(init, member);
 
-  /** The room's packed dataset: this volunteer's training shards, from its URL, in a cache of its budget. */
-  const openRoomDataset = async (config: RunConfig): Promise<Dataset> => {
-    const manifest = (config.data.dataset as DatasetRef).manifest;
-    const host = meshDatasetSource(member, init.coordinator, { manifest });
-    const opened = await openVolunteerDataset(config, init.origin, init.shardBudgetMib, host);
-    dataset = packedDatasetInfo(config.data.dataset as DatasetRef, opened.dataset);
-    packed = opened.dataset;
-    return opened.dataset;
-  };
-  const shardStats = (): VolunteerShards | null => {
-    if (!packed) return null;
-    const { counters, cache } = packed;
-    return {
-      current: shardStart && { epoch: shardStart.epoch, shard: shardStart.shard, from: shardStart.from },
-      heldBytes: shardStart?.heldBytes ?? 0,
-      budgetBytes: cache?.budgetBytes ?? 0,
-      fetched: counters.fetched,
-      refused: counters.refused,
-      cacheHits: counters.cacheHits,
-    };
-  };
-
-  /** The room's text: Moby Dick from the server, or the host's own text over the mesh. */
-  const loadCorpus = async (config: RunConfig): Promise<Corpus> => {
-    const { corpus: name, fingerprint } = config.data;
-    if (name === MOBY_DICK) {
-      const corpus = await fetchMobyDick(init.corpusUrl, config);
-      dataset = datasetOf(corpus, 'server');
-      return corpus;
-    }
-    if (fingerprint === undefined) throw new Error(`the room trains on ${name}, and its host does not share it`);
-    const info: DatasetInfo = { name, bytes: corpusLengthOf(fingerprint), fingerprint, source: 'host', received: 0 };
-    dataset = info;
-    const bytes = await fetchCorpusFrom(member, init.coordinator, {
-      fingerprint,
-      name,
-      onProgress: (received) => {
-        info.received = received;
-      },
-    });
-    return checkCorpus(corpusFromBytes(bytes, { name, seqLen: config.train.seqLen }), config);
-  };
   const phase = (): VolunteerStats['phase'] => {
     if (stopped || hostStatus === 'stopped') return 'stopped';
     if (!volunteer.welcomed) return 'connecting';
@@ -154,18 +116,10 @@ export async function startVolunteer(
       ),
     },
     onRun: (config) => post({ type: 'message-limit', bytes: maxMessageBytesFor(config) }),
-    loadCorpus,
-    openDataset: openRoomDataset,
-    onShard: ({ epoch, shard, from, heldBytes }) => {
-      shardStart = { epoch, shard, from, heldBytes };
-    },
-    createEngine: async (config, params) => {
-      const engine = await trainerFor(gpu?.device ?? null, config, params, { threads });
-      // every step timed: the page shows how busy the engine is beside the duty cycle asked for
-      const step = engine.step.bind(engine);
-      engine.step = (...args) => busy.time(() => step(...args));
-      return engine;
-    },
+    loadCorpus: data.loadCorpus,
+    openDataset: data.openDataset,
+    onShard: data.onShard,
+    createEngine: (config, params) => timedTrainer(busy, gpu?.device ?? null, config, params, threads),
     // on the device the whole-model engine would use: WebGPU, or the CPU without one
     createStage: async (config, spec, params, o) => {
       const stage = await stageFor(gpu?.device ?? null, config, spec, params, o);
@@ -183,28 +137,6 @@ export async function startVolunteer(
   };
   applyPause();
   transport.start();
-
-  const pipelineStats = (config: RunConfig | null): VolunteerPipeline | null => {
-    if (!config?.pipeline) return null;
-    const { stages } = config.pipeline;
-    const members = roster?.members ?? [];
-    const slot = members.find((m) => m.peer === member.self)?.pipeline ?? null;
-    if (!slot) return { stages, place: null, group: null, starting: false };
-    return {
-      stages,
-      place: placeOf(slot, splitStages(config.model.nLayer, stages)),
-      group: pipelineGroupsOf(members, stages).find((g) => g.id === slot.group) ?? null,
-      starting: builtStage !== slot.stage,
-    };
-  };
-
-  /** What Shoal holds for the room: the model's training state and the text or shards. */
-  const memoryBytes = (config: RunConfig | null): number | null => {
-    if (!config || config.pipeline) return null;
-    const model = modelMemoryBytes(config.model, config.train.batchSize, config.train.seqLen);
-    const text = shardStart?.heldBytes ?? (dataset?.source === 'url' ? 0 : (dataset?.bytes ?? 0));
-    return model + text;
-  };
 
   const stats = (): VolunteerStats => {
     const { metrics } = worker;
@@ -224,11 +156,11 @@ export async function startVolunteer(
       bytesReceived: member.bytesReceived,
       dutyCycle,
       busyFraction: worker.config?.pipeline ? null : busy.fraction(),
-      memoryBytes: memoryBytes(worker.config),
+      memoryBytes: memoryBytesOf(worker.config, data.heldBytes),
       config: worker.config,
-      dataset: dataset && { ...dataset },
-      pipeline: pipelineStats(worker.config),
-      shards: shardStats(),
+      dataset: data.info(),
+      pipeline: pipelineStatsOf(worker.config, roster, member.self, builtStage),
+      shards: data.shards(),
       leftOut: roster?.members.find((m) => m.peer === member.self)?.reason ?? '',
     };
   };
