@@ -1,3 +1,1 @@
-export declare const CHROMIUM_CANDIDATES: string[];
-export declare function chromiumPath(): string | null;
-export declare const CHROMIUM_WEBGPU_ARGS: string[];
+export * from '../apps/cli/src/chromium.mjs';

@@ -1,23 +1,2 @@
-// Where the Chromium for e2e tests and doctor lives. Dependency-free: the bootstrap uses it
-// before anything is installed. CHROMIUM overrides (Ubuntu's chromium package is a snap stub).
-import { existsSync } from 'node:fs';
-
-export const CHROMIUM_CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
-
-/** The browser to drive: $CHROMIUM if set, else the first candidate that exists, else null. */
-export function chromiumPath() {
-  if (process.env.CHROMIUM) return process.env.CHROMIUM;
-  return CHROMIUM_CANDIDATES.find((path) => existsSync(path)) ?? null;
-}
-
-/** Flags for headless WebGPU on SwiftShader on a machine with a closed network. */
-export const CHROMIUM_WEBGPU_ARGS = [
-  '--enable-unsafe-webgpu',
-  '--use-webgpu-adapter=swiftshader',
-  '--enable-features=Vulkan',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-  ...(process.getuid?.() === 0 ? ['--no-sandbox'] : []),
-];
+// The Chromium locator (apps/cli/src/chromium.mjs) for the bootstrap, the e2e tests and the benches.
+export * from '../apps/cli/src/chromium.mjs';

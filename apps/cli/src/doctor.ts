@@ -12,7 +12,7 @@ import {
   runSelfTest,
   type SelfTestResult,
 } from '@shoal/gpu';
-import { chromiumPath } from '../../../scripts/chromium.mjs';
+import { chromiumPath } from './chromium.mjs';
 
 interface Check<T> {
   ok: boolean;
