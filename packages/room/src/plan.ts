@@ -7,9 +7,9 @@
  *   2503.09799, Table 10), f(N, M) = A·N^α·M^β; B is in sequences of 2048 tokens.
  * - Outer lr η from the paper's best-η heat-map (constant in N, growing with M) and the direction
  *   of its H sweep (η grows with H).
- * - H, P, τ and codec from the wall-clock model: compute 6·N·D over the volunteers' FLOP/s (here
- *   per inner step, as `shoal simulate` models it); communication per round from Shoal's own
- *   byte count (round-bytes.ts). A worker keeps training τ steps after contributing and blocks if
+ * - H, P, τ and codec from the wall-clock model (plan-schedule.ts): compute 6·N·D over the
+ *   volunteers' FLOP/s (here per inner step, as `shoal simulate` models it); communication per
+ *   round from Shoal's own byte count (round-bytes.ts). A worker keeps training τ steps after contributing and blocks if
  *   the round has not committed by then, so a configuration keeps the GPUs ≥ 95% busy when one
  *   round fits in τ steps and the uplink is free between rounds.
  * - Where no H reaches that with fp4, the low-rank codec (docs/lowrank.md): fp4 factors of rank
@@ -17,12 +17,14 @@
  *
  * Pure (no I/O, no node modules): the browser imports it as @shoal/room/plan.
  */
-import { buildFragments, type CodecName, DEFAULT_LOW_RANK, type Fragment, type FragmentMode } from '@shoal/diloco';
+import { DEFAULT_LOW_RANK } from '@shoal/diloco';
 import { buildLayout, type GptConfig, presetConfig, trainingStepFlops } from '@shoal/model';
 import { z } from 'zod';
+import { clamp, type ScheduleSearch, searchSchedule, TARGET_UTILIZATION } from './plan-schedule.ts';
 import { ROOM_MODEL_DEFAULTS } from './room-model-defaults.ts';
-import { roundUploadBytes } from './round-bytes.ts';
 import { RUN_OPTION_DEFAULTS, RUN_OPTIONS, type RunOptions, runConfigOf } from './run-options.ts';
+
+export { TARGET_UTILIZATION } from './plan-schedule.ts';
 
 /** A power law in N (parameters) and M (replicas): A·N^α·M^β. */
 interface JointFit {
@@ -47,26 +49,11 @@ export const FIT_PARAMS = { min: 35e6, max: 2.4e9 } as const;
 export const FIT_WORKERS_MAX = 8;
 /** The paper's sequence length: the unit of B. */
 export const PAPER_SEQ_LEN = 2048;
-/** The compute utilisation a plan must reach. */
-export const TARGET_UTILIZATION = 0.95;
 
 /** Below the fit's range the γ fit grows past any sane lr (docs/plan.md): γ is held at its 35M value and at most this. */
 const EXTRAPOLATED_LR_CEILING = 0.01;
 /** Below the fit's range, the batch per volunteer is rounded down if need be to leave at least this many inner steps. */
 const MIN_STEPS = 500;
-/** One-way latencies in a round after the contribution leaves: to the owner, the result back, the hash report, the commit. */
-const ROUND_LATENCIES = 4;
-/**
- * A round takes longer than its upload: every worker sends shard 0 first and shard M−1 last, so the
- * last owner's contributions arrive late and its result leaves later still. Measured in `shoal
- * simulate` (small, 8 workers, 10 Mbit/s, fp4): open to commit 20.3 s against 13.4 s of upload.
- */
-const ROUND_TIME_PER_UPLOAD_TIME = 1.5;
-/** Slack on the round time when τ is picked: steps and rounds do not line up exactly. */
-const ROUND_MARGIN = 1.1;
-/** Without a preset's layer count, at most this many fragments. */
-const MAX_FRAGMENTS_WITHOUT_LAYERS = 16;
-
 /**
  * Best outer lr η at H = 30 per M, for N ≥ 335M where it no longer moves with N (SL Fig. 7, as
  * SEEDS.md B.3 decodes it: M = 1 0.4, M = 2 0.6, M = 4 0.6, M = 8 0.8).
@@ -186,29 +173,20 @@ export function outerLrFor(workers: number, innerSteps: number): number {
   return Math.round(Math.min(OUTER_LR_CEILING, base + forH) * 100) / 100;
 }
 
-/** Candidate H, smallest first: 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^k, whole numbers. */
-function innerStepCandidates(max: number): number[] {
-  const out = new Set<number>();
-  for (let decade = 1; decade <= RUN_OPTIONS.innerSteps.max; decade *= 10) {
-    for (const m of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8]) {
-      const H = Math.round(m * decade);
-      if (H <= max) out.add(H);
-    }
-  }
-  return [...out].sort((a, b) => a - b);
+const signif = (x: number, digits = 3) => Number(x.toPrecision(digits));
+
+/** The room a plan is for: the input, checked, with its model, N, M, sequence length and D. */
+interface PlannedRoom {
+  given: z.output<typeof planInputSchema>;
+  model: GptConfig | null;
+  N: number;
+  M: number;
+  seq: number;
+  D: number;
 }
 
-const signif = (x: number, digits = 3) => Number(x.toPrecision(digits));
-const clamp = (x: number, min: number, max: number) => Math.min(max, Math.max(min, x));
-
-/** The room's fragment mode, as runConfigOf sets it (fragment sizes depend on it). */
-let fragmentMode: FragmentMode | undefined;
-
-/**
- * The plan for `input`. Throws a RangeError with a message for a person when the input makes no
- * sense (no model, both or neither throughput, a sequence longer than the model's block size).
- */
-export function plan(input: PlanInput): Plan {
+/** `input` checked and completed; a RangeError with a message for a person when it makes no sense. */
+function plannedRoom(input: PlanInput): PlannedRoom {
   const parsed = planInputSchema.safeParse(input);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -221,7 +199,6 @@ export function plan(input: PlanInput): Plan {
   if (given.gpuTflops !== undefined && given.tokensPerSecond !== undefined) {
     throw new RangeError("give each volunteer's throughput as TFLOP/s or as tokens/s, not both");
   }
-  const notes: string[] = [];
   let model: GptConfig | null = null;
   if (given.preset !== undefined) {
     const spec = RUN_OPTIONS.preset;
@@ -231,7 +208,6 @@ export function plan(input: PlanInput): Plan {
     model = presetConfig(given.preset);
   }
   const N = model ? buildLayout(model).size : (given.params as number);
-  const M = given.workers;
   const seq = given.seq ?? (model ? model.blockSize : PAPER_SEQ_LEN);
   const seqLimit = Math.min(RUN_OPTIONS.seq.max, model?.blockSize ?? RUN_OPTIONS.seq.max);
   if (seq < RUN_OPTIONS.seq.min || seq > seqLimit) {
@@ -239,14 +215,15 @@ export function plan(input: PlanInput): Plan {
       `the sequence length must be ${RUN_OPTIONS.seq.min} … ${seqLimit}${model ? ` (the model's block size)` : ''}, got ${seq}`,
     );
   }
-  const D = given.tokens ?? 20 * N;
+  return { given, model, N, M: given.workers, seq, D: given.tokens ?? 20 * N };
+}
 
-  // --- the fits
+/** The fits' γ and B for the room (Plan.fit), γ held below the fits' range; notes on extrapolation. */
+function fittedHyperparameters({ N, M }: PlannedRoom, notes: string[]) {
   const inRange = N >= FIT_PARAMS.min && N <= FIT_PARAMS.max;
   const fittedLr = jointFit(JOINT_FITS.innerLr, N, M);
   const fittedBatch = jointFit(JOINT_FITS.globalBatch, N, M);
   let lr = fittedLr;
-  const batchTokens = fittedBatch * PAPER_SEQ_LEN;
   if (N < FIT_PARAMS.min) {
     lr = Math.min(jointFit(JOINT_FITS.innerLr, FIT_PARAMS.min, M), EXTRAPOLATED_LR_CEILING);
     notes.push(
@@ -274,7 +251,15 @@ export function plan(input: PlanInput): Plan {
   } else {
     notes.push('No expected loss: the loss fit would extrapolate outside 35M … 2.4B parameters.');
   }
-  const wantBatch = batchTokens / (M * seq);
+  return { inRange, innerLr: fittedLr, globalBatchSequences: fittedBatch, expectedLoss, lr };
+}
+
+/**
+ * Each volunteer's batch: the fitted B split among M, within the option's range, and below the
+ * fits' range made small enough to leave MIN_STEPS inner steps; notes on each change.
+ */
+function batchPerVolunteer({ N, M, seq, D }: PlannedRoom, globalBatchSequences: number, notes: string[]): number {
+  const wantBatch = (globalBatchSequences * PAPER_SEQ_LEN) / (M * seq);
   let batch = clamp(Math.round(wantBatch), RUN_OPTIONS.batch.min, RUN_OPTIONS.batch.max);
   if (Math.abs(batch - wantBatch) > 0.5) {
     notes.push(`The batch per volunteer would be ${signif(wantBatch, 2)} sequences: clamped to ${batch}.`);
@@ -294,115 +279,18 @@ export function plan(input: PlanInput): Plan {
             'a larger token budget or fewer volunteers would help.',
     );
   }
-  const lrOption = signif(clamp(lr, RUN_OPTIONS.lr.min, RUN_OPTIONS.lr.max));
-  const globalBatchTokens = M * batch * seq;
-  const steps = Math.max(1, Math.ceil(D / globalBatchTokens));
+  return batch;
+}
 
-  // --- the wall-clock model
-  const stepFlops = model ? trainingStepFlops(model, batch, seq) : 6 * N * batch * seq;
-  const gpuFlops = (given.gpuTflops ?? ROOM_MODEL_DEFAULTS.gpuTflops) * 1e12;
-  const stepMs =
-    given.tokensPerSecond !== undefined
-      ? ((batch * seq) / given.tokensPerSecond) * 1000
-      : (stepFlops / gpuFlops) * 1000;
-  const linkBytesPerMs = (given.linkMbps * 1e6) / 8 / 1000;
-  const maxFragments = model ? Math.min(model.nLayer, RUN_OPTIONS.fragments.max) : MAX_FRAGMENTS_WITHOUT_LAYERS;
-  // A model given as a parameter count has no shapes: its fragments are sizes, with no low-rank codec.
-  const fragmentCache = new Map<number, Pick<Fragment, 'size' | 'tensors'>[]>();
-  const fragmentsFor = (P: number) => {
-    let fragments = fragmentCache.get(P);
-    if (!fragments) {
-      fragmentMode ??= runConfigOf(RUN_OPTION_DEFAULTS).diloco.fragmentMode;
-      fragments = model
-        ? buildFragments(buildLayout(model), P, fragmentMode)
-        : Array.from({ length: P }, (_, p) => ({ size: Math.floor(N / P) + (p < N % P ? 1 : 0), tensors: [] }));
-      fragmentCache.set(P, fragments);
-    }
-    return fragments;
-  };
-  const blockSize = RUN_OPTIONS.blockSize.default;
-  /** A round's time, ms, from its largest upload, with `sharing` rounds on the uplink at once. */
-  const roundTime = (largest: number, sharing: number) =>
-    (sharing * ROUND_TIME_PER_UPLOAD_TIME * largest) / linkBytesPerMs + ROUND_LATENCIES * given.latencyMs;
-  const evaluate = (H: number, P: number, codec: CodecName, lowRank: number | null = null) => {
-    const fragments = fragmentsFor(P);
-    const upload = (fragment: (typeof fragments)[number], rank: number | null) =>
-      roundUploadBytes({
-        values: fragment.size,
-        workers: M,
-        codec,
-        blockSize,
-        ...(rank ? { lowRank: { tensors: fragment.tensors, rank } } : {}),
-      });
-    const uploads = fragments.map((f) => upload(f, lowRank));
-    const largest = Math.max(...uploads);
-    const linkBusy = uploads.reduce((a, b) => a + b, 0) / linkBytesPerMs / (H * stepMs);
-    // τ: the smallest that one round fits in (τ < H). Fragments open H/P steps apart, so a τ past
-    // H/P has ⌈τ·P/H⌉ rounds sharing the uplink, each the slower: grow τ until it holds.
-    // (and within the option's range: past it the round stalls, which utilisation counts)
-    const maxOverlap = Math.min(H - 1, RUN_OPTIONS.overlap.max);
-    let overlap = Math.min(1, maxOverlap);
-    let roundMs = roundTime(largest, 1);
-    for (;;) {
-      const sharing = clamp(Math.ceil((overlap * P) / H), 1, P);
-      roundMs = roundTime(largest, sharing);
-      const needed = Math.ceil((ROUND_MARGIN * roundMs) / stepMs);
-      if (needed <= overlap || overlap === maxOverlap) break;
-      overlap = Math.min(needed, maxOverlap);
-    }
-    const stallMs = Math.max(0, roundMs - overlap * stepMs);
-    let utilization = (H * stepMs) / (H * stepMs + P * stallMs);
-    if (linkBusy > 1) utilization = Math.min(utilization, 1 / linkBusy);
-    if (lowRank) {
-      // each fragment's first round is dense (its momentum, the bases' source, is still zero): a
-      // one-off wait, the P dense rounds sharing the uplink, spread over the run's compute
-      const firstStallMs = Math.max(
-        0,
-        roundTime(Math.max(...fragments.map((f) => upload(f, null))), P) - overlap * stepMs,
-      );
-      const computeMs = steps * stepMs;
-      utilization = computeMs / (computeMs / utilization + firstStallMs);
-    }
-    const meets = utilization >= TARGET_UTILIZATION && linkBusy <= TARGET_UTILIZATION;
-    return { H, P, codec, lowRank, overlap, largest, roundMs, linkBusy, utilization, meets };
-  };
-  type Candidate = ReturnType<typeof evaluate>;
-  // at least 3 rounds of each fragment in the run, else H is no schedule
-  const candidates = innerStepCandidates(Math.max(1, Math.floor(steps / 3)));
-  let chosen: Candidate | undefined;
-  let best: Candidate | undefined;
-  // the smallest H that meets the target (better loss); at that H fp32 if it meets it, else fp4;
-  // then the P with the smallest τ (the least stale merge), the fewest fragments on a tie
-  const search = (codecs: readonly (readonly [CodecName, number | null])[]) => {
-    for (const H of candidates) {
-      for (const [codec, lowRank] of codecs) {
-        for (let P = 1; P <= Math.min(maxFragments, H); P++) {
-          const candidate = evaluate(H, P, codec, lowRank);
-          if (candidate.meets && (!chosen || candidate.overlap < chosen.overlap)) chosen = candidate;
-          if (!best || candidate.utilization > best.utilization) best = candidate;
-        }
-        if (chosen) return;
-      }
-    }
-  };
-  search([
-    ['fp32', null],
-    ['fp4', null],
-  ]);
-  // only where no H does, the low-rank codec (its loss against fp4's is not yet measured); where
-  // it does not either, the dense plan stands
-  const bestDense = best as Candidate;
-  let bestLowRank: Candidate | undefined;
-  if (!chosen && model) {
-    best = undefined;
-    search([['fp4', DEFAULT_LOW_RANK]]);
-    bestLowRank = best;
-    best = bestDense;
-  }
-  const pick: Candidate = chosen ?? best ?? evaluate(1, 1, 'fp4');
+/** Notes on the schedule the search took: the low-rank codec, a missed target, a τ past what was measured. */
+function scheduleNotes(
+  linkMbps: number,
+  { chosen, pick, bestDense, bestLowRank, maxH }: ScheduleSearch,
+  notes: string[],
+) {
   if (pick.lowRank) {
     notes.push(
-      `fp4 reaches at most ${(100 * bestDense.utilization).toFixed(0)}% on ${given.linkMbps} Mbit/s: the plan takes the ` +
+      `fp4 reaches at most ${(100 * bestDense.utilization).toFixed(0)}% on ${linkMbps} Mbit/s: the plan takes the ` +
         `low-rank codec (fp4 factors of rank ${pick.lowRank}), whose loss against fp4's is not yet measured ` +
         "at this scale. Each fragment's first round is dense: the utilisation includes that one-off wait.",
     );
@@ -414,13 +302,47 @@ export function plan(input: PlanInput): Plan {
   }
   if (!chosen) {
     notes.push(
-      `No H up to ${candidates.at(-1) ?? 1} reaches ${100 * TARGET_UTILIZATION}% on ${given.linkMbps} Mbit/s: the best is ` +
+      `No H up to ${maxH} reaches ${100 * TARGET_UTILIZATION}% on ${linkMbps} Mbit/s: the best is ` +
         `${(100 * pick.utilization).toFixed(0)}%. A faster link, faster GPUs (a longer step) or more tokens (a longer run) would help.`,
     );
   }
   if (pick.overlap > 10) {
     notes.push(`τ = ${pick.overlap}: Streaming DiLoCo measured < 0.2% loss up to τ = 10; beyond that it is untested.`);
   }
+}
+
+/**
+ * The plan for `input`. Throws a RangeError with a message for a person when the input makes no
+ * sense (no model, both or neither throughput, a sequence longer than the model's block size).
+ */
+export function plan(input: PlanInput): Plan {
+  const room = plannedRoom(input);
+  const { given, model, N, M, seq, D } = room;
+  const notes: string[] = [];
+  const { lr, ...fit } = fittedHyperparameters(room, notes);
+  const batch = batchPerVolunteer(room, fit.globalBatchSequences, notes);
+  const lrOption = signif(clamp(lr, RUN_OPTIONS.lr.min, RUN_OPTIONS.lr.max));
+  const globalBatchTokens = M * batch * seq;
+  const steps = Math.max(1, Math.ceil(D / globalBatchTokens));
+
+  // --- the wall-clock model
+  const stepFlops = model ? trainingStepFlops(model, batch, seq) : 6 * N * batch * seq;
+  const gpuFlops = (given.gpuTflops ?? ROOM_MODEL_DEFAULTS.gpuTflops) * 1e12;
+  const stepMs =
+    given.tokensPerSecond !== undefined
+      ? ((batch * seq) / given.tokensPerSecond) * 1000
+      : (stepFlops / gpuFlops) * 1000;
+  const search = searchSchedule({
+    model,
+    params: N,
+    workers: M,
+    steps,
+    stepMs,
+    linkMbps: given.linkMbps,
+    latencyMs: given.latencyMs,
+  });
+  scheduleNotes(given.linkMbps, search, notes);
+  const { pick } = search;
   const outerLr = outerLrFor(M, pick.H);
   const options: PlanOptions = {
     ...(given.preset !== undefined ? { preset: given.preset } : {}),
@@ -440,7 +362,7 @@ export function plan(input: PlanInput): Plan {
     model: { preset: given.preset ?? null, params: N, layers: model?.nLayer ?? null },
     workers: M,
     tokens: D,
-    fit: { inRange, innerLr: fittedLr, globalBatchSequences: fittedBatch, expectedLoss },
+    fit,
     timing: {
       globalBatchTokens,
       steps,
@@ -452,7 +374,7 @@ export function plan(input: PlanInput): Plan {
       utilization: pick.utilization,
       computeHours: (steps * stepMs) / 3_600_000,
     },
-    meetsTarget: chosen !== undefined,
+    meetsTarget: search.chosen !== undefined,
     notes,
     options,
   };
