@@ -1,9 +1,10 @@
 /**
- * What a mesh stage checks of a group member's pipe message before it keeps it,
- * as pure functions of the run's shapes: who may send each kind, its exact size, its values, how
- * far ahead its version may be, and how many bytes one peer may have waiting at a stage.
+ * What a mesh stage checks of a group member's pipe message before it keeps it, as pure functions
+ * of the run's shapes and the stage's view of its group: who may send each kind (and who does, in
+ * the group's current version or a newer one), its exact size, its values, how far ahead its
+ * version may be, and how many bytes and messages one peer may have waiting at a stage.
  */
-import { type PipeMessage, pipePayloadBytes, type RunConfig } from '@shoal/protocol';
+import { type PeerId, type PipelineSlot, type PipeMessage, pipePayloadBytes, type RunConfig } from '@shoal/protocol';
 import { bytesPerValue, firstNonFinite } from './wire-values.ts';
 
 type Kind = PipeMessage['what'];
@@ -106,4 +107,79 @@ export function budgetBytes(config: RunConfig, kind: Kind): number {
     norm: 0,
   };
   return 2 * step[kind];
+}
+
+/** What a stage knows of its group when it checks who sent a message. */
+export interface GroupView {
+  slot: PipelineSlot;
+  /** Who holds each stage of the group, in its current version. */
+  peers: readonly (PeerId | null)[];
+  stages: number;
+  /** The newest group version the latest roster shows. */
+  newestVersion: number;
+}
+
+/** In the group's current version: the stage `from` holds, when it sends this stage `message`'s kind. */
+export function currentSender(view: GroupView, from: PeerId, message: PipeMessage): number | PipeProblem {
+  const s = view.slot.stage;
+  const sender = view.peers.indexOf(from);
+  if (sender < 0) return { reason: 'not-participant', detail: `${from} holds no stage of this group` };
+  if (!sendersOf(message.what, s, view.stages).includes(sender)) {
+    return { reason: 'not-participant', detail: `stage ${sender} does not send ${message.what} to stage ${s}` };
+  }
+  return sender;
+}
+
+/**
+ * In a newer version than the roster has shown (its roster is on the way): the stage an act or
+ * wte comes from, when `from` holds it now or it is empty; any other kind comes only from a
+ * stage that has taken this one's part in that version, which needs this stage to know it.
+ */
+export function futureSender(view: GroupView, from: PeerId, message: PipeMessage): number | PipeProblem {
+  const s = view.slot.stage;
+  const { version, what } = message;
+  if (version > view.newestVersion + VERSION_WINDOW) {
+    return {
+      reason: 'version',
+      detail: `version ${version} is more than ${VERSION_WINDOW} past the newest this worker knows (${view.newestVersion})`,
+    };
+  }
+  const senders = what === 'act' || what === 'wte' ? sendersOf(what, s, view.stages) : [];
+  const sender = senders[0];
+  if (sender === undefined) {
+    return { reason: 'version', detail: `${what} of version ${version}, which this worker has no roster for` };
+  }
+  const holder = view.peers[sender] ?? null;
+  if (holder !== null && holder !== from) {
+    return {
+      reason: 'not-participant',
+      detail: `${from} does not hold stage ${sender} of this group (${holder} does)`,
+    };
+  }
+  return sender;
+}
+
+/**
+ * Whether keeping `message` would take its queue (`queued`: one kind from one stage, one peer)
+ * past two steps of that kind (budgetBytes), or past two steps of messages: an honest neighbour
+ * is at most a step ahead, so a flood is refused, not kept.
+ */
+export function queueProblem(
+  config: RunConfig,
+  from: PeerId,
+  message: PipeMessage,
+  queued: readonly PipeMessage[],
+): PipeProblem | null {
+  const budget = budgetBytes(config, message.what);
+  const held = queued.reduce((sum, m) => sum + m.payload.byteLength, 0);
+  if (held + message.payload.byteLength > budget) {
+    return {
+      reason: 'quota',
+      detail: `${from} has ${held} bytes of ${message.what} waiting here; its budget is ${budget}`,
+    };
+  }
+  if (queued.length >= 2 * (config.pipeline?.micros ?? 0) + 4) {
+    return { reason: 'quota', detail: `more than a step of ${message.what} queued` };
+  }
+  return null;
 }
