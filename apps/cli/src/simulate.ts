@@ -121,7 +121,27 @@ const formatBytes = (bytes: number) =>
 
 export async function simulateCommand(options: SimulateCliOptions): Promise<void> {
   const methods = parseMethods(options.methods);
-  // the room's config for these options: each checked against its range, and against the model
+  const { plan, config } = roomConfigOf(options);
+  const pipeline: SimPipeline | undefined = config.pipeline && {
+    ...config.pipeline,
+    stageLinkMbps: options.stageLinkMbps,
+    stageLatencyMs: options.stageLatencyMs,
+  };
+  if (pipeline && options.backend === 'webgpu' && !options.dryRun) {
+    throw new UsageError(
+      'pipeline stages train on the CPU in the simulator (no WebGPU stage engine yet): use --backend cpu',
+    );
+  }
+  const results = await runMethods(methods, options, config, pipeline);
+  if (!options.json) printTable(results, options, config, plan);
+  else printJson(results, options, config, plan);
+}
+
+/**
+ * The room these options open (runConfigOf: each checked against its range, and against the
+ * model), the simulator's own flags checked, and the pipeline plan when S or a memory cap is asked.
+ */
+function roomConfigOf(options: SimulateCliOptions): { plan: PipelinePlan | null; config: RunConfig } {
   let config: RunConfig;
   try {
     config = runConfigOf({ ...RUN_OPTION_DEFAULTS, ...options });
@@ -139,49 +159,75 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
   if (!(options.stageLinkMbps > 0)) {
     throw new UsageError(`--stage-link-mbps must be a number > 0, got ${options.stageLinkMbps}`);
   }
-  const { plan, config: pipelined } = pipelineFor(options, config);
-  config = pipelined;
-  const pipeline: SimPipeline | undefined = config.pipeline && {
-    ...config.pipeline,
-    stageLinkMbps: options.stageLinkMbps,
-    stageLatencyMs: options.stageLatencyMs,
-  };
-  if (pipeline && options.backend === 'webgpu' && !options.dryRun) {
-    throw new UsageError(
-      'pipeline stages train on the CPU in the simulator (no WebGPU stage engine yet): use --backend cpu',
-    );
-  }
-  const { codec, codecBlockSize, aggregation } = config.diloco;
-  // the low-rank methods' codec: --low-rank (DEFAULT_LOW_RANK at its 0, which turns a room's off)
-  const lowRank = { rank: options.lowRank || DEFAULT_LOW_RANK, target: options.lowRankTarget };
-  const seqLen = config.train.seqLen;
-  const corpus = loadCorpus({ seqLen });
-  const evalBatches = validationBatches(corpus.validation, { batchSize: options.batch, seqLen, count: 32 });
+  return pipelineFor(options, config);
+}
 
-  // The engine: on the CPU, one compute (activations, gradients) per method and batch shape shared
-  // by every simulated worker (sim/shared-cpu.ts); on WebGPU one device and one set of compiled
-  // kernels shared by every simulated worker.
-  let release = () => {};
-  let gpuTrainer: SimulateOptions['createTrainer'] | null = null;
-  if (options.backend === 'webgpu' && !options.dryRun) {
-    const gpu = await acquireCliGpu();
-    release = () => gpu.destroy();
-    let kernels: GptKernels | undefined;
-    gpuTrainer = async (m, train, params) => {
+/**
+ * The simulator's options for the room `config`: the room's settings as the simulator names them,
+ * and the simulator's own (workers, tokens, links, the modelled GPU).
+ */
+function simulatorOptions(
+  options: SimulateCliOptions,
+  config: RunConfig,
+  pipeline: SimPipeline | undefined,
+): Omit<SimulateOptions, 'createTrainer' | 'trainTokens' | 'evalBatches'> {
+  const { train, diloco } = config;
+  return {
+    preset: options.preset,
+    workers: options.workers,
+    batch: train.batchSize,
+    seqLen: train.seqLen,
+    lr: train.maxLr,
+    innerSteps: diloco.innerSteps,
+    fragments: diloco.fragments,
+    overlap: diloco.overlap,
+    alpha: diloco.alpha,
+    codec: diloco.codec,
+    codecBlockSize: diloco.codecBlockSize,
+    aggregation: diloco.aggregation,
+    // the low-rank methods' codec: --low-rank (DEFAULT_LOW_RANK at its 0, which turns a room's off)
+    lowRank: { rank: options.lowRank || DEFAULT_LOW_RANK, target: options.lowRankTarget },
+    outerLr: diloco.outerLr,
+    outerMomentum: diloco.outerMomentum,
+    tokens: options.tokens,
+    seed: train.seed,
+    gpuTflops: options.gpuTflops,
+    stepMs: options.stepMs,
+    linkMbps: options.linkMbps,
+    latencyMs: options.latencyMs,
+    dryRun: Boolean(options.dryRun),
+    ...(pipeline ? { pipeline } : {}),
+  };
+}
+
+/**
+ * The WebGPU engine for every simulated worker: one device and one set of compiled kernels
+ * shared by all (null on the CPU backend or in a dry run), and how to release it.
+ */
+async function gpuEngine(
+  options: SimulateCliOptions,
+): Promise<{ createTrainer: SimulateOptions['createTrainer'] | null; release(): void }> {
+  if (options.backend !== 'webgpu' || options.dryRun) return { createTrainer: null, release: () => {} };
+  const gpu = await acquireCliGpu();
+  let kernels: GptKernels | undefined;
+  return {
+    createTrainer: async (m, train, params) => {
       // shared by every worker, so timed at the first one's shape (the workers' batches are alike)
       const layer = gptLayerShape(m, train.batchSize, train.seqLen);
       kernels ??= await createGptKernels(gpu.device, m.nEmbd / m.nHead, { layer, sequence: train.seqLen });
       return GpuTrainer.create(gpu.device, m, train, params, kernels);
-    };
-  }
+    },
+    release: () => gpu.destroy(),
+  };
+}
 
-  // the ETA: this method's wall time per simulated token so far (simulate-eta.ts), at each redraw
-  let eta = new TokenEta();
+/** The progress bar on stderr: the method, its tokens, and the ETA from its wall time per token so far. */
+function progressBar(eta: () => TokenEta) {
   const format = '{method} |{bar}| {value}/{total} tokens | ETA {left}';
-  const bar = new cliProgress.SingleBar(
+  return new cliProgress.SingleBar(
     {
       format: (options, params, payload) => {
-        const seconds = eta.secondsLeft(Date.now(), params.value, params.total);
+        const seconds = eta().secondsLeft(Date.now(), params.value, params.total);
         const left = seconds === null ? '—' : cliProgress.Format.TimeFormat(Math.ceil(seconds), options, 5);
         return cliProgress.Format.Formatter({ ...options, format }, params, { ...payload, left });
       },
@@ -192,6 +238,25 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
     },
     cliProgress.Presets.shades_classic,
   );
+}
+
+/**
+ * Each method in turn, on one engine: on the CPU, one compute (activations, gradients) per method
+ * and batch shape shared by every simulated worker (sim/shared-cpu.ts); on WebGPU one device and
+ * one set of compiled kernels shared by every simulated worker. Writes each method's curve under --csv.
+ */
+async function runMethods(
+  methods: MethodName[],
+  options: SimulateCliOptions,
+  config: RunConfig,
+  pipeline: SimPipeline | undefined,
+): Promise<MethodResult[]> {
+  const seqLen = config.train.seqLen;
+  const corpus = loadCorpus({ seqLen });
+  const evalBatches = validationBatches(corpus.validation, { batchSize: options.batch, seqLen, count: 32 });
+  const gpu = await gpuEngine(options);
+  let eta = new TokenEta();
+  const bar = progressBar(() => eta);
   const results: MethodResult[] = [];
   try {
     for (const name of methods) {
@@ -200,30 +265,8 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
       // a method's own computes: dp's holds M workers' batches, not kept for the methods after it
       const cpu = sharedCpuTrainers();
       const result = await simulateMethod(name, {
-        preset: options.preset,
-        workers: options.workers,
-        batch: options.batch,
-        seqLen,
-        lr: options.lr,
-        innerSteps: options.innerSteps,
-        fragments: options.fragments,
-        overlap: options.overlap,
-        alpha: options.alpha,
-        codec,
-        codecBlockSize,
-        aggregation,
-        lowRank,
-        outerLr: options.outerLr,
-        outerMomentum: options.outerMomentum,
-        tokens: options.tokens,
-        seed: options.seed,
-        gpuTflops: options.gpuTflops,
-        stepMs: options.stepMs,
-        linkMbps: options.linkMbps,
-        latencyMs: options.latencyMs,
-        dryRun: Boolean(options.dryRun),
-        ...(pipeline ? { pipeline } : {}),
-        createTrainer: gpuTrainer ?? cpu.createTrainer,
+        ...simulatorOptions(options, config, pipeline),
+        createTrainer: gpu.createTrainer ?? cpu.createTrainer,
         trainTokens: corpus.train,
         evalBatches,
         onProgress: (tokens) => {
@@ -234,40 +277,58 @@ export async function simulateCommand(options: SimulateCliOptions): Promise<void
       bar.update(options.tokens);
       bar.stop();
       results.push(result);
-      if (options.csv) {
-        mkdirSync(options.csv, { recursive: true });
-        const rows = result.curve.map((p) => `${p.tokens},${p.simSeconds.toFixed(3)},${p.trainLoss ?? ''}`);
-        writeFileSync(join(options.csv, `${name}.csv`), `tokens,sim_seconds,train_loss\n${rows.join('\n')}\n`);
-      }
+      if (options.csv) writeCurve(options.csv, name, result);
     }
   } finally {
-    release();
+    gpu.release();
   }
+  return results;
+}
 
+function writeCurve(dir: string, name: MethodName, result: MethodResult): void {
+  mkdirSync(dir, { recursive: true });
+  const rows = result.curve.map((p) => `${p.tokens},${p.simSeconds.toFixed(3)},${p.trainLoss ?? ''}`);
+  writeFileSync(join(dir, `${name}.csv`), `tokens,sim_seconds,train_loss\n${rows.join('\n')}\n`);
+}
+
+/** The header (the room, the links, the pipeline) and one row per method. */
+function printTable(
+  results: MethodResult[],
+  options: SimulateCliOptions,
+  config: RunConfig,
+  plan: PipelinePlan | null,
+): void {
+  const seqLen = config.train.seqLen;
   const dp = results.find((r) => r.name === 'dp');
-  if (!options.json) {
+  console.log(
+    `${options.preset}, ${options.workers} workers × batch ${options.batch}×${seqLen}, ${options.tokens.toLocaleString()} tokens per method, ` +
+      `H ${options.innerSteps}, P ${options.fragments}, τ ${options.overlap}, α ${options.alpha}, codec ${options.codec}, ` +
+      `${options.linkMbps} Mbit/s, ${options.latencyMs} ms${options.dryRun ? ', dry run' : ''}`,
+  );
+  const line = pipelineLine(plan, results[0]?.pipeline ?? null, options);
+  if (line) console.log(line);
+  console.log(
+    'method             eval bits/byte (nats)   bytes/worker   vs dp     peak/sync    sim time   compute util   rounds (aborted)',
+  );
+  for (const r of results) {
+    const ratio =
+      dp && r !== dp && r.bytesPerWorker > 0 ? `${(dp.bytesPerWorker / r.bytesPerWorker).toFixed(0)}×` : '—';
     console.log(
-      `${options.preset}, ${options.workers} workers × batch ${options.batch}×${seqLen}, ${options.tokens.toLocaleString()} tokens per method, ` +
-        `H ${options.innerSteps}, P ${options.fragments}, τ ${options.overlap}, α ${options.alpha}, codec ${options.codec}, ` +
-        `${options.linkMbps} Mbit/s, ${options.latencyMs} ms${options.dryRun ? ', dry run' : ''}`,
+      `${r.name.padEnd(19)}${(r.evalLoss === null ? '—' : `${bitsPerByte(r.evalLoss).toFixed(4)} (${r.evalLoss.toFixed(4)})`).padEnd(24)}` +
+        `${formatBytes(r.bytesPerWorker).padEnd(15)}${ratio.padEnd(10)}${formatBytes(r.peakSyncBytes).padEnd(13)}` +
+        `${`${r.simSeconds.toFixed(1)} s`.padEnd(11)}${`${(100 * r.computeUtilization).toFixed(1)}%`.padEnd(15)}` +
+        `${r.committedRounds} (${r.abortedRounds})`,
     );
-    const line = pipelineLine(plan, results[0]?.pipeline ?? null, options);
-    if (line) console.log(line);
-    console.log(
-      'method             eval bits/byte (nats)   bytes/worker   vs dp     peak/sync    sim time   compute util   rounds (aborted)',
-    );
-    for (const r of results) {
-      const ratio =
-        dp && r !== dp && r.bytesPerWorker > 0 ? `${(dp.bytesPerWorker / r.bytesPerWorker).toFixed(0)}×` : '—';
-      console.log(
-        `${r.name.padEnd(19)}${(r.evalLoss === null ? '—' : `${bitsPerByte(r.evalLoss).toFixed(4)} (${r.evalLoss.toFixed(4)})`).padEnd(24)}` +
-          `${formatBytes(r.bytesPerWorker).padEnd(15)}${ratio.padEnd(10)}${formatBytes(r.peakSyncBytes).padEnd(13)}` +
-          `${`${r.simSeconds.toFixed(1)} s`.padEnd(11)}${`${(100 * r.computeUtilization).toFixed(1)}%`.padEnd(15)}` +
-          `${r.committedRounds} (${r.abortedRounds})`,
-      );
-    }
   }
-  if (!options.json) return;
+}
+
+/** --json: one line with each method's figures and, under a pipeline plan, the replica's. */
+function printJson(
+  results: MethodResult[],
+  options: SimulateCliOptions,
+  config: RunConfig,
+  plan: PipelinePlan | null,
+): void {
   const timing = results[0]?.pipeline ?? null;
   console.log(
     JSON.stringify({

@@ -9,6 +9,11 @@ import type { MethodName } from './methods.ts';
 import type { SharedRounds } from './shared-rounds.ts';
 import type { SharedVectors } from './shared-vectors.ts';
 
+/**
+ * A simulated run: the room's settings (preset … outerMomentum, seed; each method's RunConfig is
+ * what runConfigOf makes of them, with the method's DiLoCo settings over it) and the simulator's
+ * own (workers, tokens, the modelled GPU and links, the engine).
+ */
 export interface SimulateOptions {
   preset: string;
   workers: number;

@@ -41,7 +41,7 @@ import {
   trainingStepFlops,
 } from '@shoal/model';
 import { createWireCodec, MESSAGE_SPECS, type RunConfig } from '@shoal/protocol';
-import { createRunConfig, DEFAULT_DILOCO } from '@shoal/room/run-config';
+import { RUN_OPTION_DEFAULTS, type RunOptions, runConfigOf } from '@shoal/room/run-options';
 import { Host, Member, Worker } from '@shoal/swarm';
 import { type PipelineTiming, pipelineTiming, SimKeys, SimNetwork, VirtualClock } from './index.ts';
 import { METHODS, type MethodName } from './methods.ts';
@@ -239,22 +239,45 @@ function methodDiloco(name: Exclude<MethodName, 'dp'>, options: SimulateOptions)
   }
 }
 
+/**
+ * The run options these simulator options stand for: the room `shoal host` would open with them
+ * (the rest at their defaults).
+ */
+function roomOptions(options: SimulateOptions, model: GptConfig): RunOptions {
+  return {
+    ...RUN_OPTION_DEFAULTS,
+    preset: options.preset,
+    batch: options.batch,
+    seq: options.seqLen ?? Math.min(64, model.blockSize),
+    lr: options.lr,
+    innerSteps: options.innerSteps,
+    fragments: options.fragments,
+    overlap: options.overlap,
+    alpha: options.alpha,
+    codec: options.codec,
+    seed: options.seed,
+    ...(options.codecBlockSize === undefined ? {} : { blockSize: options.codecBlockSize }),
+    ...(options.outerLr === undefined ? {} : { outerLr: options.outerLr }),
+    ...(options.outerMomentum === undefined ? {} : { outerMomentum: options.outerMomentum }),
+  };
+}
+
+/**
+ * A method's RunConfig: the room's (runConfigOf, the one path from options to a RunConfig) with
+ * the method's DiLoCo settings over it, and a schedule as long as the method's token budget.
+ */
 function methodConfig(name: Exclude<MethodName, 'dp'>, options: SimulateOptions, model: GptConfig): RunConfig {
-  const train = trainConfig(options, model, options.batch);
-  const diloco = methodDiloco(name, options);
-  return createRunConfig({
-    model,
-    train,
+  const room = runConfigOf(roomOptions(options, model), { model });
+  const { warmupSteps, totalSteps } = trainConfig(options, model, options.batch);
+  return {
+    ...room,
+    train: { ...room.train, warmupSteps, totalSteps },
     diloco: {
-      ...diloco,
-      innerSteps: options.innerSteps,
-      codecBlockSize: options.codecBlockSize ?? DEFAULT_DILOCO.codecBlockSize,
-      outerLr: options.outerLr ?? DEFAULT_DILOCO.outerLr,
-      outerMomentum: options.outerMomentum ?? DEFAULT_DILOCO.outerMomentum,
+      ...room.diloco,
+      ...methodDiloco(name, options),
       ...(options.aggregation ? { aggregation: options.aggregation } : {}),
     },
-    heartbeatMs: 1000,
-  });
+  };
 }
 
 const CONTRIBUTION = MESSAGE_SPECS.contribution.id;
