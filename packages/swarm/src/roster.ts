@@ -88,7 +88,10 @@ export function stepsPerSecondNow(info: Pick<MemberInfo, 'progress'>, now: numbe
 }
 
 /** What a hello tells of a newcomer; the rest of its MemberInfo starts empty. */
-export type Newcomer = Pick<MemberInfo, 'peer' | 'role' | 'status' | 'capabilities' | 'baseStep' | 'scheduleOffset'>;
+export type Newcomer = Pick<
+  MemberInfo,
+  'peer' | 'role' | 'status' | 'capabilities' | 'baseStep' | 'behind' | 'scheduleOffset'
+>;
 
 export const median = (values: number[]) => {
   if (values.length === 0) return 0;

@@ -1,7 +1,7 @@
 /**
  * What a round-open names (docs/design.md, "Rounds…", "The collective";
- * docs/hostile-volunteers.md): the participants, each shard's owner and checker, and the cap on
- * each participant's weight. Pure: the coordinator sends what these return.
+ * docs/hostile-volunteers.md): the participants, each shard's owner and checker, the cap on each
+ * participant's weight and each one's step time. Pure: the coordinator sends what these return.
  */
 import type { Codec } from '@shoal/diloco';
 import { type PeerId, type RoundOpenMessage, type RunConfig, shardRanges } from '@shoal/protocol';
@@ -96,4 +96,23 @@ export function seenTokens(info: MemberInfo, p: number, config: RunConfig): numb
   const steps = info.innerStep - (info.stepAtLastRound[p] ?? 0) + diloco.innerSteps;
   info.stepAtLastRound[p] = info.innerStep;
   return Math.max(1, steps * train.batchSize * train.seqLen);
+}
+
+/**
+ * Each participant's time per inner step, ms: the step time its heartbeats claim (tokens per
+ * second), but never more than this coordinator measured between its heartbeats (a member cannot
+ * pass for slower than it is, to stretch everyone's merges); one that claimed nothing takes the
+ * median of the others'. Undefined when none did.
+ */
+export function stepTimes(infos: MemberInfo[], config: RunConfig): number[] | undefined {
+  const tokensPerStep = config.train.batchSize * config.train.seqLen;
+  const claimed = infos.map(({ tokensPerSecond: t }) => (Number.isFinite(t) && t > 0 ? (tokensPerStep * 1000) / t : 0));
+  const known = claimed.filter((ms) => ms > 0);
+  if (known.length === 0) return undefined;
+  const typical = median(known);
+  return claimed.map((ms, i) => {
+    const measured = (infos[i] as MemberInfo).measuredStepMs;
+    const bounded = measured > 0 ? Math.min(ms || typical, measured) : ms || typical;
+    return Math.min(3_600_000, Math.max(1e-3, bounded));
+  });
 }

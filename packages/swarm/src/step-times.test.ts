@@ -6,8 +6,8 @@
 import type { Capabilities, HeartbeatMessage } from '@shoal/protocol';
 import { createRunConfig } from '@shoal/room/run-config';
 import { describe, expect, it } from 'vitest';
-import { stepTimes } from './coordinator.ts';
 import { type MemberInfo, Roster } from './roster.ts';
+import { stepTimes } from './round-plan.ts';
 
 const config = createRunConfig({ preset: 'nano' });
 const tokensPerStep = config.train.batchSize * config.train.seqLen;
