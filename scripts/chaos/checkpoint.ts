@@ -10,7 +10,7 @@ import { type Batch, loadCorpus, validationBatches } from '@shoal/data';
 import { buildFragments, createFragmentHasher, gatherFragment } from '@shoal/diloco';
 import { buildLayout, CpuTrainer } from '@shoal/model';
 import { decodeRoomCheckpoint } from '@shoal/room';
-import { CHECKPOINT_NAME, STATE_NAME } from '../../apps/cli/src/host.ts';
+import { CHECKPOINT_NAME, STATE_NAME } from '../../apps/cli/src/host-resume.ts';
 
 export interface CheckpointCheck {
   ok: boolean;

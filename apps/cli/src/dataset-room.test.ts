@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { assignShards, dirDatasetSource, openDataset } from '@shoal/data';
 import { decodeRoomCheckpoint } from '@shoal/room';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadRoomCheckpoint } from './host.ts';
+import { loadRoomCheckpoint } from './host-resume.ts';
 import { loadWrtc } from './room.ts';
 import { eventsOf, freePort, type Proc, shoalProcesses } from './test-processes.ts';
 

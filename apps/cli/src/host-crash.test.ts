@@ -14,7 +14,7 @@ import { buildLayout, encodeState } from '@shoal/model';
 import { decodeRoomCheckpoint } from '@shoal/room';
 import { startServer } from '@shoal/server';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CHECKPOINT_NAME, CREDENTIALS_NAME, loadRoomCheckpoint, STATE_NAME } from './host.ts';
+import { CHECKPOINT_NAME, CREDENTIALS_NAME, loadRoomCheckpoint, STATE_NAME } from './host-resume.ts';
 import { loadWrtc } from './room.ts';
 import { eventsOf, type Proc, shoalProcesses } from './test-processes.ts';
 

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeRoomCheckpoint } from '@shoal/room';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CHECKPOINT_NAME, STATE_NAME } from './host.ts';
+import { CHECKPOINT_NAME, STATE_NAME } from './host-resume.ts';
 import { loadWrtc } from './room.ts';
 import { eventsOf, shoalProcesses } from './test-processes.ts';
 

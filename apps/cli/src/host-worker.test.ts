@@ -14,7 +14,7 @@ import type { ServerMessageOf } from '@shoal/signaling';
 import { SignalClient, signalUrl, type WebSocketConstructor } from '@shoal/signaling';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { CHECKPOINT_NAME, STATE_NAME } from './host.ts';
+import { CHECKPOINT_NAME, STATE_NAME } from './host-resume.ts';
 import { loadWrtc } from './room.ts';
 import { eventsOf, type Proc, shoalProcesses } from './test-processes.ts';
 
