@@ -1,12 +1,9 @@
-import { availableParallelism } from 'node:os';
-import {
-  DEFAULT_DATASET_VALIDATION_FRACTION,
-  DEFAULT_SHARD_BYTES,
-  MAX_SHARD_BYTES,
-  MIN_SHARD_BYTES,
-} from '@shoal/data';
+/**
+ * The `shoal` command: each subcommand's options and action, added in the order `shoal --help`
+ * lists them; the parsers and shared options they use are in program-options.ts.
+ */
+import { DEFAULT_DATASET_VALIDATION_FRACTION, DEFAULT_SHARD_BYTES } from '@shoal/data';
 import { HOST_GRACE_MS } from '@shoal/mesh';
-import { defaultCpuThreads, MAX_DEFAULT_CPU_THREADS } from '@shoal/model';
 import { HOST_DEFAULTS } from '@shoal/room/host-defaults';
 import { ROOM_MODEL_DEFAULTS } from '@shoal/room/room-model-defaults';
 import { parseRunOption } from '@shoal/room/run-options';
@@ -18,70 +15,26 @@ import { doctorCommand } from './doctor.ts';
 import { gradsCommand } from './grads.ts';
 import { hostCommand } from './host.ts';
 import { planCommand } from './plan.ts';
+import {
+  defaultThreads,
+  guarded,
+  MIB,
+  parseBackend,
+  parseByteSize,
+  parseNumber,
+  parsePort,
+  parsePositive,
+  parsePositiveInt,
+  parseShardMib,
+  threadsOption,
+} from './program-options.ts';
 import { runOption, withRunOptions } from './run-options.ts';
 import { serverCommand } from './server.ts';
-import { parseBytes, simulateCommand } from './simulate.ts';
+import { simulateCommand } from './simulate.ts';
 import { trainCommand } from './train.ts';
-import { UsageError } from './usage.ts';
 import { workerCommand } from './worker.ts';
 
-export function parsePositiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
-
-/**
- * --threads' default: SHOAL_CPU_THREADS where set (scripts that run several workers on one
- * machine set it to 1), else every core here, at most MAX_DEFAULT_CPU_THREADS.
- */
-function defaultThreads(): { n: number; description: string } {
-  const cores = defaultCpuThreads(availableParallelism());
-  const fromEnv = process.env.SHOAL_CPU_THREADS;
-  if (fromEnv !== undefined) {
-    const n = Number(fromEnv);
-    if (Number.isInteger(n) && n >= 1) return { n, description: 'SHOAL_CPU_THREADS' };
-    console.error(`shoal: SHOAL_CPU_THREADS must be a positive integer, not "${fromEnv}": using ${cores}`);
-  }
-  return { n: cores, description: `every core here, at most ${MAX_DEFAULT_CPU_THREADS}` };
-}
-
-/** --threads, for the commands that can train on the CPU engine: defined once. */
-function threadsOption(fallback: { n: number; description: string }): Option {
-  return new Option(
-    '--threads <n>',
-    'threads the CPU engine splits its kernels over (--backend cpu; results are the same on any count)',
-  )
-    .argParser(parsePositiveInt)
-    .default(fallback.n, fallback.description);
-}
-
-function parseBackend(value: string): 'webgpu' | 'cpu' {
-  if (value !== 'webgpu' && value !== 'cpu') throw new InvalidArgumentError('expected webgpu or cpu');
-  return value;
-}
-
-/** Runs a command; a UsageError (bad input) prints one line and exits 1, no stack trace. */
-function guarded<A extends unknown[]>(action: (...args: A) => Promise<void>) {
-  return async (...args: A) => {
-    try {
-      await action(...args);
-    } catch (error) {
-      if (!(error instanceof UsageError)) throw error;
-      console.error(`shoal: ${error.message}`);
-      process.exitCode = 1;
-    }
-  };
-}
-
-export function parsePort(value: string): number {
-  const port = Number(value);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidArgumentError('expected a port, 0–65535');
-  return port;
-}
-
 const HOST = HOST_DEFAULTS.cli;
-const MIB = 1024 * 1024;
 
 /** The `shoal` command and its subcommands, unparsed (main.ts parses process.argv). */
 export function createProgram(): Command {
@@ -89,7 +42,22 @@ export function createProgram(): Command {
   const program = new Command('shoal')
     .description("Train a GPT-style language model on volunteers' GPUs, in their browsers.")
     .showHelpAfterError('(--help lists the options)');
+  addDoctorCommand(program);
+  addGradsCommand(program);
+  addTrainCommand(program, threads);
+  addSimulateCommand(program);
+  addPlanCommand(program);
+  addAttacksCommand(program);
+  addHostCommand(program);
+  addWorkerCommand(program, threads);
+  addExportCommand(program);
+  addDataPackCommand(program);
+  addServerCommand(program);
+  return program;
+}
 
+/** `shoal doctor`: checks this machine. */
+function addDoctorCommand(program: Command): void {
   program
     .command('doctor')
     .description('check this machine: WebGPU adapter, a WGSL self-test, WebRTC in Node, Chromium')
@@ -98,7 +66,10 @@ export function createProgram(): Command {
     .action(async (options) => {
       process.exitCode = await doctorCommand(options);
     });
+}
 
+/** `shoal grads`: the gradient of every checkpoint tensor. */
+function addGradsCommand(program: Command): void {
   program
     .command('grads')
     .description(
@@ -112,7 +83,10 @@ export function createProgram(): Command {
     .option('--backend <backend>', 'webgpu | cpu', parseBackend, 'webgpu')
     .option('--json', 'print one JSON line')
     .action(guarded(gradsCommand));
+}
 
+/** `shoal train`: trains a model on this machine. */
+function addTrainCommand(program: Command, threads: { n: number; description: string }): void {
   program
     .command('train')
     .description('train a model on this machine: progress bar, periodic validation, checkpoints')
@@ -158,20 +132,10 @@ export function createProgram(): Command {
       if (error.code === 'commander.conflictingOption') process.exit(2);
     })
     .action(guarded(trainCommand));
+}
 
-  const parseNumber = (value: string) => {
-    const n = Number(value);
-    if (!Number.isFinite(n)) throw new InvalidArgumentError('expected a number');
-    return n;
-  };
-  const parseByteSize = (value: string) => {
-    try {
-      return parseBytes(value);
-    } catch (error) {
-      throw new InvalidArgumentError((error as Error).message);
-    }
-  };
-
+/** `shoal simulate`: M workers and a host in one process over a simulated network. */
+function addSimulateCommand(program: Command): void {
   withRunOptions(
     program
       .command('simulate')
@@ -213,12 +177,10 @@ export function createProgram(): Command {
         simulateCommand({ ...options, pipelineStagesSet: command.getOptionValueSource('pipelineStages') === 'cli' }),
       ),
     );
+}
 
-  const parsePositive = (value: string) => {
-    const n = parseNumber(value);
-    if (!(n > 0)) throw new InvalidArgumentError('expected a number > 0');
-    return n;
-  };
+/** `shoal plan`: a room's run options from the scaling laws and the wall-clock model. */
+function addPlanCommand(program: Command): void {
   program
     .command('plan')
     .description(
@@ -267,7 +229,10 @@ export function createProgram(): Command {
     .addOption(new Option('--json', 'print one JSON line, ending with the recommended options').conflicts('asFlags'))
     .option('--as-flags', 'print only the flags, for shoal host $(shoal plan … --as-flags) and shoal simulate')
     .action(guarded(planCommand));
+}
 
+/** `shoal attacks`: hostile volunteers against a room. */
+function addAttacksCommand(program: Command): void {
   program
     .command('attacks')
     .description(
@@ -286,7 +251,10 @@ export function createProgram(): Command {
     .option('--only <list>', 'comma-separated attack names (default: all)')
     .option('--json', 'end with one JSON line {"attacks": [...]}')
     .action(guarded(async (options) => (await import('./attacks.ts')).attacksCommand(options)));
+}
 
+/** `shoal host`: a room's host, headless. */
+function addHostCommand(program: Command): void {
   withRunOptions(
     program
       .command('host')
@@ -330,7 +298,10 @@ export function createProgram(): Command {
     )
     .option('--json', 'one JSON line per event on stdout')
     .action(guarded(hostCommand));
+}
 
+/** `shoal worker`: a headless volunteer. */
+function addWorkerCommand(program: Command, threads: { n: number; description: string }): void {
   program
     .command('worker')
     .description('join a room as a headless volunteer and train until SIGINT/SIGTERM')
@@ -365,7 +336,10 @@ export function createProgram(): Command {
     )
     .option('--json', 'one JSON line per event on stdout')
     .action(guarded(workerCommand));
+}
 
+/** `shoal export`: a checkpoint as ONNX. */
+function addExportCommand(program: Command): void {
   program
     .command('export')
     .description('write a checkpoint as ONNX: input_ids int64 [batch, seq] → logits float32 [batch, seq, vocab]')
@@ -374,15 +348,10 @@ export function createProgram(): Command {
     .option('--opset <n>', 'ONNX opset: 17 (GELU from primitives) or 20 (the Gelu op)', parsePositiveInt, 17)
     .option('--json', 'print one JSON line {out, bytes, opset, config}')
     .action(guarded(async (options) => (await import('./export.ts')).exportCommand(options)));
+}
 
-  const parseShardMib = (value: string) => {
-    const bytes = Math.round(parseNumber(value) * MIB);
-    if (!(bytes >= MIN_SHARD_BYTES && bytes <= MAX_SHARD_BYTES)) {
-      throw new InvalidArgumentError(`expected ${MIN_SHARD_BYTES / MIB}–${MAX_SHARD_BYTES / MIB} MiB`);
-    }
-    return bytes / MIB;
-  };
-
+/** `shoal data pack`: text packed into checked shards. */
+function addDataPackCommand(program: Command): void {
   program
     .command('data')
     .description('datasets for rooms: text packed into checked shards')
@@ -406,7 +375,10 @@ export function createProgram(): Command {
     .action(
       guarded(async (inputs: string[], options) => (await import('./data-pack.ts')).dataPackCommand(inputs, options)),
     );
+}
 
+/** `shoal server`: the web app and the signaling server. */
+function addServerCommand(program: Command): void {
   program
     .command('server')
     .description('serve the web app on http://localhost:8080 (PORT overrides)')
@@ -431,6 +403,4 @@ export function createProgram(): Command {
       'serve the packed datasets in DIR (`shoal data pack --out DIR/NAME`) at /datasets/NAME/, with range requests and CORS',
     )
     .action(guarded(serverCommand));
-
-  return program;
 }
