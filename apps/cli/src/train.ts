@@ -107,10 +107,23 @@ async function createTrainer(
   }
 }
 
-export async function trainCommand(options: TrainOptions): Promise<void> {
-  const started = performance.now();
+/** What a run's last line reports. */
+interface TrainResult {
+  trainLoss: number;
+  valLoss: number | null;
+  step: number;
+  tokens: number;
+  seconds: number;
+  tokensPerSecond: number;
+  queue: StepQueueStats | null;
+}
 
-  // --- model and run state: fresh from a preset, or resumed from a checkpoint -----------------
+/** The model and run state: fresh from a preset, or resumed from a checkpoint (--resume). */
+function loadModel(options: TrainOptions): {
+  config: GptConfig;
+  params: Float32Array;
+  saved: { run: SavedRun; m: Float32Array; v: Float32Array; adamStep: number } | null;
+} {
   let config: GptConfig;
   let params: Float32Array;
   let saved: { run: SavedRun; m: Float32Array; v: Float32Array; adamStep: number } | null = null;
@@ -136,6 +149,67 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
     config = presetOption(options.preset);
     params = initParameters(buildLayout(config), options.seed);
   }
+  return { config, params, saved };
+}
+
+/** The progress bar on stderr. */
+function progressBar(): cliProgress.SingleBar {
+  return new cliProgress.SingleBar(
+    {
+      format: 'step {value}/{total} |{bar}| bits/byte {loss} | val {val} | {tps} tok/s | ETA {eta_formatted}',
+      stream: process.stderr,
+      hideCursor: true,
+      etaBuffer: 20,
+      // Piped or in CI: a plain line every 10 s instead of a redrawn bar.
+      noTTYOutput: true,
+      notTTYSchedule: 10_000,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+}
+
+/** The run's last line: one JSON object with --json, else a sentence. */
+function printResult(
+  options: TrainOptions,
+  engine: Awaited<ReturnType<typeof createTrainer>>,
+  data: Awaited<ReturnType<typeof openTrainData>>,
+  weightsPath: string,
+  { trainLoss, valLoss, step, tokens, seconds, tokensPerSecond, queue }: TrainResult,
+): void {
+  if (options.json) {
+    console.log(
+      JSON.stringify({
+        valLoss,
+        trainLoss,
+        valBitsPerByte: valLoss === null ? null : bitsPerByte(valLoss),
+        trainBitsPerByte: bitsPerByte(trainLoss),
+        steps: step,
+        tokens,
+        seconds,
+        tokensPerSecond,
+        backend: options.backend,
+        adapter: engine.adapter,
+        ...(engine.matmul ? { matmul: engine.matmul, precision: engine.precision } : {}),
+        checkpoint: weightsPath,
+        ...(queue ? { queued: round3(queue.fraction) } : {}),
+        ...data.summary(),
+      }),
+    );
+  } else {
+    console.log(
+      `trained ${step} steps (${tokens.toLocaleString()} tokens) in ${seconds.toFixed(1)} s on ${options.backend} ` +
+        `(${tokensPerSecond.toLocaleString()} tokens/s in training steps): ` +
+        `train ${lossText(trainLoss)}, val ${valLoss === null ? '—' : lossText(valLoss)}; checkpoint ${weightsPath}` +
+        (queue ? `; a step queued on the GPU ${(100 * queue.fraction).toFixed(1)}% of the loop's time` : ''),
+    );
+  }
+}
+
+export async function trainCommand(options: TrainOptions): Promise<void> {
+  const started = performance.now();
+
+  // --- model and run state: fresh from a preset, or resumed from a checkpoint -----------------
+  const { config, params, saved } = loadModel(options);
   const seqLen = saved?.run.train.seqLen ?? options.seq ?? config.blockSize;
   if (seqLen > config.blockSize)
     throw new UsageError(`--seq ${seqLen} exceeds the model's block_size ${config.blockSize}`);
@@ -191,18 +265,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   };
 
   // --- loop -------------------------------------------------------------------------------------
-  const bar = new cliProgress.SingleBar(
-    {
-      format: 'step {value}/{total} |{bar}| bits/byte {loss} | val {val} | {tps} tok/s | ETA {eta_formatted}',
-      stream: process.stderr,
-      hideCursor: true,
-      etaBuffer: 20,
-      // Piped or in CI: a plain line every 10 s instead of a redrawn bar.
-      noTTYOutput: true,
-      notTTYSchedule: 10_000,
-    },
-    cliProgress.Presets.shades_classic,
-  );
+  const bar = progressBar();
   bar.start(lastStep, step, { loss: '—', val: '—', tps: '—' });
   const recent: number[] = [];
   let lastLoss = Number.NaN;
@@ -256,31 +319,13 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   const trainLoss = recent.reduce((a, b) => a + b, 0) / Math.max(1, recent.length);
   const seconds = (performance.now() - started) / 1000;
   const tokensPerSecond = Math.round(((step - firstStep) * tokensPerStep) / stepSeconds);
-  if (options.json) {
-    console.log(
-      JSON.stringify({
-        valLoss,
-        trainLoss,
-        valBitsPerByte: valLoss === null ? null : bitsPerByte(valLoss),
-        trainBitsPerByte: bitsPerByte(trainLoss),
-        steps: step,
-        tokens,
-        seconds,
-        tokensPerSecond,
-        backend: options.backend,
-        adapter: engine.adapter,
-        ...(engine.matmul ? { matmul: engine.matmul, precision: engine.precision } : {}),
-        checkpoint: weightsPath,
-        ...(queue ? { queued: round3(queue.fraction) } : {}),
-        ...data.summary(),
-      }),
-    );
-  } else {
-    console.log(
-      `trained ${step} steps (${tokens.toLocaleString()} tokens) in ${seconds.toFixed(1)} s on ${options.backend} ` +
-        `(${tokensPerSecond.toLocaleString()} tokens/s in training steps): ` +
-        `train ${lossText(trainLoss)}, val ${valLoss === null ? '—' : lossText(valLoss)}; checkpoint ${weightsPath}` +
-        (queue ? `; a step queued on the GPU ${(100 * queue.fraction).toFixed(1)}% of the loop's time` : ''),
-    );
-  }
+  printResult(options, engine, data, weightsPath, {
+    trainLoss,
+    valLoss,
+    step,
+    tokens,
+    seconds,
+    tokensPerSecond,
+    queue,
+  });
 }
