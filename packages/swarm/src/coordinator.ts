@@ -257,8 +257,7 @@ export class Coordinator {
     // every fragment, or in a pipeline room one stage's (a stage worker follows its own); a stage
     // worker that comes back (a restarted host) is placed in the stage whose state it holds
     const current = (p: number) => holds.find((h) => h.fragment === p)?.hash === replica.fragments[p]?.hash;
-    const holdsCurrent =
-      replica.fragments.every((_, p) => current(p)) || (this.placement?.noteHeld(from, current) ?? null) !== null;
+    const holdsCurrent = replica.fragments.every((_, p) => current(p)) || !!this.placement?.noteHeld(from, current);
     const status: MemberInfo['status'] = role === 'spectator' ? 'synced' : fresh || holdsCurrent ? 'synced' : 'syncing';
     // what it must show it holds before rounds name it again (a pipeline stage follows only its
     // stage's fragments, which are not known here: one agreeing report does for it)

@@ -50,7 +50,7 @@ export class RoomProgress {
     return (train.batchSize * train.seqLen) / (pipeline?.stages ?? 1);
   }
 
-  /** The room's tokens never show less than `tokens` (see Coordinator.carryTokens). */
+  /** The room's tokens never show less than `tokens` (a resumed host's kept view saw them). */
   carryTokens(tokens: number): void {
     if (Number.isFinite(tokens)) this.tokenFloor = Math.max(this.tokenFloor, tokens);
   }
@@ -67,7 +67,7 @@ export class RoomProgress {
     return median(this.roster.syncedWorkers().map((info) => info.scheduleOffset + info.innerStep));
   }
 
-  /** The room's step, never going back (see Coordinator.step). */
+  /** The room's step: the median synced worker's schedule step, and never less than it was. */
   step(): number {
     this.stepFloor = Math.max(this.stepFloor, this.medianStep);
     return this.stepFloor;

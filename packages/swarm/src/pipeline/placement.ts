@@ -44,15 +44,15 @@ export class PipelinePlacement {
   readonly linked = (a: PeerId, b: PeerId): boolean => this.roster.members.get(a)?.reachable?.has(b) ?? true;
 
   /**
-   * A hello: the first stage whose fragments all pass `current` (the hello holds their committed
-   * state), which a worker that comes back (a restarted host) is placed in when a slot is free
-   * there. Null when it holds no stage's state.
+   * A hello: notes the first stage whose fragments all pass `current` (the hello holds their
+   * committed state), which a worker that comes back (a restarted host) is placed in when a slot
+   * is free there. False when it holds no stage's state.
    */
-  noteHeld(peer: PeerId, current: (p: number) => boolean): number | null {
+  noteHeld(peer: PeerId, current: (p: number) => boolean): boolean {
     const held = this.stageFragments.findIndex((set) => set.every(current));
-    if (held < 0) return null;
+    if (held < 0) return false;
     this.heldStage.set(peer, held);
-    return held;
+    return true;
   }
 
   /**
