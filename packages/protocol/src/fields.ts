@@ -4,7 +4,7 @@
  * Each returns a problem (a reason code and a sentence) or null, so that encode can throw it and
  * decode can return it.
  */
-import { CODEC_IDS, codecNameOfId } from '@shoal/diloco';
+import { CODEC_IDS, codecNameOfId } from './codec-ids.ts';
 import { NONE_U8, NONE_U16, NONE_U32, NONE_WEIGHT, type RawHeader } from './header.ts';
 import { MAX_FRAGMENTS, MAX_PARTICIPANTS } from './limits.ts';
 import {

@@ -12,7 +12,7 @@
  * | 12     | 4     | round          | u32  | round r of the fragment; 0xFFFFFFFF = none              |
  * | 16     | 2     | fragment       | u16  | fragment p; 0xFFFF = none                               |
  * | 18     | 2     | shard          | u16  | shard k of the round; 0xFFFF = none                     |
- * | 20     | 1     | codec          | u8   | CODEC_IDS of @shoal/diloco; 0xFF = none                 |
+ * | 20     | 1     | codec          | u8   | CODEC_IDS (codec-ids.ts); 0xFF = none                   |
  * | 21     | 3     | reserved       | u8×3 | 0                                                       |
  * | 24     | 8     | weight         | f64  | contribution weight in tokens (a safe integer); 0 = none |
  * | 32     | 4     | JSON length    | u32  | J: bytes of the JSON part                               |

@@ -5,6 +5,7 @@
  * browsers, Web Workers and Node.
  */
 export * from './chunks.ts';
+export * from './codec-ids.ts';
 export * from './counters.ts';
 export * from './header.ts';
 export * from './identity.ts';

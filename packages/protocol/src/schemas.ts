@@ -60,7 +60,7 @@ export const fragmentIndexSchema = z
 export const roundSchema = z.int().min(0).max(0xffff_fffe);
 export const nonNegativeSchema = z.number().min(0);
 export const deadlineSchema = z.int().min(1).max(MAX_DEADLINE_MS);
-export const codecNameSchema = z.enum(CODEC_NAMES as [CodecName, ...CodecName[]]);
+export const codecNameSchema = z.enum(CODEC_NAMES);
 /**
  * A corpus's fingerprint, `${byteLength}:${fnv1a32 hex}` (@shoal/data corpusFingerprint): what
  * peers compare to be sure they train on the same text, and what a shared text is checked against.

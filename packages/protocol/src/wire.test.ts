@@ -1,5 +1,5 @@
-import { CODEC_IDS } from '@shoal/diloco';
 import { describe, expect, it } from 'vitest';
+import { CODEC_IDS } from './codec-ids.ts';
 import { HEADER_BYTES, HEADER_OFFSETS, readHeader } from './header.ts';
 import { DEFAULT_WIRE_LIMITS, resolveWireLimits } from './limits.ts';
 import { MESSAGE_KINDS, MESSAGE_SPECS, type Message, PROTOCOL_VERSION } from './messages.ts';

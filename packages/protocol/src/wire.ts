@@ -20,8 +20,9 @@
  * The hash needs WebAssembly (hash-wasm's XXH3, ~GB/s), which instantiates asynchronously; so the
  * codec is made once with `await createWireCodec()`, and encode and decode are synchronous.
  */
-import { codecNameOfId } from '@shoal/diloco';
+
 import { createXXHash3 } from 'hash-wasm';
+import { codecNameOfId } from './codec-ids.ts';
 import { headerFieldsProblem, headerNumbers, type Problem, payloadProblem } from './fields.ts';
 import { HASH_BYTES, HASH_OFFSET, HEADER_BYTES, hashedParts, hasMagic, readHeader, writeHeader } from './header.ts';
 import { jsonDepth } from './json-depth.ts';

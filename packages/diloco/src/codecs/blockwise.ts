@@ -24,7 +24,6 @@
 import {
   assertCount,
   blockAbsMax,
-  CODEC_IDS,
   type Codec,
   CodecError,
   checkBlockSize,
@@ -108,7 +107,6 @@ function createBlockwiseCodec(format: BlockFormat, blockSize: number, fastBlocks
   };
   const codec: Codec = {
     name,
-    id: CODEC_IDS[name],
     blockSize: B,
     decodedBound(bytes, count) {
       const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -14,17 +14,13 @@
  * of the float codecs are passed through as they are; aggregation rejects non-finite ones.
  */
 
-export type CodecName = 'fp32' | 'bf16' | 'int8' | 'int4' | 'fp4';
+/** The codecs, in the order the wire numbers them (@shoal/protocol's CODEC_IDS). */
+export const CODEC_NAMES = ['fp32', 'bf16', 'int8', 'int4', 'fp4'] as const;
 
-/** Stable numbers for the wire header's codec field. Never renumber; append. */
-export const CODEC_IDS: Readonly<Record<CodecName, number>> = { fp32: 0, bf16: 1, int8: 2, int4: 3, fp4: 4 };
-
-export const CODEC_NAMES = Object.keys(CODEC_IDS) as CodecName[];
+export type CodecName = (typeof CODEC_NAMES)[number];
 
 export interface Codec {
   readonly name: CodecName;
-  /** The wire id, CODEC_IDS[name]. */
-  readonly id: number;
   /**
    * Values that share one scale; 1 for the element-wise float codecs. It is also the grid any
    * split must fall on: a part that starts at a multiple of it encodes to the matching slice of

@@ -14,21 +14,13 @@
  * bf16 rounding: round to nearest, ties to even, on the float32 bits. A finite value that would
  * round up to infinity (|x| > 3.3961e38) saturates to the largest finite bf16 instead.
  */
-import {
-  assertCount,
-  assertLittleEndianHost,
-  CODEC_IDS,
-  type Codec,
-  checkEncodedLength,
-  throwNonFinite,
-} from './codec.ts';
+import { assertCount, assertLittleEndianHost, type Codec, checkEncodedLength, throwNonFinite } from './codec.ts';
 
 /** Lossless. 4 bytes per value. */
 export function createFp32Codec(): Codec {
   assertLittleEndianHost();
   const codec: Codec = {
     name: 'fp32',
-    id: CODEC_IDS.fp32,
     blockSize: 1,
     encodedSize(count) {
       assertCount('fp32', count);
@@ -67,7 +59,6 @@ export function createBf16Codec(): Codec {
   assertLittleEndianHost();
   const codec: Codec = {
     name: 'bf16',
-    id: CODEC_IDS.bf16,
     blockSize: 1,
     encodedSize(count) {
       assertCount('bf16', count);

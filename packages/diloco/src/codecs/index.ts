@@ -1,9 +1,9 @@
 /**
- * The codecs by name, for configuration and for the wire's codec field.
+ * The codecs by name, for configuration and for the wire (which numbers them: @shoal/protocol's CODEC_IDS).
  * `createCodec('fp4', { blockSize: 128 })`; the float codecs ignore the block size.
  */
 import { createFp4Codec, createInt4Codec, createInt8Codec, DEFAULT_BLOCK_SIZE } from './blockwise.ts';
-import { CODEC_IDS, CODEC_NAMES, type Codec, type CodecName } from './codec.ts';
+import { CODEC_NAMES, type Codec, type CodecName } from './codec.ts';
 import { createBf16Codec, createFp32Codec } from './float.ts';
 
 export * from './blockwise.ts';
@@ -17,7 +17,7 @@ export interface CodecOptions {
 }
 
 export function isCodecName(name: string): name is CodecName {
-  return Object.hasOwn(CODEC_IDS, name);
+  return (CODEC_NAMES as readonly string[]).includes(name);
 }
 
 export function createCodec(name: string, options: CodecOptions = {}): Codec {
@@ -35,9 +35,4 @@ export function createCodec(name: string, options: CodecOptions = {}): Codec {
     case 'fp4':
       return createFp4Codec(blockSize);
   }
-}
-
-/** The codec named by a wire id, or undefined for an id this version does not know. */
-export function codecNameOfId(id: number): CodecName | undefined {
-  return CODEC_NAMES.find((name) => CODEC_IDS[name] === id);
 }
