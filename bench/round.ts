@@ -136,7 +136,12 @@ interface ModelFigures {
   sha256: { bytes: number; hashWasmMs: number; webCryptoMs: number };
 }
 
-async function measure(name: string): Promise<ModelFigures> {
+/**
+ * The round of `name`'s largest fragment, ready to time: its data (θ_global, m, each
+ * participant's θ_local, their encoded Δ, each shard's result, the signatures) and each stage's
+ * work as the room does it.
+ */
+async function roundOf(name: string) {
   const model = MODELS[name];
   if (!model) throw new RangeError(`unknown model "${name}": choose ${Object.keys(MODELS).join(', ')}`);
   const layout = buildLayout(model);
@@ -238,6 +243,36 @@ async function measure(name: string): Promise<ModelFigures> {
   };
   const next = outerStep();
 
+  return {
+    layout,
+    fragment,
+    F,
+    params,
+    global,
+    locals,
+    ranges,
+    hasher,
+    contribution,
+    shardPayload,
+    resultMessage,
+    sign,
+    mine,
+    aggregateShard,
+    incoming,
+    incomingSignatures,
+    verify,
+    verifyResults,
+    decodeResults,
+    outerStep,
+    next,
+  };
+}
+
+async function measure(name: string): Promise<ModelFigures> {
+  const round = await roundOf(name);
+  const { layout, fragment, F, params, global, locals, ranges, hasher, contribution, shardPayload } = round;
+  const { resultMessage, sign, mine, aggregateShard, incoming, incomingSignatures, verify, verifyResults } = round;
+  const { decodeResults, outerStep, next } = round;
   const feedback = new ErrorFeedback(codec, F);
   let local: Float32Array = new Float32Array(0);
   const volunteer: Record<string, number> = {
