@@ -13,7 +13,7 @@ import {
 } from './cpu-compare.ts';
 
 describe('parseCpuShapes', () => {
-  test('the default is the three shapes of issue #19', () => {
+  test('the default is the three measured shapes', () => {
     expect(parseCpuShapes(DEFAULT_CPU_SHAPES)).toEqual([
       { preset: 'nano', B: 16, T: 64 },
       { preset: 'tiny', B: 8, T: 128 },

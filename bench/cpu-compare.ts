@@ -11,7 +11,7 @@ export interface CpuShape {
   T: number;
 }
 
-/** The shapes issue #19 measures: nano's 1,024-token step, then tiny at 1,024 and 4,096 tokens. */
+/** The shapes measured by default: nano's 1,024-token step, then tiny at 1,024 and 4,096 tokens. */
 export const DEFAULT_CPU_SHAPES = 'nano:16x64,tiny:8x128,tiny:32x128';
 
 const positiveInteger = (text: string) => (/^[1-9]\d*$/.test(text) ? Number(text) : Number.NaN);

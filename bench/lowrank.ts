@@ -1,7 +1,7 @@
 /**
  * What the low-rank codec costs per round as a round uses it (packages/diloco/src/lowrank/fragment.ts,
  * docs/lowrank.md), in Node and in the system Chromium, beside one CPU inner step of the same
- * preset: issue #16's bar is compression ≤ 10% of a `small` inner step on the CPU engine.
+ * preset: the bar is compression ≤ 10% of a `small` inner step on the CPU engine.
  *
  *   node --import tsx --import ./bench/register-raw.mjs bench/lowrank.ts [--preset small]
  *     [--fragments 2] [--ranks 1,4,8,16,32] [--sides right,left] [--block-size 1024]
@@ -61,7 +61,7 @@ const sides = (args.sides ?? '').split(',') as LowRankSide[];
 const base = { preset: preset as PresetName, fragmentCount: Number(args.fragments), repeats: Number(args.repeats) };
 const blockSize = Number(args['block-size']);
 const [batch, seq, steps] = [Number(args.batch), Number(args.seq), Number(args.steps)];
-/** Issue #16: compression within this share of one CPU inner step. */
+/** The bar: compression within this share of one CPU inner step. */
 const BAR = 0.1;
 
 interface Runtime {
@@ -115,7 +115,7 @@ function printRuntime(r: Runtime, nodeStepMs: number): void {
     if (own) cells.push(pct(total, r.stepMs), pct(row.fragmentMs, r.stepMs));
     console.log(`${String(row.rank).padEnd(6)}${row.side.padEnd(6)}${cells.map((c) => c.padStart(13)).join('')}`);
   }
-  // issue #16's bar, worst side, read both ways
+  // the bar, worst side, read both ways
   const verdict = (ms: number, stepMs: number) => `${ms <= BAR * stepMs ? 'holds' : 'MISSES'} ${pct(ms, stepMs)}`;
   for (const rank of ranks) {
     const rows = r.rows.filter((row) => row.rank === rank);

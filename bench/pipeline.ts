@@ -1,5 +1,5 @@
 /**
- * Pipeline-parallel replicas (issue 17): bubble fraction and activation bytes per step, GPipe
+ * Pipeline-parallel replicas: bubble fraction and activation bytes per step, GPipe
  * against 1F1B, f32 against bf16 activations, for S = 1 … 4 stages (S ≤ n_layer):
  *
  *   npm run bench:pipeline -- [--presets tiny,small] [--stages 1,2,3,4] [--schedules gpipe,1f1b]

@@ -1,5 +1,5 @@
 /**
- * Rooms outlive their server and end when their host is gone (issue 18, "Restarts"), in Chromium.
+ * Rooms outlive their server and end when their host is gone, in Chromium.
  * This spec runs its own `shoal server` with a rooms directory (the config's webServer is shared
  * by every spec), so that it can SIGKILL it and start it again on the same port.
  *

@@ -1,5 +1,5 @@
 /**
- * CI's chaos run (issue 13): `npm run chaos` for 2 minutes, with 3 workers (a plain `shoal
+ * CI's chaos run: `npm run chaos` for 2 minutes, with 3 workers (a plain `shoal
  * worker`, a witness with delayed links, the hostile one) so that the room's five processes leave
  * room on a 2-core machine: one host kill and resume, worker kills and rejoins, one hostile rejoin.
  * The criteria are the full run's: ≥ 90% of opened rounds commit, no NaN, every replica state a

@@ -1,5 +1,5 @@
 /**
- * `npm run chaos`: issue 13's chaos run over real WebRTC on loopback (scripts/chaos/harness.ts).
+ * `npm run chaos`: the chaos run over real WebRTC on loopback (scripts/chaos/harness.ts).
  * A `shoal server`, a `shoal host` (nano, CPU, small H) and --workers workers, one of them hostile;
  * a seeded schedule SIGKILLs workers and the host, the host resumes from its checkpoint, links
  * are delayed. Prints a table of the figures; with --json, ends with one line

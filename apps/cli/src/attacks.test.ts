@@ -9,7 +9,7 @@ function attacks(args: string[]) {
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-/** The fields issue 13 fixes for every attack, and their types. */
+/** The fields every attack reports, and their types. */
 const CONTRACT = {
   name: 'string',
   stopped: 'boolean',

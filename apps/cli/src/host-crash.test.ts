@@ -1,5 +1,5 @@
 /**
- * `shoal host` killed with SIGKILL mid-run, then `--resume`d (issue 13, "Secrets and crashes"):
+ * `shoal host` killed with SIGKILL mid-run, then `--resume`d:
  * the host and one `shoal worker --backend cpu` are child processes on real WebRTC over loopback
  * (as in host-worker.test.ts). The checkpoint the killed host left must hold every round it had
  * printed as committed except the one in flight per fragment; its files are 0600, and neither

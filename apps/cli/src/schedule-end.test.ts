@@ -1,5 +1,5 @@
 /**
- * The end of the schedule (issue 18, "Config and lifecycle"): `shoal host --steps N` with two
+ * The end of the schedule: `shoal host --steps N` with two
  * `shoal worker --backend cpu` stops by itself once the room's step (the median worker's on the
  * learning-rate schedule) reaches N: an `ended` event, a last checkpoint, exit 0. The workers hear
  * it from the host's relayed summary, say the room has ended, leave, and exit 0 too.

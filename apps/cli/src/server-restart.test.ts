@@ -1,6 +1,6 @@
 /**
  * `shoal server` killed with SIGKILL and started again on the same port and rooms directory while
- * `shoal host` and two `shoal worker --backend cpu` run (issue 18, "Restarts"): all three say they
+ * `shoal host` and two `shoal worker --backend cpu` run: all three say they
  * are reconnecting, enter the same room again as the same peers (the host reclaims, the workers
  * rejoin), and rounds go on committing; nobody opens a new room.
  */

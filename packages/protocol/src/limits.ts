@@ -22,7 +22,7 @@ export const DEFAULT_MAX_JSON_BYTES = 1024 * 1024;
 /** Nesting of the JSON part, checked before parsing: the deepest body (welcome) nests 4. */
 export const DEFAULT_MAX_JSON_DEPTH = 16;
 
-/** Members of one room, host included. Issue 5 budgets for rooms of 50. */
+/** Members of one room, host included (rooms are designed for 50). */
 export const MAX_MEMBERS = 256;
 
 /** Participants of one round, and so shards of one round's fragment. */

@@ -113,7 +113,7 @@ describe('runConfigOf', () => {
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, alpha: 2 })).toThrow('Own weights kept at merge (α): at most 1');
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, codec: 'zip' })).toThrow(/unknown codec/);
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, preset: 'huge' })).toThrow(/unknown model "huge"/);
-    // τ 60 > H 50 (the room in issue 18): a round's result would merge after the fragment's next round opened
+    // τ 60 > H 50 (a room seen in practice): a round's result would merge after the fragment's next round opened
     expect(() => runConfigOf({ ...RUN_OPTION_DEFAULTS, overlap: 60 })).toThrow(
       'Merge delay, steps (τ): less than the inner steps per round, H = 50',
     );

@@ -1,5 +1,5 @@
 /**
- * Issue 17's done-when, small: under a per-volunteer memory cap below what nano needs whole, the
+ * Pipeline replicas in the simulator, small: under a per-volunteer memory cap below what nano needs whole, the
  * simulator trains it with replicas of S stage volunteers to within 1% of the uncapped run (S = 1),
  * and a cap below one block's need is refused with what the largest stage still needs.
  */

@@ -1,7 +1,7 @@
 /**
  * A room whose workers run far ahead of the network (fast steps, a slow link) must not open the
  * rounds it fell behind on back to back once the network catches up: each would carry no new
- * training, and its outer step would apply momentum alone (issue #15: `shoal simulate`'s diloco
+ * training, and its outer step would apply momentum alone (`shoal simulate`'s diloco
  * ended worse than the initial model at 10 Mbit/s, after three such rounds).
  */
 import { presetConfig } from '@shoal/model';

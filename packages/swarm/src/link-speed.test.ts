@@ -1,5 +1,5 @@
 /**
- * A method's loss follows its algorithm (H, τ, α), not the link (issue #15: at 10 Mbit/s and fast
+ * A method's loss follows its algorithm (H, τ, α), not the link (at 10 Mbit/s and fast
  * modelled steps, workers outran the network, so rounds carried many rounds' worth of steps and
  * merges landed long after τ: `shoal simulate`'s diloco ended at 6.13 where a slow-step run gave
  * 2.44). In a room of equal workers every round carries H steps and every merge lands τ steps

@@ -26,7 +26,7 @@ export const LOW_RANK_RUNGS = [1, 2, 4, 8, 16, 32, 64] as const;
 export const MAX_LOW_RANK = 64;
 /**
  * The adaptive rule's default target for the relative error of a worker's Δ: 0, the most rank
- * throughout (after a dense first round). On the issue-4 run no target did better: 0.6 matched its
+ * throughout (after a dense first round). On the measured run no target did better: 0.6 matched its
  * loss with 1.8× the bytes, and 0.7 and 0.8 chose ranks below 16 and lost 5–8% (docs/lowrank.md).
  */
 export const LOW_RANK_TARGET = 0;

@@ -1,6 +1,6 @@
 /**
- * Every attack `shoal attacks` runs, in the order of issue 13's table, and the attacks of that
- * table that an in-memory room cannot hold (a signaling server, a killed process, a file on
+ * Every attack `shoal attacks` runs, in the order of docs/hostile-volunteers.md's table, and the attacks
+ * of that table that an in-memory room cannot hold (a signaling server, a killed process, a file on
  * disk), with the tests that cover them instead.
  */
 import { AUTHORITY_ATTACKS } from './authority-attacks.ts';

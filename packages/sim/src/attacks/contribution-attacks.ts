@@ -1,5 +1,5 @@
 /**
- * A participant whose contributions are poison (issue 13, "Contributions are bounded"): a
+ * A participant whose contributions are poison: a
  * scaled Δ, a finite but enormous one, a reversed one every round, and an inflated token weight.
  * Each rewrites the hostile worker's real contribution on its way to the shard owners.
  *

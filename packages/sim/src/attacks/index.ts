@@ -1,4 +1,4 @@
-/** `shoal attacks`: hostile volunteers tried against the in-memory room (issue 13). */
+/** `shoal attacks`: hostile volunteers tried against the in-memory room. */
 export * from './catalogue.ts';
 export * from './oracle.ts';
 export * from './room.ts';

@@ -1,5 +1,5 @@
 /**
- * Liveness (issue 13): a participant that stalls rounds without ever going down, and one that
+ * Liveness: a participant that stalls rounds without ever going down, and one that
  * claims to reach nobody so that the coordinator's greedy participant choice keeps only it.
  */
 import type { Attack } from './types.ts';

@@ -1,5 +1,5 @@
 /**
- * Memory and amplification (issue 13): buffers a stranger can fill and answers far larger than
+ * Memory and amplification: buffers a stranger can fill and answers far larger than
  * the question. What the victims hold is measured by the room (room.ts: future-round messages
  * they kept, state they queued towards the attacker); the chunk probe measures the mesh's
  * reassembler directly, since the in-memory network carries whole messages.

@@ -1,5 +1,5 @@
 /**
- * A shard owner that lies (issue 13, "Shard owners are checked"): its aggregate scaled, flipped
+ * A shard owner that lies: its aggregate scaled, flipped
  * or withheld, and a non-owner that races the real owner with a result of its own.
  */
 import { roundCodec } from '@shoal/swarm';

@@ -1,5 +1,5 @@
 /**
- * Issue 13's "done when": every in-memory attack of the catalogue, run beside a clean run on the
+ * Every in-memory attack of the catalogue, run beside a clean run on the
  * real engine (nano, 5 workers, 1 hostile, `shoal attacks`' defaults), is stopped (no wrong
  * aggregate committed, no crash, no NaN, training went on) and detected, and costs the room no
  * more than 2% of validation loss. Each attack is its own expectation, so a regression names it.

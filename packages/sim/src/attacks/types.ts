@@ -1,5 +1,5 @@
 /**
- * What an attack is and what it gets to work with (issue 13). A hostile peer is an ordinary
+ * What an attack is and what it gets to work with. A hostile peer is an ordinary
  * Worker whose outgoing bytes the attack rewrites, drops or adds to from outside, through the
  * simulated network's send hooks and the wire codec; nothing inside the swarm knows it is hostile.
  */
