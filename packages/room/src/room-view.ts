@@ -294,7 +294,7 @@ export class RoomViewRecorder {
 
   /**
    * The median synced worker's ms per inner step now (tokensPerSecondOf; a step is a batch of
-   * batchSize × seqLen tokens, as coordinator.ts's stepTimes counts it); null while none trains:
+   * batchSize × seqLen tokens, as round-plan.ts's stepTimes counts it); null while none trains:
    * before any report, paused, stalled.
    */
   private stepMs(workers: MemberInfo[]): number | null {
