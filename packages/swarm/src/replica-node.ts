@@ -1,7 +1,7 @@
 /**
  * The replica's side of the protocol, shared by workers and the host: follows round-open,
- * shard-result, commit and abort into ReplicaState; reports tentative hashes; serves and fetches
- * fragment state (late joiners, diverged replicas).
+ * shard-result, commit and abort into ReplicaState; reports tentative hashes; fetches fragment
+ * state (late joiners, diverged replicas) and, on the host, serves it (state-server.ts).
  *
  * A peer's message is a claim (docs/hostile-volunteers.md): round-open, commit and abort count
  * only from the coordinator; a shard result only from the owner, checker or referee the round
@@ -22,17 +22,12 @@ import type { Member } from './member.ts';
 import type { ReplicaState, ShardSource } from './replica.ts';
 import { roundCodec } from './round-codec.ts';
 import { resultHashOf } from './shard-duty.ts';
+import { StateServer } from './state-server.ts';
 
 /** Early shard results kept per sender: its shards of the next round of two fragments. */
 const EARLY_PER_PEER = 4;
 /** Hashes the coordinator named per fragment that a state transfer may match (the newest ones). */
 const TRUSTED_HASHES = 8;
-/**
- * State a peer may ask the host for: each fragment at most twice per committed round of it (a
- * joiner or a diverged replica needs it once, a retry once more). That is no more than the round's
- * results it receives anyway, so 71 bytes of request cannot buy megabytes without end.
- */
-const STATE_COPIES_PER_ROUND = 2;
 /** After a refusal by quota, ask again this much later (the fragment will have moved on by then). */
 const STATE_RETRY_MS = 2_000;
 
@@ -98,8 +93,8 @@ export class ReplicaNode {
   private readonly verifiedShards = new Map<string, number>();
   /** The newest round opened here, per fragment. */
   private readonly latestOpened = new Map<number, number>();
-  /** Values of each fragment served to each peer at its current round ("peer:p" → round, values). */
-  private readonly served = new Map<string, { round: number; values: number }>();
+  /** Serves its fragments' state to the replicas that ask (the host's; a worker's refuses). */
+  private readonly server: StateServer;
   private readonly resultShardListeners = new Set<ResultShardListener>();
   private readonly coordinator: () => PeerId;
   private readonly events: ReplicaEvents;
@@ -127,7 +122,10 @@ export class ReplicaNode {
       this.state.abort(message.fragment, message.round);
       this.events.aborted?.(message.fragment, message.round);
     });
-    member.on('state-request', (from, message) => this.serveState(from, message.fragment, message.start, message.end));
+    this.server = new StateServer(member, state, options.servesState ?? false, this.fetching);
+    member.on('state-request', (from, message) =>
+      this.server.serve(from, message.fragment, message.start, message.end),
+    );
     // Over its quota at the state source: ask again once the quota has room.
     member.on('rejected', (from, message) => {
       const p = message.fragment;
@@ -380,46 +378,6 @@ export class ReplicaNode {
       const { message } = this.early[i] as { message: ShardResultMessage };
       if (message.fragment === p && message.round <= round) this.early.splice(i, 1);
     }
-  }
-
-  /** Counts `values` of fragment p served to `peer`; false when that is over its quota for p's round. */
-  private withinQuota(peer: PeerId, p: number, values: number): boolean {
-    const { round, fragment } = this.state.fragment(p);
-    const key = `${peer}:${p}`;
-    const entry = this.served.get(key);
-    const served = entry?.round === round ? entry.values : 0;
-    if (served + values > STATE_COPIES_PER_ROUND * fragment.size) return false;
-    this.served.set(key, { round, values: served + values });
-    return true;
-  }
-
-  private serveState(from: PeerId, p: number, start: number, end: number): void {
-    const fragment = this.state.fragments[p];
-    if (!this.options.servesState) {
-      this.member.rejectBack(from, 'state-request', 'not-served', 'only the host serves state', { fragment: p });
-      return;
-    }
-    if (!fragment || end > fragment.fragment.size || this.fetching.has(p)) {
-      this.member.refuse(from, 'state-request', 'unavailable', `fragment ${p} [${start}, ${end}) is not served here`);
-      return;
-    }
-    if (!this.withinQuota(from, p, end - start)) {
-      this.member.rejectBack(from, 'state-request', 'quota', `${from} asked for more state than a replica needs`, {
-        fragment: p,
-      });
-      return;
-    }
-    void this.member.send(from, {
-      kind: 'state-transfer',
-      fragment: p,
-      round: fragment.round,
-      start,
-      end,
-      fragmentSize: fragment.fragment.size,
-      hash: fragment.hash,
-      roomTokens: 0,
-      payload: this.state.exportRange(p, start, end),
-    });
   }
 
   private onTransfer(from: PeerId, message: StateTransferMessage): void {
