@@ -17,44 +17,16 @@
  * At most one round in flight per fragment: a fragment's next contribution waits for the merge
  * of its previous round.
  */
-import {
-  type Codec,
-  deltaInPlace,
-  type ErrorFeedback,
-  encodedSlice,
-  type Fragment,
-  FragmentProjection,
-  LowRankFeedback,
-  lowRankSeed,
-  mergeInPlace,
-  vectorPool,
-} from '@shoal/diloco';
+import { type Codec, deltaInPlace, encodedSlice, type Fragment, mergeInPlace, vectorPool } from '@shoal/diloco';
 import type { Trainer } from '@shoal/model';
 import type { PeerId, RoundOpenMessage, RunConfig } from '@shoal/protocol';
 import { BoundaryParams } from './boundary-params.ts';
-import { contributionBound, payloadBound } from './config.ts';
+import { contributionBound } from './config.ts';
+import { ContributionEncoder } from './contribution-encoder.ts';
 import type { Member } from './member.ts';
 import type { ReplicaNode } from './replica-node.ts';
-import { median } from './roster.ts';
-
-/** The counters a worker's rounds move (part of the worker's metrics). */
-export interface RoundCounters {
-  /** Inner steps trained (read here: a contribution's step). */
-  innerStep: number;
-  /** Times the inner loop waited on the network, or a contribution on its fragment's last round. */
-  stalls: number;
-  contributions: number;
-  merges: number;
-  /** Contributions scaled down into the owners' bound (contributionBound). */
-  clampedContributions: number;
-  /** Times θ_local went non-finite and was replaced by θ_global. */
-  recoveries: number;
-}
-
-/** A round open this many times as long as the median of its recent ones is stuck (see `stuck`). */
-const STUCK_FACTOR = 3;
-/** Recent round durations a worker keeps. */
-const DURATIONS_KEPT = 8;
+import { mergePatience, RoundDurations, tauPatience } from './round-patience.ts';
+import type { RoundCounters } from './worker-options.ts';
 
 export interface RoundInFlight {
   open: RoundOpenMessage;
@@ -67,7 +39,7 @@ export interface RoundInFlight {
   committedAt: number | null;
   /** When its round-open arrived (clock ms). */
   openedAt: number;
-  /** Steps past contribution + τ it may train before waiting for the commit (Worker.slacksFrom). */
+  /** Steps past contribution + τ it may train before waiting for the commit (roundSlack, round-patience.ts). */
   mergeSlack: number;
   /**
    * With the one-step delay, θ_local[p] as it was contributed: the commit's update reaches
@@ -82,8 +54,6 @@ export interface WorkerRoundsOptions {
   fragments: Fragment[];
   replica: ReplicaNode;
   counters: RoundCounters;
-  /** Per fragment, error feedback for the run's codec; empty when the run has none. */
-  feedback: ErrorFeedback[];
 }
 
 export class WorkerRounds {
@@ -107,18 +77,19 @@ export class WorkerRounds {
   /** Per fragment, the steps past its next due round, and past a due merge, it may train (from each open). */
   private readonly roundSlack: number[] = [];
   private readonly mergeSlack: number[] = [];
-  /** How long its last rounds took from open to commit, ms (the newest last). */
-  private readonly durations: number[] = [];
-  /** Per fragment, the low-rank codec's error feedback (local: what its factors left out). */
-  private readonly lowRankFeedback: LowRankFeedback[];
-  /** Per fragment, its last low-rank contribution's error at each rank of the ladder (heartbeats). */
-  readonly lowRankErrors: number[][];
+  /** How long its last rounds took from open to commit. */
+  private readonly durations = new RoundDurations();
+  /** Encodes its Δ for each round, with the error feedback it keeps across rounds. */
+  private readonly encoder: ContributionEncoder;
 
   constructor(private readonly options: WorkerRoundsOptions) {
     this.tokensSince = options.fragments.map(() => 0);
-    const { lowRank, errorFeedback } = options.config.diloco;
-    this.lowRankFeedback = lowRank ? options.fragments.map((f) => new LowRankFeedback(f.size, errorFeedback)) : [];
-    this.lowRankErrors = options.fragments.map(() => []);
+    this.encoder = new ContributionEncoder(options);
+  }
+
+  /** Per fragment, its last low-rank contribution's error at each rank of the ladder (heartbeats). */
+  get lowRankErrors(): number[][] {
+    return this.encoder.lowRankErrors;
   }
 
   /** The one-step delay (DiLoCoX): merges are corrections, waited for only where the next round is due. */
@@ -186,21 +157,11 @@ export class WorkerRounds {
         (r) =>
           r.committedAt === null &&
           (step >= r.contributionStep + innerSteps ||
-            (step >= r.contributionStep + this.mergePatience(r.mergeSlack) && !this.stuck(r, now))),
+            (step >= r.contributionStep + mergePatience(this.options.config.diloco, r.mergeSlack) &&
+              !this.durations.stuck(r.openedAt, now))),
       ) ||
       (overlap === 0 && contributed.length > 0)
     );
-  }
-
-  /**
-   * A round open for much longer than this worker's recent rounds took (a shard owner withholding
-   * its result until the host referees it): the inner loop trains on past its merge step, up to H,
-   * rather than let one member stall the room. Rounds slowed by the link are all slow alike, so
-   * they are waited for, and the merge step stays τ.
-   */
-  private stuck(round: RoundInFlight, now: number): boolean {
-    if (this.durations.length === 0) return false;
-    return now - round.openedAt > STUCK_FACTOR * median(this.durations);
   }
 
   /**
@@ -216,24 +177,10 @@ export class WorkerRounds {
     for (const [p, snapshot] of this.snapshots) {
       // τ (and its slack) after the due round, in either merge mode: an open is a small message,
       // so a bound this tight keeps the rounds where the steps put them on any link
-      const due = snapshot.step + this.tauPatience(this.mergeSlack[p] ?? 0);
+      const due = snapshot.step + tauPatience(this.options.config.diloco, this.mergeSlack[p] ?? 0);
       if (!this.pendingOpens.has(p) && step >= due) late.push(p);
     }
     return late;
-  }
-
-  /**
-   * Steps after a contribution at which its merge is due: τ plus the slack, below H (0 for τ = 0);
-   * H with the one-step delay, where the fragment's next round is due.
-   */
-  private mergePatience(slack: number): number {
-    return this.delayed ? this.options.config.diloco.innerSteps : this.tauPatience(slack);
-  }
-
-  /** τ plus the slack, below H (0 for τ = 0). */
-  private tauPatience(slack: number): number {
-    const { overlap, innerSteps } = this.options.config.diloco;
-    return overlap === 0 ? 0 : Math.min(innerSteps, overlap + slack);
   }
 
   /** Where fragment p's next round is due (Infinity when this worker does not wait for it). */
@@ -282,10 +229,8 @@ export class WorkerRounds {
     const inFlight = this.rounds.get(p);
     if (inFlight?.open.round !== round) return;
     inFlight.committedAt = this.options.counters.innerStep;
-    this.durations.push(this.options.member.clock.now() - inFlight.openedAt);
-    if (this.durations.length > DURATIONS_KEPT) this.durations.shift();
-    if (this.options.feedback[p]?.pending) this.options.feedback[p]?.commit();
-    if (this.lowRankFeedback[p]?.pending) this.lowRankFeedback[p]?.commit();
+    this.durations.record(this.options.member.clock.now() - inFlight.openedAt);
+    this.encoder.committed(p);
   }
 
   aborted(p: number, round: number): void {
@@ -399,10 +344,11 @@ export class WorkerRounds {
     const step = this.options.counters.innerStep;
     if (this.blocking() || this.overdue().length > 0) return true;
     if (contributing.length > 0 && this.options.config.diloco.overlap === 0) return true;
-    if (keeping.some((p) => this.tauPatience(this.mergeSlack[p] ?? 0) === 0)) return true;
+    const { diloco } = this.options.config;
+    if (keeping.some((p) => tauPatience(diloco, this.mergeSlack[p] ?? 0) === 0)) return true;
     return contributing.some((round) => {
       const from = this.snapshots.get(round.open.fragment)?.step ?? step;
-      return step >= from + this.mergePatience(round.mergeSlack);
+      return step >= from + mergePatience(diloco, round.mergeSlack);
     });
   }
 
@@ -425,8 +371,7 @@ export class WorkerRounds {
   /** Forgets fragment p's round in flight, which will not commit: its error feedback is discarded. */
   private drop(p: number): void {
     this.rounds.delete(p);
-    if (this.options.feedback[p]?.pending) this.options.feedback[p]?.discard();
-    if (this.lowRankFeedback[p]?.pending) this.lowRankFeedback[p]?.discard();
+    this.encoder.discarded(p);
   }
 
   /**
@@ -462,11 +407,7 @@ export class WorkerRounds {
     }
     if (outcome === 'clamped') counters.clampedContributions++;
     const { codec } = round;
-    const encoded = round.open.lowRank
-      ? this.encodeLowRank(round, delta)
-      : this.options.config.diloco.lowRank
-        ? this.encodeDenseInLowRank(round, delta)
-        : this.encodeDense(p, codec, delta);
+    const encoded = this.encoder.encode(round, delta);
     // the low-rank codecs may keep what they were given; the dense ones copy it into the encoding
     if (!this.options.config.diloco.lowRank && !round.open.lowRank) vectorPool.give(delta);
     round.payloads = round.open.shards.map((shard) => encodedSlice(codec, encoded, shard.start, shard.end));
@@ -484,50 +425,6 @@ export class WorkerRounds {
       this.sendShard(round, k, shard.checker === undefined ? [shard.owner] : [shard.owner, shard.checker]);
     }
     return true;
-  }
-
-  private encodeDense(p: number, codec: Codec, delta: Float32Array): Uint8Array {
-    const feedback = this.options.feedback[p];
-    const sameCodec = feedback?.codec.name === codec.name && feedback.codec.blockSize === codec.blockSize;
-    return feedback && sameCodec && !feedback.pending ? feedback.encode(delta) : codec.encode(delta);
-  }
-
-  /**
-   * A dense round of a low-rank room (a fragment's first, or where no rank meets the target): Δ
-   * and the whole low-rank residual go out as they are; the errors each rank would have had, with
-   * this round's bases at the room's most rank, go in the heartbeats for the room's next choice.
-   */
-  private encodeDenseInLowRank(round: RoundInFlight, delta: Float32Array): Uint8Array {
-    const { config, fragments, replica } = this.options;
-    const p = round.open.fragment;
-    const setting = config.diloco.lowRank as NonNullable<RunConfig['diloco']['lowRank']>;
-    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length, config.diloco.errorFeedback);
-    const sent = this.lowRankFeedback[p].flush(delta, contributionBound(config) / 2);
-    const spec = { rank: setting.rank, side: round.open.round % 2 === 1 ? 'right' : 'left' } as const;
-    const momentum = replica.state.fragment(p).momentum;
-    const tensors = (fragments[p] as Fragment).tensors;
-    const projection = new FragmentProjection(tensors, momentum, spec, lowRankSeed(p, round.open.round));
-    this.lowRankErrors[p] = projection.rungErrors(sent, projection.encode(sent));
-    return round.codec.encode(sent);
-  }
-
-  /**
-   * A low-rank round's payload: Δ (plus what earlier factors left out) projected with the round's
-   * shared projection and quantised with its codec, kept within the owners' bound. Notes the
-   * errors at each rank for the heartbeats.
-   */
-  private encodeLowRank(round: RoundInFlight, delta: Float32Array): Uint8Array {
-    const p = round.open.fragment;
-    const projection = this.options.replica.state.projection(p, round.open.round);
-    if (!projection) throw new Error(`round ${round.open.round} of fragment ${p} is not open on this replica`);
-    const { codec } = round;
-    const roundTrip = (payload: Float32Array) => codec.decode(codec.encode(payload), payload.length);
-    const limit = payloadBound(this.options.config, true) / 2;
-    // (a low-rank open in a room whose config says dense, from a host that knows better, is served too)
-    this.lowRankFeedback[p] ??= new LowRankFeedback(delta.length, this.options.config.diloco.errorFeedback);
-    const { payload, errors } = this.lowRankFeedback[p].encode(delta, projection, roundTrip, limit);
-    this.lowRankErrors[p] = errors;
-    return codec.encode(payload);
   }
 
   /** θ_local went non-finite: θ_global in its place and fresh AdamW moments, instead of a crash. */
