@@ -1,7 +1,7 @@
 /**
- * A training worker: the inner AdamW loop on its engine, its membership of the room (hello,
- * welcome, heartbeats, a host that goes away and comes back), and its parts in every round it is
- * named in (docs/design.md, "The algorithm", "Rounds…", "The collective"):
+ * A training worker: the inner AdamW loop on its engine (inner-loop.ts), its membership of the
+ * room (hello, welcome, heartbeats, a host that goes away and comes back), and its parts in every
+ * round it is named in (docs/design.md, "The algorithm", "Rounds…", "The collective"):
  * - as a contributor it sends its Δ and merges committed rounds (worker-rounds.ts);
  * - as a shard owner or checker it collects, aggregates and sends the result (shard-duty.ts);
  * - as a replica it applies the outer step tentatively, reports the hash and adopts on commit
