@@ -318,7 +318,7 @@ export class TorchChild {
     return reply.samples;
   }
 
-  /** The same model and optimiser state, from the next run on in `precision` (cuda). */
+  /** The same model and optimizer state, from the next run on in `precision` (cuda). */
   async setPrecision(precision: TorchPrecision): Promise<void> {
     const reply = await this.request({ op: 'precision', precision });
     if (reply.kind !== 'precision' || reply.precision !== precision) {

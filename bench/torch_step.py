@@ -19,14 +19,14 @@ One long-lived process per thread count, speaking JSON lines on stdin/stdout:
       precision fp32 | tf32 | bf16 (cuda only; fp32 default); attention explicit | sdpa
       (default explicit on cpu, sdpa on cuda)
     → {"ok": true, "parameters": P}
-    ← {"op": "run", "steps": N}   N steps, cycling through the batches, optimiser state kept
+    ← {"op": "run", "steps": N}   N steps, cycling through the batches, optimizer state kept
     → {"ok": true, "ms": [...], "cpuMs": [...], "losses": [...]}   per step: wall, process CPU, loss
       (cuda: per-step times from CUDA events, one synchronisation after the last step, so steps
       queue as in a training loop; cpuMs is the run's process CPU time spread evenly)
-    ← {"op": "precision", "precision": P}   the same model and optimiser, from now on in precision P
+    ← {"op": "precision", "precision": P}   the same model and optimizer, from now on in precision P
     → {"ok": true, "precision": P}
     ← {"op": "grads", config, B, T, tensors, params | paramsFile, inputs, targets, gradsFile}
-      loss and gradient of one batch in float64 (explicit attention), no optimiser step
+      loss and gradient of one batch in float64 (explicit attention), no optimizer step
     → {"ok": true, "loss": L, "gradsFile": path}   float64 little-endian gradients in layout order
     ← {"op": "flops"}   one more step under the profiler
     → {"ok": true, "flops": F}   FLOPs PyTorch's profiler counted (its matmuls), or null
@@ -274,7 +274,7 @@ def set_precision(precision):
 
 
 class Session:
-    """One model, optimiser and batch list; replaced by the next setup."""
+    """One model, optimizer and batch list; replaced by the next setup."""
 
     def __init__(self, message):
         n_layer, n_head, n_embd, block_size, vocab, B, T = model_shape(message)
@@ -373,7 +373,7 @@ class Session:
 
 
 def gradients(message):
-    """Loss and float64 gradients of one batch (no optimiser step), written to gradsFile in layout order."""
+    """Loss and float64 gradients of one batch (no optimizer step), written to gradsFile in layout order."""
     n_layer, n_head, n_embd, block_size, vocab, B, T = model_shape(message)
     path = message.get("gradsFile")
     if not isinstance(path, str) or not path:

@@ -1,6 +1,6 @@
 /**
  * `shoal train`: single-machine training, top to bottom as nanoGPT reads: data, model,
- * optimiser, loop, evaluation, checkpoint.
+ * optimizer, loop, evaluation, checkpoint.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -232,7 +232,7 @@ export async function trainCommand(options: TrainOptions): Promise<void> {
   if (data.describe && !options.json) console.error(data.describe);
   const evalSet = data.evalSet;
 
-  // --- optimiser --------------------------------------------------------------------------------
+  // --- optimizer --------------------------------------------------------------------------------
   const engine = await createTrainer(options, config, train, params);
   const { trainer } = engine;
   if (engine.adapter && !options.json) {

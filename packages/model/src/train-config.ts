@@ -1,5 +1,5 @@
 /**
- * Inner-optimiser settings (AdamW as nanoGPT), with the reasons for the defaults that are not
+ * Inner-optimizer settings (AdamW as nanoGPT), with the reasons for the defaults that are not
  * obvious. Shared by the CPU and WebGPU trainers, `shoal train` and the swarm.
  */
 export interface TrainConfig {

@@ -7,7 +7,7 @@
  * version). Numbers are finite by construction (JSON has no NaN or Infinity; zod rejects them
  * too); integer fields are safe integers.
  *
- * The model and inner-optimiser parts are typed against @shoal/model's GptConfig and
+ * The model and inner-optimizer parts are typed against @shoal/model's GptConfig and
  * TrainConfig, so a field added there fails typechecking here until the wire carries it.
  */
 import { CODEC_NAMES, type CodecName, DILOCO_RANGES, MAX_LOW_RANK, type SettingRange } from '@shoal/diloco';

@@ -263,7 +263,7 @@ export const RUN_OPTIONS = {
     flag: '--lr',
     metavar: 'rate',
     label: 'Inner learning rate',
-    help: "peak learning rate of each volunteer's own optimiser, AdamW (warmup, then cosine decay to a tenth)",
+    help: "peak learning rate of each volunteer's own optimizer, AdamW (warmup, then cosine decay to a tenth)",
     default: TRAIN.maxLr,
     min: 1e-7,
     max: 1,

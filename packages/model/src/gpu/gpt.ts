@@ -274,7 +274,7 @@ export class GpuGpt {
 
   /**
    * Records one forward pass (and backward, with its gradient clear unless `accumulate`) into
-   * `encoder`, in one compute pass; `extra` kernels (clipping, the optimiser) run after them in
+   * `encoder`, in one compute pass; `extra` kernels (clipping, the optimizer) run after them in
    * the same pass.
    */
   encode(encoder: GPUCommandEncoder, backward: boolean, extra: BoundKernel[] = [], options: PassOptions = {}): void {

@@ -72,7 +72,7 @@ describe('GpuTrainer', () => {
     }
   });
 
-  it('resumes exactly from params + optimiser state, and queues steps without reading the loss', async () => {
+  it('resumes exactly from params + optimizer state, and queues steps without reading the loss', async () => {
     const { device } = gpu();
     const layout = buildLayout(config);
     const params = initParameters(layout, 8);

@@ -107,7 +107,7 @@ export class GpuTrainer implements Trainer {
     const [adamw, gradNorm] = await Promise.all([AdamWKernels.create(device), GradNormKernels.create(device)]);
     const model = await GpuGpt.create(device, config, train.batchSize, train.seqLen, families);
     try {
-      return await buildValidated(device, 'GpuTrainer: binding the optimiser failed', () => {
+      return await buildValidated(device, 'GpuTrainer: binding the optimizer failed', () => {
         const trainer = new GpuTrainer(model, train, adamw, gradNorm);
         try {
           trainer.model.writeParams(params);

@@ -302,7 +302,7 @@ describe('PipelineTrainer of GpuStageTrainers', () => {
     });
   }
 
-  it('resumes exactly from parameters and optimiser state', async () => {
+  it('resumes exactly from parameters and optimizer state', async () => {
     const { device } = gpu();
     const k = await kernels(device);
     const options = { stages: 3, micros: 2, createStage: gpuStages(device, k) };

@@ -162,7 +162,7 @@ describe('PipelineTrainer', () => {
     });
   }
 
-  it('takes parameters and optimiser state back as it gave them', async () => {
+  it('takes parameters and optimizer state back as it gave them', async () => {
     const pipe = await PipelineTrainer.create(config, train, params(7), { stages: 3 });
     await pipe.step(batches[0] as Batch, 1e-2);
     const [p, state] = [await pipe.getParams(), await pipe.getOptimizerState()];

@@ -1,5 +1,5 @@
 /**
- * One pipeline stage's engine and inner optimiser (DiLoCoX's dual optimiser, inner half): the
+ * One pipeline stage's engine and inner optimizer (DiLoCoX's dual optimizer, inner half): the
  * stage's layers for micro-batches in flight, its gradients accumulated over a step's
  * micro-batches, and AdamW on its own parameters. What runs a step (in one process, or over the
  * mesh between stage workers) drives it through this interface, so the CPU and WebGPU stages are

@@ -159,7 +159,7 @@ export async function tfjsLossAndGrads(
   }
 }
 
-/** The optimiser settings TfjsTrainer needs; a TrainConfig has them all. */
+/** The optimizer settings TfjsTrainer needs; a TrainConfig has them all. */
 export type TfjsTrainOptions = Pick<
   TrainConfig,
   'batchSize' | 'seqLen' | 'beta1' | 'beta2' | 'eps' | 'weightDecay' | 'gradClip'

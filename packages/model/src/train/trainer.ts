@@ -1,6 +1,6 @@
 /**
  * What `shoal train`, the simulator and the swarm worker need from a training engine, whatever
- * runs it (CPU or WebGPU). Parameters and optimiser state cross this boundary in the logical,
+ * runs it (CPU or WebGPU). Parameters and optimizer state cross this boundary in the logical,
  * unpadded layout.
  */
 import type { ParamLayout } from '../layout.ts';
@@ -62,7 +62,7 @@ export interface Trainer {
   readonly train: TrainConfig;
   /** One step: forward, backward, clip, AdamW at learning rate `lr`. Returns the batch's mean loss. */
   step(batch: Batch, lr: number, options?: StepOptions): Promise<number>;
-  /** Mean loss over the batches, without touching parameters or optimiser state. */
+  /** Mean loss over the batches, without touching parameters or optimizer state. */
   evaluate(batches: Batch[]): Promise<number>;
   getParams(): Promise<Float32Array>;
   setParams(params: Float32Array): Promise<void>;
