@@ -9,27 +9,20 @@
  *   it (status other than synced/syncing, a reason, or dropping it), aborted rounds;
  * - bytes held: meters.ts.
  */
-import { BatchSampler } from '@shoal/data';
-import { buildFragments, createFragmentHasher } from '@shoal/diloco';
 import {
   type Batch,
-  buildLayout,
   defaultTrainConfig,
   type GptConfig,
   presetConfig,
   type TrainConfig,
   type Trainer,
 } from '@shoal/model';
-import { createWireCodec, type PeerId, type RunConfig } from '@shoal/protocol';
+import type { PeerId, RunConfig } from '@shoal/protocol';
 import { createRunConfig } from '@shoal/room/run-config';
-import { Host, Member, Worker } from '@shoal/swarm';
-import { SimKeys, SimNetwork, VirtualClock } from '../index.ts';
-import { SharedRounds } from '../shared-rounds.ts';
-import { SharedVectors } from '../shared-vectors.ts';
-import { Forger } from './forge.ts';
-import { FutureRoundMeter, UplinkMeter } from './meters.ts';
-import { type OracleFindings, RoundOracle } from './oracle.ts';
-import type { Attack, AttackContext, HostilePeer } from './types.ts';
+import type { Member } from '@shoal/swarm';
+import type { OracleFindings } from './oracle.ts';
+import { buildRoom, type Room } from './room-build.ts';
+import type { Attack, AttackContext } from './types.ts';
 
 export interface RoomSettings {
   preset: string;
@@ -84,8 +77,6 @@ export interface RoomRun {
   wallMs: number;
 }
 
-const RUN_ID = 13;
-
 /** The room's run: `settings.tokens` across its workers, H and P as set, the design's other defaults. */
 export function roomConfig(settings: Omit<RoomSettings, 'trainTokens' | 'evalBatches' | 'createTrainer'>): RunConfig {
   const steps = roomSteps(settings);
@@ -109,116 +100,73 @@ function roomSteps(settings: Pick<RoomSettings, 'tokens' | 'workers' | 'batch' |
   return Math.max(1, Math.ceil(settings.tokens / (settings.workers * settings.batch * settings.seqLen)));
 }
 
+/**
+ * Runs the room until every honest worker has trained its share (or the cap), lets the rounds in
+ * flight settle, and reports what was seen; `attack` is installed on each hostile worker.
+ */
 export async function runRoom(settings: RoomSettings, attack: Attack | null): Promise<RoomRun> {
   const wallStart = performance.now();
-  const config = roomConfig(settings);
-  const model = config.model;
-  const tokensPerStep = settings.batch * settings.seqLen;
-  const steps = roomSteps(settings);
-  const clock = new VirtualClock();
-  const network = new SimNetwork(clock, { latencyMs: 20, upMbps: 50, downMbps: 50 });
-  const codec = await createWireCodec();
-  const fragments = buildFragments(buildLayout(model), config.diloco.fragments, config.diloco.fragmentMode);
-  const hasher = await createFragmentHasher(config.diloco.hashAlgorithm);
-  const peers = Array.from({ length: settings.workers }, (_, i) => `w${i}`);
-  const hostileCount = Math.min(settings.hostile, settings.workers - 1);
-  const hostileIds = new Set(
-    settings.hostileAt === 'first' ? peers.slice(0, hostileCount) : peers.slice(settings.workers - hostileCount),
-  );
-  // Every member has a key pair, bound to its id as the signaling server binds them, and the
-  // room refuses unsigned contributions, results and hash reports, as every room does: a hostile
-  // peer signs its own.
-  const keys = await SimKeys.create(1 + settings.workers);
-  const memberOf = (peer: PeerId) => new Member(network.join(peer), codec, clock, RUN_ID, keys.memberOptions(peer));
-  for (const peer of ['host', ...peers]) keys.memberOptions(peer);
-  const forger = new Forger(
-    network,
-    codec,
-    RUN_ID,
-    () => clock.now() >= settings.startMs,
-    keys.identities,
-    (work) => clock.track(work),
-  );
-  const commits: RoomRun['commits'] = [];
-  const aborts: RoomRun['aborts'] = [];
-  let oracle: RoundOracle | null = null;
-  const meter = new FutureRoundMeter(hostileIds, (p) => oracle?.latestRound(p) ?? 0);
-
-  // Its replicas share what they agree on as `shoal simulate`'s do (round-memo.ts): each result
-  // under its exact inputs, so what a hostile peer sends one member is never what another computes from.
-  const vectors = new SharedVectors();
-  const memo = new SharedRounds();
-  const hostMember = memberOf('host');
-  meter.watch(hostMember);
-  // the host may aggregate too (a referee of disputed shards): what it had, before its handlers
-  hostMember.on('contribution', (from, message) => oracle?.arrival('host', from, message));
-  const host = await Host.create({
-    member: hostMember,
-    config,
-    params: memo.seededInit(model, config.train.seed),
-    vectors,
-    memo,
-    deadlineMs: settings.deadlineMs,
-    onEvent: (event) => {
-      if (event.event === 'round-committed') {
-        oracle?.committedRound(event.fragment, event.round, event.hash);
-        commits.push({
-          fragment: event.fragment,
-          round: event.round,
-          atMs: clock.now(),
-          contributors: event.contributors,
-        });
-      } else if (event.event === 'round-aborted') {
-        aborts.push({ fragment: event.fragment, round: event.round, reason: event.reason, atMs: clock.now() });
-      }
-    },
-  });
-  const referee = new RoundOracle(config, codec, forger.forged, host.replica.state, 'host');
-  oracle = referee;
-  network.onSend('host', referee.sendHook('host'));
-
-  const perWorkerTokens = steps * tokensPerStep;
-  const workers = peers.map((peer, i) => {
-    const member = memberOf(peer);
-    network.onSend(peer, referee.sendHook(peer));
-    // before the Worker's own handler: what the owner had when it aggregated
-    member.on('contribution', (from, message) => referee.arrival(peer, from, message));
-    if (!hostileIds.has(peer)) meter.watch(member);
-    const sampler = new BatchSampler(settings.trainTokens, {
-      batchSize: settings.batch,
-      seqLen: settings.seqLen,
-      seed: settings.seed,
-      worker: i,
-    });
-    const worker = new Worker({
-      member,
-      coordinator: 'host',
-      capabilities: { backend: 'cpu', adapter: 'attacks', tokensPerSecond: 0 },
-      createTrainer: (run, params) => settings.createTrainer(run.model, run.train, params),
-      nextBatch: () => sampler.next(),
-      sleepAfterStepMs: () => settings.computeMsPerStep,
-      vectors,
-      memo,
-      initialParams: (run) => memo.seededInit(run.model, run.train.seed),
-    });
-    return { peer, member, worker };
-  });
-  const hostile: HostilePeer[] = workers.filter((w) => hostileIds.has(w.peer));
-  const honest = workers.filter((w) => !hostileIds.has(w.peer));
-  const honestMembers = [hostMember, ...honest.map((w) => w.member)];
-
-  const uplinks = new UplinkMeter(network, hostile, honestMembers);
-
+  const room = await buildRoom(settings, roomConfig(settings));
+  const { clock, workers, honest } = room;
   let finished = false;
-  const context: AttackContext = {
+  const context = attackContext(room, settings, () => finished);
+  for (const h of room.hostile) attack?.install?.(context, h);
+  const poller = new MarkPoller(room, settings.startMs);
+  const loops = startWorkers(room, settings);
+  try {
+    await clock.runAsync({
+      stopWhen: () => {
+        poller.poll();
+        return loops.honestDone === honest.length || loops.outOfTime();
+      },
+    });
+    const trainingEndMs = clock.now();
+    const timedOut = loops.honestDone < honest.length;
+    for (const w of workers) w.worker.stop();
+    await settle(room, settings, poller);
+    finished = true; // stops every timer an attack keeps going
+    poller.poll();
+    room.meter.flush();
+
+    const { evalLoss, findings } = await evaluate(room, settings);
+    const refusals = refusalsOf(room.honestMembers, room.hostileIds);
+    return {
+      evalLoss,
+      commits: room.commits,
+      aborts: room.aborts,
+      trainingEndMs,
+      timedOut,
+      crashes: loops.crashes,
+      handlerErrors: refusals.handlerErrors,
+      findings,
+      refusalsByPeer: refusals.byPeer,
+      refusalReasons: refusals.reasons,
+      markedPeers: [...poller.marked],
+      peakBytesHeld: poller.peakBytesHeld,
+      amplification: room.uplinks.amplification(),
+      largestMessage: room.referee.largestMessage,
+      forgeFailures: room.forger.failures,
+      hostile: [...room.hostileIds],
+      wallMs: performance.now() - wallStart,
+    };
+  } finally {
+    finished = true;
+    for (const w of workers) w.worker.destroy();
+  }
+}
+
+/** What an attack sees of the room; its timers (`every`) stop once `finished` says so. */
+function attackContext(room: Room, settings: RoomSettings, finished: () => boolean): AttackContext {
+  const { clock, referee, forger } = room;
+  return {
     clock,
-    network,
-    codec,
-    config,
-    fragments,
-    hasher,
+    network: room.network,
+    codec: room.codec,
+    config: room.config,
+    fragments: room.fragments,
+    hasher: room.hasher,
     coordinator: 'host',
-    honest: honest.map((w) => w.peer),
+    honest: room.honest.map((w) => w.peer),
     startMs: settings.startMs,
     isActive: () => clock.now() >= settings.startMs,
     roundOpen: (p, round) => referee.roundOpen(p, round),
@@ -227,134 +175,145 @@ export async function runRoom(settings: RoomSettings, attack: Attack | null): Pr
     forge: (from, to, message) => forger.forge(from, to, message),
     every(ms, tick) {
       const fire = () => {
-        if (finished) return;
+        if (finished()) return;
         tick();
         clock.schedule(ms, fire);
       };
       clock.scheduleAt(Math.max(clock.now(), settings.startMs), fire);
     },
   };
-  for (const h of hostile) attack?.install?.(context, h);
+}
 
-  // The coordinator's marks: any status but synced/syncing, a reason, or a member it dropped.
-  const marked = new Set<PeerId>();
-  let peakBytesHeld = 0;
-  const poll = () => {
+/**
+ * Polled before every event: the referee's own poll, the peers the coordinator marked (any status
+ * but synced/syncing, a reason, or a member it dropped) and the most bytes an honest member held.
+ */
+class MarkPoller {
+  readonly marked = new Set<PeerId>();
+  peakBytesHeld = 0;
+
+  constructor(
+    private readonly room: Room,
+    private readonly startMs: number,
+  ) {}
+
+  poll(): void {
+    const { referee, peers, host, commits, clock, honestMembers, meter, uplinks } = this.room;
     referee.poll();
     for (const peer of peers) {
       const info = host.coordinator.members.get(peer);
-      const seen = commits.length > 0 || clock.now() > settings.startMs;
+      const seen = commits.length > 0 || clock.now() > this.startMs;
       if (
         (!info && seen) ||
         (info && ((info.status !== 'synced' && info.status !== 'syncing') || info.reason !== ''))
       ) {
-        marked.add(peer);
+        this.marked.add(peer);
       }
     }
     for (const member of honestMembers) {
-      peakBytesHeld = Math.max(peakBytesHeld, meter.held(member.self) + uplinks.queued(member.self));
+      this.peakBytesHeld = Math.max(this.peakBytesHeld, meter.held(member.self) + uplinks.queued(member.self));
     }
-  };
+  }
+}
 
-  const crashes: string[] = [];
-  let honestDone = 0;
-  const outOfTime = () => clock.now() >= settings.capMs;
-  for (const w of workers) {
+interface WorkerLoops {
+  /** Honest workers whose loop ended, trained out or thrown. */
+  readonly honestDone: number;
+  /** The honest loops that threw, and why. */
+  readonly crashes: string[];
+  /** The run's cap is reached. */
+  outOfTime(): boolean;
+}
+
+/** Starts every worker's loop: join, then train its share of the tokens or until the cap. */
+function startWorkers(room: Room, settings: RoomSettings): WorkerLoops {
+  const perWorkerTokens = roomSteps(settings) * settings.batch * settings.seqLen;
+  const { clock, hostileIds } = room;
+  const loops = {
+    honestDone: 0,
+    crashes: [] as string[],
+    outOfTime: () => clock.now() >= settings.capMs,
+  };
+  for (const w of room.workers) {
     const loop = w.worker
       .join()
-      .then(() => w.worker.run(() => w.worker.metrics.tokens >= perWorkerTokens || outOfTime()));
+      .then(() => w.worker.run(() => w.worker.metrics.tokens >= perWorkerTokens || loops.outOfTime()));
     if (hostileIds.has(w.peer)) {
       loop.catch(() => {}); // a hostile worker that breaks itself is not the room's failure
       continue;
     }
     loop.then(
-      () => honestDone++,
+      () => loops.honestDone++,
       (error: unknown) => {
-        honestDone++;
-        crashes.push(`${w.peer}'s loop: ${String((error as Error)?.message ?? error).slice(0, 160)}`);
+        loops.honestDone++;
+        loops.crashes.push(`${w.peer}'s loop: ${String((error as Error)?.message ?? error).slice(0, 160)}`);
       },
     );
   }
-  try {
-    await clock.runAsync({
-      stopWhen: () => {
-        poll();
-        return honestDone === honest.length || outOfTime();
-      },
-    });
-    const trainingEndMs = clock.now();
-    const timedOut = honestDone < honest.length;
-    for (const w of workers) w.worker.stop();
+  return loops;
+}
 
-    // Let the rounds in flight finish (due contributions go out at boundaries), as long as a
-    // round may take, then stop every timer an attack keeps going.
-    const settleUntil = clock.now() + 2 * settings.deadlineMs + 1_000;
-    let settled = false;
-    const settling = (async () => {
-      while (clock.now() < settleUntil && fragments.some((f) => host.coordinator.isInFlight(f.index))) {
-        for (const w of honest) await w.worker.boundary().catch(() => false);
-        await clock.sleep(10);
-      }
-      settled = true;
-    })();
-    await clock.runAsync({
-      stopWhen: () => {
-        poll();
-        return settled;
-      },
-    });
-    await settling;
-    finished = true;
-    poll();
-    meter.flush();
-
-    const params = host.params();
-    let evalLoss: number | null = null;
-    const findings = referee.report();
-    if (params.every(Number.isFinite)) {
-      const [first] = settings.evalBatches;
-      if (!first) throw new RangeError('no validation batches');
-      const evalTrain = { ...config.train, batchSize: first.inputs.length / config.train.seqLen };
-      const trainer = await settings.createTrainer(model, evalTrain, params);
-      try {
-        const loss = await trainer.evaluate(settings.evalBatches);
-        evalLoss = Number.isFinite(loss) ? loss : null;
-      } finally {
-        trainer.destroy();
-      }
+/**
+ * Lets the rounds in flight finish (due contributions go out at boundaries), as long as a round
+ * may take, polling as the clock runs.
+ */
+async function settle(room: Room, settings: RoomSettings, poller: MarkPoller): Promise<void> {
+  const { clock, fragments, host, honest } = room;
+  const settleUntil = clock.now() + 2 * settings.deadlineMs + 1_000;
+  let settled = false;
+  const settling = (async () => {
+    while (clock.now() < settleUntil && fragments.some((f) => host.coordinator.isInFlight(f.index))) {
+      for (const w of honest) await w.worker.boundary().catch(() => false);
+      await clock.sleep(10);
     }
-    if (evalLoss === null) findings.nonFinite = true;
+    settled = true;
+  })();
+  await clock.runAsync({
+    stopWhen: () => {
+      poller.poll();
+      return settled;
+    },
+  });
+  await settling;
+}
 
-    const refusalsByPeer: Record<PeerId, number> = {};
-    const refusalReasons = new Set<string>();
-    let handlerErrors = 0;
-    for (const member of honestMembers) {
-      for (const [peer, n] of Object.entries(member.counters.byPeer()))
-        refusalsByPeer[peer] = (refusalsByPeer[peer] ?? 0) + n;
-      for (const r of member.counters.recent()) if (hostileIds.has(r.from)) refusalReasons.add(r.reason);
-      handlerErrors += member.counters.total('handler-error');
+/** The referee's findings, and the validation loss of the host's θ_global (null when not finite). */
+async function evaluate(
+  room: Room,
+  settings: RoomSettings,
+): Promise<{ evalLoss: number | null; findings: OracleFindings }> {
+  const { config } = room;
+  const params = room.host.params();
+  let evalLoss: number | null = null;
+  const findings = room.referee.report();
+  if (params.every(Number.isFinite)) {
+    const [first] = settings.evalBatches;
+    if (!first) throw new RangeError('no validation batches');
+    const evalTrain = { ...config.train, batchSize: first.inputs.length / config.train.seqLen };
+    const trainer = await settings.createTrainer(config.model, evalTrain, params);
+    try {
+      const loss = await trainer.evaluate(settings.evalBatches);
+      evalLoss = Number.isFinite(loss) ? loss : null;
+    } finally {
+      trainer.destroy();
     }
-    return {
-      evalLoss,
-      commits,
-      aborts,
-      trainingEndMs,
-      timedOut,
-      crashes,
-      handlerErrors,
-      findings,
-      refusalsByPeer,
-      refusalReasons: [...refusalReasons].sort(),
-      markedPeers: [...marked],
-      peakBytesHeld,
-      amplification: uplinks.amplification(),
-      largestMessage: referee.largestMessage,
-      forgeFailures: forger.failures,
-      hostile: [...hostileIds],
-      wallMs: performance.now() - wallStart,
-    };
-  } finally {
-    finished = true;
-    for (const w of workers) w.worker.destroy();
   }
+  if (evalLoss === null) findings.nonFinite = true;
+  return { evalLoss, findings };
+}
+
+/** The refusals honest members counted, by peer refused; why they refused hostile peers; their handler errors. */
+function refusalsOf(
+  honestMembers: readonly Member[],
+  hostileIds: ReadonlySet<PeerId>,
+): { byPeer: Record<PeerId, number>; reasons: string[]; handlerErrors: number } {
+  const byPeer: Record<PeerId, number> = {};
+  const reasons = new Set<string>();
+  let handlerErrors = 0;
+  for (const member of honestMembers) {
+    for (const [peer, n] of Object.entries(member.counters.byPeer())) byPeer[peer] = (byPeer[peer] ?? 0) + n;
+    for (const r of member.counters.recent()) if (hostileIds.has(r.from)) reasons.add(r.reason);
+    handlerErrors += member.counters.total('handler-error');
+  }
+  return { byPeer, reasons: [...reasons].sort(), handlerErrors };
 }
