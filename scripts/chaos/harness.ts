@@ -1,5 +1,5 @@
 /**
- * The chaos run (issue 13): a real `shoal server`, `shoal host --json --checkpoint-dir` and
+ * The chaos run: a real `shoal server`, `shoal host --json --checkpoint-dir` and
  * workers as child processes over WebRTC on loopback, while a seeded schedule SIGKILLs honest
  * workers (they rejoin a few seconds later, as new peers), SIGKILLs the host (its checkpoint is
  * loaded and checked, then `shoal host --resume` takes the room back) and makes the hostile
@@ -108,131 +108,182 @@ async function until<T>(condition: () => T | undefined | null | false, timeoutMs
   }
 }
 
-export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
-  const log = options.log ?? (() => {});
-  const started = performance.now();
-  const now = () => performance.now() - started;
-  const clock = () => {
-    const s = Math.floor(now() / 1e3);
-    return `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+/** The host's reporting flags, and the room's training flags (a fresh host's; a resumed one keeps its own). */
+function hostArgs(options: ChaosOptions): { reporting: string[]; training: string[] } {
+  return {
+    reporting: [
+      ...['--eval-batches', '2', '--eval-every-ms', '5000', '--metrics-every-ms', '2000'],
+      ...['--publish-every-ms', '2000', '--deadline-ms', String(options.deadlineMs), '--json'],
+    ],
+    training: [
+      ...['--preset', 'nano', '--inner-steps', String(options.innerSteps), '--fragments', '2', '--batch', '2'],
+      // a schedule no worker reaches in the run's minutes: `shoal host` ends at the schedule's last step
+      ...['--steps', String(Math.max(1_000, 10_000 * options.minutes)), '--seed', String(options.seed)],
+    ],
   };
-  const say = (text: string) => log(`[${clock()}] ${text}`);
-  const random = seededRandom(options.seed);
-  const durationMs = options.minutes * 60_000;
-  const dir = mkdtempSync(join(tmpdir(), 'shoal-chaos-'));
-  const record: ChaosRecord = {
-    minutes: options.minutes,
-    seed: options.seed,
-    workers: options.workers,
-    hosts: [],
-    workerLives: [],
-    checkpoints: [],
-    actions: { workerKills: 0, workerRestarts: 0, hostKills: 0, hostRestarts: 0, hostileRejoins: 0 },
-    reclaimed: 0,
-    stopProblems: [],
-    measuredUntil: Number.POSITIVE_INFINITY,
-    elapsedMs: 0,
-  };
-  const procs: Proc[] = [];
-  let stopping = false;
-  const timers = new Set<Promise<unknown>>();
-  const background = (work: Promise<unknown>) => {
-    timers.add(work);
-    void work.finally(() => timers.delete(work));
-  };
+}
 
-  try {
-    // --- the server ----------------------------------------------------------------------------
-    const server = startShoal('server', ['server', '--port', '0', '--host', '127.0.0.1'], now);
-    procs.push(server);
+/** One chaos run: its processes, what they printed, and the chaos done to them. */
+class ChaosRun {
+  private readonly log: (text: string) => void;
+  private readonly started = performance.now();
+  private readonly random: () => number;
+  private readonly durationMs: number;
+  private readonly dir: string;
+  private readonly record: ChaosRecord;
+  private readonly procs: Proc[] = [];
+  private stopping = false;
+  private readonly timers = new Set<Promise<unknown>>();
+  private url = '';
+  private host: { proc: Proc; life: HostLife } | null = null;
+  private room: { roomId: string; joinToken: string } | null = null;
+  private readonly slots: Slot[] = [];
+
+  constructor(private readonly options: ChaosOptions) {
+    this.log = options.log ?? (() => {});
+    this.random = seededRandom(options.seed);
+    this.durationMs = options.minutes * 60_000;
+    this.dir = mkdtempSync(join(tmpdir(), 'shoal-chaos-'));
+    this.record = {
+      minutes: options.minutes,
+      seed: options.seed,
+      workers: options.workers,
+      hosts: [],
+      workerLives: [],
+      checkpoints: [],
+      actions: { workerKills: 0, workerRestarts: 0, hostKills: 0, hostRestarts: 0, hostileRejoins: 0 },
+      reclaimed: 0,
+      stopProblems: [],
+      measuredUntil: Number.POSITIVE_INFINITY,
+      elapsedMs: 0,
+    };
+  }
+
+  private now(): number {
+    return performance.now() - this.started;
+  }
+
+  private say(text: string): void {
+    const s = Math.floor(this.now() / 1e3);
+    const clock = `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+    this.log(`[${clock}] ${text}`);
+  }
+
+  private background(work: Promise<unknown>): void {
+    this.timers.add(work);
+    void work.finally(() => this.timers.delete(work));
+  }
+
+  async run(): Promise<ChaosFigures> {
+    try {
+      const server = await this.startServer();
+      await this.startHost(false);
+      const joined = this.room as { roomId: string; joinToken: string } | null;
+      if (!joined) throw new Error('no room');
+      this.say(`server ${this.url}, room ${joined.roomId}, checkpoints in ${this.dir}`);
+      await this.startWorkers();
+      await this.runSchedule();
+      await this.stopAll(server);
+    } finally {
+      this.stopping = true;
+      for (const proc of this.procs) if (proc.running) proc.child.kill('SIGKILL');
+      await Promise.all(this.procs.map((proc) => proc.exit));
+      rmSync(this.dir, { recursive: true, force: true });
+      if (this.options.logDir) writeLogs(this.options.logDir, this.procs);
+    }
+    this.record.elapsedMs = this.now();
+    return computeFigures(this.record);
+  }
+
+  /** `shoal server` on a free port; its URL. */
+  private async startServer(): Promise<Proc> {
+    const server = startShoal('server', ['server', '--port', '0', '--host', '127.0.0.1'], () => this.now());
+    this.procs.push(server);
     const banner = await until(
       () => server.lines.find((line) => line.text.includes('http://')) ?? (!server.running && 'exited'),
       30_000,
       'the server',
     );
     if (banner === 'exited') throw new Error(`shoal server exited: ${server.stderr}`);
-    const url = (/http:\/\/\S+/.exec(banner.text)?.[0] ?? '').replace('localhost', '127.0.0.1');
+    this.url = (/http:\/\/\S+/.exec(banner.text)?.[0] ?? '').replace('localhost', '127.0.0.1');
+    return server;
+  }
 
-    // --- the host ------------------------------------------------------------------------------
-    const reporting = [
-      ...['--eval-batches', '2', '--eval-every-ms', '5000', '--metrics-every-ms', '2000'],
-      ...['--publish-every-ms', '2000', '--deadline-ms', String(options.deadlineMs), '--json'],
-    ];
-    const training = [
-      ...['--preset', 'nano', '--inner-steps', String(options.innerSteps), '--fragments', '2', '--batch', '2'],
-      // a schedule no worker reaches in the run's minutes: `shoal host` ends at the schedule's last step
-      ...['--steps', String(Math.max(1_000, 10_000 * options.minutes)), '--seed', String(options.seed)],
-    ];
-    let host: { proc: Proc; life: HostLife } | null = null;
-    let room: { roomId: string; joinToken: string } | null = null;
-    const startHost = async (resume: boolean) => {
-      const args = ['host', '--server', url, ...(resume ? ['--resume', dir] : training), '--checkpoint-dir', dir];
-      const proc = startShoal(`host#${record.hosts.length}`, [...args, ...reporting], now);
-      procs.push(proc);
-      const life: HostLife = { startedAt: now(), endedAt: null, ending: 'running', lines: proc.lines, stderrTail: '' };
-      record.hosts.push(life);
-      host = { proc, life };
-      void proc.exit.then(() => {
-        life.endedAt ??= now();
-        life.stderrTail = proc.stderr.slice(-2_000);
-        if (life.ending !== 'running') return;
-        life.ending = 'crashed';
-        say(`the host exited by itself: ${proc.stderr.trim().split('\n').slice(-3).join(' | ')}`);
-        if (!stopping) background(restartHost(false));
-      });
-      const first = await until(
-        () => proc.lines.find((line) => line.json?.event === 'room')?.json ?? (!proc.running && 'exited'),
-        60_000,
-        'the host’s room line',
+  /** A host life: a fresh room, or `--resume` from the checkpoint directory (taking the room back). */
+  private async startHost(resume: boolean): Promise<void> {
+    const { record } = this;
+    const { reporting, training } = hostArgs(this.options);
+    const args = ['host', '--server', this.url, ...(resume ? ['--resume', this.dir] : training)];
+    const proc = startShoal(`host#${record.hosts.length}`, [...args, '--checkpoint-dir', this.dir, ...reporting], () =>
+      this.now(),
+    );
+    this.procs.push(proc);
+    const life: HostLife = {
+      startedAt: this.now(),
+      endedAt: null,
+      ending: 'running',
+      lines: proc.lines,
+      stderrTail: '',
+    };
+    record.hosts.push(life);
+    this.host = { proc, life };
+    void proc.exit.then(() => {
+      life.endedAt ??= this.now();
+      life.stderrTail = proc.stderr.slice(-2_000);
+      if (life.ending !== 'running') return;
+      life.ending = 'crashed';
+      this.say(`the host exited by itself: ${proc.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+      if (!this.stopping) this.background(this.restartHost(false));
+    });
+    const first = await until(
+      () => proc.lines.find((line) => line.json?.event === 'room')?.json ?? (!proc.running && 'exited'),
+      60_000,
+      'the host’s room line',
+    );
+    if (first === 'exited') throw new Error(`shoal host exited: ${proc.stderr}`);
+    if (!resume) this.room = { roomId: String(first.roomId), joinToken: String(first.joinToken) };
+    else {
+      const resumed = await until(
+        () => proc.lines.find((line) => line.json?.event === 'resumed')?.json,
+        30_000,
+        'the resumed line',
       );
-      if (first === 'exited') throw new Error(`shoal host exited: ${proc.stderr}`);
-      if (!resume) room = { roomId: String(first.roomId), joinToken: String(first.joinToken) };
-      else {
-        const resumed = await until(
-          () => proc.lines.find((line) => line.json?.event === 'resumed')?.json,
-          30_000,
-          'the resumed line',
+      if (resumed.reclaimed === true && first.roomId === this.room?.roomId) record.reclaimed++;
+      else
+        this.say(
+          `the resumed host did not get room ${this.room?.roomId} back (${first.roomId}, reclaimed ${resumed.reclaimed})`,
         );
-        if (resumed.reclaimed === true && first.roomId === room?.roomId) record.reclaimed++;
-        else
-          say(
-            `the resumed host did not get room ${room?.roomId} back (${first.roomId}, reclaimed ${resumed.reclaimed})`,
-          );
-      }
-    };
+    }
+  }
 
-    /** SIGKILL the host, check the checkpoint it left, restart it with --resume. */
-    const restartHost = async (killIt: boolean) => {
-      const current = host as { proc: Proc; life: HostLife } | null;
-      if (!current) return;
-      const lifeIndex = record.hosts.indexOf(current.life);
-      if (killIt) {
-        current.life.ending = 'killed';
-        record.actions.hostKills++;
-        await kill(current.proc);
-        current.life.endedAt = now();
-      }
-      const check = await checkCheckpoint(dir);
-      record.checkpoints.push({ at: now(), when: 'host-killed', life: lifeIndex, check });
-      say(
-        `host ${killIt ? 'killed' : 'gone'}; its checkpoint ${check.ok ? 'loads' : `does NOT load: ${check.error}`} ` +
-          `(rounds ${check.fragments.map((f) => f.round).join(', ')}, eval ${check.evalLoss?.toFixed(3)})`,
-      );
-      await sleep(between(random, 2_000, 6_000));
-      if (stopping) return;
-      record.actions.hostRestarts++;
-      await startHost(true);
-      say(`host resumed from ${dir}`);
-    };
+  /** SIGKILL the host, check the checkpoint it left, restart it with --resume. */
+  private async restartHost(killIt: boolean): Promise<void> {
+    const current = this.host;
+    if (!current) return;
+    const lifeIndex = this.record.hosts.indexOf(current.life);
+    if (killIt) {
+      current.life.ending = 'killed';
+      this.record.actions.hostKills++;
+      await kill(current.proc);
+      current.life.endedAt = this.now();
+    }
+    const check = await checkCheckpoint(this.dir);
+    this.record.checkpoints.push({ at: this.now(), when: 'host-killed', life: lifeIndex, check });
+    this.say(
+      `host ${killIt ? 'killed' : 'gone'}; its checkpoint ${check.ok ? 'loads' : `does NOT load: ${check.error}`} ` +
+        `(rounds ${check.fragments.map((f) => f.round).join(', ')}, eval ${check.evalLoss?.toFixed(3)})`,
+    );
+    await sleep(between(this.random, 2_000, 6_000));
+    if (this.stopping) return;
+    this.record.actions.hostRestarts++;
+    await this.startHost(true);
+    this.say(`host resumed from ${this.dir}`);
+  }
 
-    await startHost(false);
-    const joined = room as { roomId: string; joinToken: string } | null;
-    if (!joined) throw new Error('no room');
-    say(`server ${url}, room ${joined.roomId}, checkpoints in ${dir}`);
-
-    // --- the workers ---------------------------------------------------------------------------
+  /** The honest workers' slots (cli, then witnesses) and the hostile one's, each started a second apart. */
+  private async startWorkers(): Promise<void> {
+    const { options, random, slots } = this;
     const honest = options.workers - 1;
-    const slots: Slot[] = [];
     for (let i = 0; i < honest; i++) {
       const cli = i < options.cliWorkers;
       slots.push({
@@ -246,74 +297,79 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
       });
     }
     slots.push({ name: 'hostile', kind: 'hostile', delayMs: 40, jitterMs: 40, proc: null, life: null, lives: 0 });
-
-    const startWorker = (slot: Slot) => {
-      const name = `${slot.name}#${slot.lives++}`;
-      const joinArgs = ['--server', url, '--room', joined.roomId, '--token', joined.joinToken];
-      const proc =
-        slot.kind === 'cli'
-          ? startShoal(name, ['worker', ...joinArgs, '--backend', 'cpu', '--json'], now)
-          : startChaosWorker(
-              name,
-              [
-                ...joinArgs,
-                ...['--delay-ms', String(slot.delayMs), '--jitter-ms', String(slot.jitterMs)],
-                ...['--seed', String(Math.floor(random() * 2 ** 31))],
-                ...(slot.kind === 'hostile' ? ['--hostile', '--rotate-ms', '8000'] : []),
-                ...(slot.kind === 'hostile' && options.behaviours
-                  ? ['--behaviours', options.behaviours.join(',')]
-                  : []),
-              ],
-              now,
-            );
-      procs.push(proc);
-      const life: WorkerLife = {
-        name,
-        kind: slot.kind,
-        startedAt: now(),
-        endedAt: null,
-        ending: 'running',
-        lines: proc.lines,
-        stderrTail: '',
-      };
-      record.workerLives.push(life);
-      slot.proc = proc;
-      slot.life = life;
-      void proc.exit.then((code) => {
-        life.endedAt ??= now();
-        life.stderrTail = proc.stderr.slice(-2_000);
-        if (life.ending !== 'running') return;
-        life.ending = 'crashed';
-        if (stopping) return;
-        say(`${name} exited by itself (${code}): ${proc.stderr.trim().split('\n').slice(-2).join(' | ')}`);
-        background(sleep(3_000).then(() => !stopping && startWorker(slot)));
-      });
-    };
     for (const slot of slots) {
-      startWorker(slot);
+      this.startWorker(slot);
       await sleep(1_000);
     }
+  }
 
-    /** SIGKILL a worker's process; it comes back, as a new peer, `restartMs` later. */
-    const killWorker = async (slot: Slot, restartMs: number) => {
-      const { proc, life } = slot;
-      if (!proc || !life || !proc.running) return;
-      life.ending = 'killed';
-      await kill(proc);
-      life.endedAt = now();
-      background(
-        sleep(restartMs).then(() => {
-          if (stopping) return;
-          if (slot.kind !== 'hostile') record.actions.workerRestarts++;
-          startWorker(slot);
-        }),
-      );
+  /** A new life of the slot's worker (a new peer); restarted 3 s after it exits by itself. */
+  private startWorker(slot: Slot): void {
+    const { options } = this;
+    const joined = this.room as { roomId: string; joinToken: string };
+    const now = () => this.now();
+    const name = `${slot.name}#${slot.lives++}`;
+    const joinArgs = ['--server', this.url, '--room', joined.roomId, '--token', joined.joinToken];
+    const proc =
+      slot.kind === 'cli'
+        ? startShoal(name, ['worker', ...joinArgs, '--backend', 'cpu', '--json'], now)
+        : startChaosWorker(
+            name,
+            [
+              ...joinArgs,
+              ...['--delay-ms', String(slot.delayMs), '--jitter-ms', String(slot.jitterMs)],
+              ...['--seed', String(Math.floor(this.random() * 2 ** 31))],
+              ...(slot.kind === 'hostile' ? ['--hostile', '--rotate-ms', '8000'] : []),
+              ...(slot.kind === 'hostile' && options.behaviours ? ['--behaviours', options.behaviours.join(',')] : []),
+            ],
+            now,
+          );
+    this.procs.push(proc);
+    const life: WorkerLife = {
+      name,
+      kind: slot.kind,
+      startedAt: this.now(),
+      endedAt: null,
+      ending: 'running',
+      lines: proc.lines,
+      stderrTail: '',
     };
+    this.record.workerLives.push(life);
+    slot.proc = proc;
+    slot.life = life;
+    void proc.exit.then((code) => {
+      life.endedAt ??= this.now();
+      life.stderrTail = proc.stderr.slice(-2_000);
+      if (life.ending !== 'running') return;
+      life.ending = 'crashed';
+      if (this.stopping) return;
+      this.say(`${name} exited by itself (${code}): ${proc.stderr.trim().split('\n').slice(-2).join(' | ')}`);
+      this.background(sleep(3_000).then(() => !this.stopping && this.startWorker(slot)));
+    });
+  }
 
-    // --- chaos ---------------------------------------------------------------------------------
+  /** SIGKILL a worker's process; it comes back, as a new peer, `restartMs` later. */
+  private async killWorker(slot: Slot, restartMs: number): Promise<void> {
+    const { proc, life } = slot;
+    if (!proc || !life || !proc.running) return;
+    life.ending = 'killed';
+    await kill(proc);
+    life.endedAt = this.now();
+    this.background(
+      sleep(restartMs).then(() => {
+        if (this.stopping) return;
+        if (slot.kind !== 'hostile') this.record.actions.workerRestarts++;
+        this.startWorker(slot);
+      }),
+    );
+  }
+
+  /** The seeded chaos schedule, event by event, with a progress line every 30 s, to the run's end. */
+  private async runSchedule(): Promise<void> {
+    const { record, random, slots, durationMs } = this;
     const schedule = chaosSchedule(durationMs, random);
-    say(
-      `${schedule.length} chaos events over ${options.minutes} min: ` +
+    this.say(
+      `${schedule.length} chaos events over ${this.options.minutes} min: ` +
         ['kill-worker', 'kill-host', 'rejoin-hostile']
           .map((kind) => `${schedule.filter((e) => e.kind === kind).length} ${kind}`)
           .join(', '),
@@ -323,59 +379,60 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
       const commits = hostLines.filter((line) => line.json?.event === 'round-committed').length;
       const aborts = hostLines.filter((line) => line.json?.event === 'round-aborted').length;
       const evalLoss = hostLines.filter((line) => line.json?.event === 'metrics').at(-1)?.json?.evalLoss;
-      say(`${commits} commits, ${aborts} aborts, eval ${typeof evalLoss === 'number' ? evalLoss.toFixed(3) : '—'}`);
+      this.say(
+        `${commits} commits, ${aborts} aborts, eval ${typeof evalLoss === 'number' ? evalLoss.toFixed(3) : '—'}`,
+      );
     }, 30_000);
     for (const event of schedule) {
-      await sleep(Math.max(0, event.at - now()));
-      if (event.kind === 'kill-host') await restartHost(true);
+      await sleep(Math.max(0, event.at - this.now()));
+      if (event.kind === 'kill-host') await this.restartHost(true);
       else if (event.kind === 'rejoin-hostile') {
         const slot = slots.find((s) => s.kind === 'hostile') as Slot;
         record.actions.hostileRejoins++;
-        await killWorker(slot, between(random, 1_000, 3_000));
-        say('the hostile worker rejoins under a new id');
+        await this.killWorker(slot, between(random, 1_000, 3_000));
+        this.say('the hostile worker rejoins under a new id');
       } else {
         const alive = slots.filter((s) => s.kind !== 'hostile' && s.proc?.running);
         if (alive.length === 0) continue;
         const slot = pick(random, alive);
         const restartMs = between(random, 2_000, 8_000);
         record.actions.workerKills++;
-        say(`SIGKILL ${slot.life?.name}; back in ${(restartMs / 1e3).toFixed(1)} s`);
-        await killWorker(slot, restartMs);
+        this.say(`SIGKILL ${slot.life?.name}; back in ${(restartMs / 1e3).toFixed(1)} s`);
+        await this.killWorker(slot, restartMs);
       }
     }
-    await sleep(Math.max(0, durationMs - now()));
+    await sleep(Math.max(0, durationMs - this.now()));
     clearInterval(progress);
+  }
 
-    // --- the end: measure up to here, then stop everyone cleanly --------------------------------
-    while (timers.size > 0) await Promise.all([...timers]);
-    record.measuredUntil = now();
-    stopping = true;
-    say('stopping: workers first, then the host');
+  /** The end: measure up to here, then stop everyone cleanly (workers first, then the host). */
+  private async stopAll(server: Proc): Promise<void> {
+    const { record } = this;
+    while (this.timers.size > 0) await Promise.all([...this.timers]);
+    record.measuredUntil = this.now();
+    this.stopping = true;
+    this.say('stopping: workers first, then the host');
     const stopOne = async (proc: Proc, life: { ending: string }, graceMs: number) => {
       life.ending = 'stopped';
       const code = await stop(proc, graceMs);
       if (code !== 0) record.stopProblems.push(`${proc.name} did not stop cleanly on SIGINT (exit ${code})`);
     };
-    await Promise.all(slots.map((slot) => slot.proc && slot.life && stopOne(slot.proc, slot.life, 15_000)));
-    const last = host as { proc: Proc; life: HostLife } | null;
+    await Promise.all(this.slots.map((slot) => slot.proc && slot.life && stopOne(slot.proc, slot.life, 15_000)));
+    const last = this.host;
     if (last) {
       await stopOne(last.proc, last.life, 20_000);
-      last.life.endedAt = now();
+      last.life.endedAt = this.now();
       record.checkpoints.push({
-        at: now(),
+        at: this.now(),
         when: 'end',
         life: record.hosts.length - 1,
-        check: await checkCheckpoint(dir),
+        check: await checkCheckpoint(this.dir),
       });
     }
     await stop(server, 5_000);
-  } finally {
-    stopping = true;
-    for (const proc of procs) if (proc.running) proc.child.kill('SIGKILL');
-    await Promise.all(procs.map((proc) => proc.exit));
-    rmSync(dir, { recursive: true, force: true });
-    if (options.logDir) writeLogs(options.logDir, procs);
   }
-  record.elapsedMs = now();
-  return computeFigures(record);
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
+  return new ChaosRun(options).run();
 }

@@ -1,5 +1,5 @@
 /**
- * The chaos run's hostile volunteer (issue 13): an ordinary room worker (joinRoomAsWorker) whose
+ * The chaos run's hostile volunteer: an ordinary room worker (joinRoomAsWorker) whose
  * outgoing messages are rewritten, dropped or added to, one behaviour at a time, rotating in a
  * seeded order. Nothing inside the swarm knows it is hostile.
  *
@@ -14,7 +14,7 @@ import type { Message, MessageOf, PeerId, RoundOpenMessage } from '@shoal/protoc
 import type { Member } from '@shoal/swarm';
 import { shuffled } from './random.ts';
 
-/** The largest magnitude of a 'huge' contribution: finite in fp32 (max ≈ 3.4e38), as in the issue. */
+/** The largest magnitude of a 'huge' contribution: finite in fp32 (max ≈ 3.4e38). */
 const HUGE_VALUE = 3e38;
 
 type Rewritten = Message | 'drop' | null;
@@ -57,26 +57,37 @@ function huge(values: Float32Array): Float32Array {
   return values.map((v) => (max > 0 ? (v * HUGE_VALUE) / max : HUGE_VALUE));
 }
 
-export function installHostility(options: HostileOptions): Hostility {
-  const { member, coordinator } = options;
-  const opens = new Map<string, RoundOpenMessage>();
-  const tampered: Record<string, number> = {};
-  const count = (name: string) => {
-    tampered[name] = (tampered[name] ?? 0) + 1;
-  };
+/**
+ * A contribution's or shard result's payload with its values changed, in the round's codec
+ * (`opens`: the rounds open lately, by fragment:round).
+ */
+function transformPayload<M extends MessageOf<'contribution'> | MessageOf<'shard-result'>>(
+  opens: Map<string, RoundOpenMessage>,
+  message: M,
+  change: (values: Float32Array) => Float32Array,
+): M | null {
+  const open = opens.get(`${message.fragment}:${message.round}`);
+  const range = open?.shards[message.shard];
+  if (!open || !range || message.payload.byteLength === 0) return null;
+  const codec = createCodec(message.codec, { blockSize: open.blockSize });
+  const values = codec.decode(message.payload, range.end - range.start);
+  return { ...message, payload: codec.encode(change(values)) };
+}
 
-  /** A contribution's or shard result's payload with its values changed, in the round's codec. */
+/**
+ * Every behaviour of the hostile worker `member` in a room coordinated by `coordinator`: `opens`
+ * holds the rounds open lately (by fragment:round), `count` counts a message tampered with.
+ */
+function behavioursOf(
+  member: Member,
+  coordinator: PeerId,
+  opens: Map<string, RoundOpenMessage>,
+  count: (name: string) => void,
+): Behaviour[] {
   const transform = <M extends MessageOf<'contribution'> | MessageOf<'shard-result'>>(
     message: M,
     change: (values: Float32Array) => Float32Array,
-  ): M | null => {
-    const open = opens.get(`${message.fragment}:${message.round}`);
-    const range = open?.shards[message.shard];
-    if (!open || !range || message.payload.byteLength === 0) return null;
-    const codec = createCodec(message.codec, { blockSize: open.blockSize });
-    const values = codec.decode(message.payload, range.end - range.start);
-    return { ...message, payload: codec.encode(change(values)) };
-  };
+  ) => transformPayload(opens, message, change);
   const contributions =
     (change: (values: Float32Array) => Float32Array) =>
     (message: Message): Rewritten =>
@@ -88,7 +99,7 @@ export function installHostility(options: HostileOptions): Hostility {
       message.kind === 'shard-result' && !message.check ? transform(message, change) : null;
   const others = () => member.transport.peers();
 
-  const behaviours: Behaviour[] = [
+  return [
     {
       name: 'contribution-100x',
       summary: 'its contribution ×100',
@@ -170,7 +181,16 @@ export function installHostility(options: HostileOptions): Hostility {
       },
     },
   ];
+}
 
+export function installHostility(options: HostileOptions): Hostility {
+  const { member, coordinator } = options;
+  const opens = new Map<string, RoundOpenMessage>();
+  const tampered: Record<string, number> = {};
+  const count = (name: string) => {
+    tampered[name] = (tampered[name] ?? 0) + 1;
+  };
+  const behaviours = behavioursOf(member, coordinator, opens, count);
   const chosen = options.only ? behaviours.filter((b) => options.only?.includes(b.name)) : behaviours;
   if (chosen.length === 0) throw new Error(`no hostile behaviour named ${options.only?.join(', ')}`);
   const order = shuffled(options.random, chosen);
