@@ -38,7 +38,7 @@ function huge(values: Float32Array): Float32Array {
   return values.map((v) => (max > 0 ? v * scale : HUGE_VALUE));
 }
 
-/** What the worker's rounds encode a dense Δ with (WorkerRounds.encodeDense, private there). */
+/** What the worker's rounds encode a dense Δ with (ContributionEncoder.encodeDense, private there). */
 interface DenseEncoder {
   encodeDense(p: number, codec: Codec, delta: Float32Array): Uint8Array;
 }
@@ -53,11 +53,12 @@ function scaleOwnDelta(context: AttackContext, hostile: HostilePeer, factor: num
   const patched = new WeakSet<object>();
   // the worker builds its rounds when it is welcomed (again after a rejoin): patch each once
   context.every(10, () => {
-    const rounds = (hostile.worker as unknown as { rounds: DenseEncoder | null }).rounds;
-    if (!rounds || patched.has(rounds)) return;
-    patched.add(rounds);
-    const encode = rounds.encodeDense.bind(rounds);
-    rounds.encodeDense = (p, codec, delta) => {
+    const rounds = (hostile.worker as unknown as { rounds: { encoder: DenseEncoder } | null }).rounds;
+    const encoder = rounds?.encoder;
+    if (!encoder || patched.has(encoder)) return;
+    patched.add(encoder);
+    const encode = encoder.encodeDense.bind(encoder);
+    encoder.encodeDense = (p, codec, delta) => {
       for (let i = 0; i < delta.length; i++) {
         delta[i] = Math.max(-bound, Math.min(bound, factor * (delta[i] as number)));
       }
