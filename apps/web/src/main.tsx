@@ -8,6 +8,8 @@ import { WatchPage } from './pages/WatchPage.tsx';
 import { snapshot } from './store.ts';
 import { applyTheme } from './ui/parts.tsx';
 import './styles.css';
+import './status.css';
+import './parts.css';
 
 declare global {
   interface Window {

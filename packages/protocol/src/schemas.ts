@@ -10,7 +10,7 @@
  * The model and inner-optimizer parts are typed against @shoal/model's GptConfig and
  * TrainConfig, so a field added there fails typechecking here until the wire carries it.
  */
-import { CODEC_NAMES, type CodecName, DILOCO_RANGES, MAX_LOW_RANK, type SettingRange } from '@shoal/diloco';
+import { CODEC_NAMES, DILOCO_RANGES, MAX_LOW_RANK, type SettingRange } from '@shoal/diloco';
 import type { GptConfig, TrainConfig } from '@shoal/model';
 import { z } from 'zod';
 import {

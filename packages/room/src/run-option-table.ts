@@ -10,7 +10,6 @@
 import { AGGREGATION_KINDS, CODEC_NAMES, DILOCO_RANGES, MAX_LOW_RANK } from '@shoal/diloco';
 import { defaultTrainConfig, MATMUL_PRECISIONS, PIPELINE_SCHEDULES, PRESETS } from '@shoal/model';
 import { MAX_CODEC_BLOCK_SIZE, MAX_PIPELINE_STAGES } from '@shoal/protocol';
-import { z } from 'zod';
 
 interface SpecBase {
   /** The command-line flag, `--inner-steps`. */
