@@ -102,7 +102,7 @@ export class ReplicaState {
     });
   }
 
-  /** A replica of a room's run: its outer optimiser and its bound on an outer step, from `config`. */
+  /** A replica of a room's run: its outer optimizer and its bound on an outer step, from `config`. */
   static forRun(config: RunConfig, o: ReplicaSetup): ReplicaState {
     const { outerLr: lr, outerMomentum: momentum } = config.diloco;
     return new ReplicaState(

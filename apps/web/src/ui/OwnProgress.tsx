@@ -46,7 +46,7 @@ export function OwnProgress() {
             value: own.left ? 'none (left)' : fmt.bytes(own.memory),
             hint: own.pipeline
               ? 'not counted in a pipeline room'
-              : 'the model’s weights, gradients, optimiser state and activations, and the room’s text; the browser adds its own',
+              : 'the model’s weights, gradients, optimizer state and activations, and the room’s text; the browser adds its own',
             testId: 'own-memory',
           },
         ]}

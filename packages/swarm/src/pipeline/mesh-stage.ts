@@ -8,7 +8,7 @@
  *
  * This part follows the coordinator's rosters (which stage of which group it holds, and the
  * engine of that stage, built when it is placed and again when it moves) and carries parameters
- * and optimiser state across the Trainer boundary in the global layout: the stage's own range is
+ * and optimizer state across the Trainer boundary in the global layout: the stage's own range is
  * real, the rest zeros (rounds only ever read and write the stage's fragments).
  */
 import {
