@@ -22,7 +22,6 @@
  * Prints a table per preset and one JSON line; unless --no-save, writes the JSON to --out and
  * the tables into --doc between its `bench:scaling` markers. About 20 minutes of CPU time.
  */
-import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -283,17 +282,9 @@ function markdown(): string {
 }
 
 function conditions(): string {
-  const git = (...argv: string[]) => execFileSync('git', argv, { encoding: 'utf8' }).trim();
-  let commit = 'unknown';
-  try {
-    commit = git('rev-parse', '--short', 'HEAD');
-    if (git('status', '--porcelain', '--untracked-files=no', '--', 'packages', 'apps') !== '') {
-      commit += ' with uncommitted changes in packages/ or apps/';
-    }
-  } catch {}
   const etaText = replicas.map((M) => `M = ${M}: ${(etas.get(M) ?? []).join(', ')}`).join('; ');
   return (
-    `Measured by \`npm run bench:scaling\` on ${new Date().toISOString().slice(0, 10)} at commit ${commit}, ` +
+    `Measured by \`npm run bench:scaling\` on ${new Date().toISOString().slice(0, 10)}, ` +
     `${machine}; ${((performance.now() - started) / 60_000).toFixed(1)} minutes in all ` +
     `(${(cpuSeconds() / 60).toFixed(1)} minutes of this process's CPU time). ` +
     `Global batch ${globalBatch} sequences × ${seqLen} tokens, ${steps} steps ` +

@@ -4,7 +4,7 @@
  * no coordinator (docs/design.md, "The collective"):
  *
  * - Every peer holds a synthetic Δ for the fragment (about N(0, 10⁻³), its own seed), encoded once
- *   with the round's codec (fp4, blocks of 64, as the swarm's default) and cut at the shard
+ *   with the round's codec (fp4, in blocks of bench:mesh's --block-size, 64 unless set) and cut at the shard
  *   boundaries of `shardRanges`, as packages/swarm's worker does. This encoding is timed on its own
  *   (it happens at the contribution step, before the collective).
  * - Reduce-scatter: each peer sends shard k of its encoding, as a wire `contribution` message
