@@ -28,14 +28,11 @@ export interface OuterOptimizerOptions {
   momentum?: number;
 }
 
-export const DEFAULT_OUTER_LR = DILOCO_RANGES.outerLr.default;
-export const DEFAULT_OUTER_MOMENTUM = DILOCO_RANGES.outerMomentum.default;
-
 /** Throws unless η and μ are within their ranges (settings.ts); returns them with defaults filled in. */
 export function resolveOuterOptions(options: OuterOptimizerOptions = {}): Required<OuterOptimizerOptions> {
-  const lr = options.lr ?? DEFAULT_OUTER_LR;
-  const momentum = options.momentum ?? DEFAULT_OUTER_MOMENTUM;
   const { outerLr, outerMomentum } = DILOCO_RANGES;
+  const lr = options.lr ?? outerLr.default;
+  const momentum = options.momentum ?? outerMomentum.default;
   if (!inRange(lr, outerLr)) throw new RangeError(`Outer lr must be in [${outerLr.min}, ${outerLr.max}], got ${lr}`);
   if (!inRange(momentum, outerMomentum)) {
     throw new RangeError(`Outer momentum must be in [${outerMomentum.min}, ${outerMomentum.max}], got ${momentum}`);

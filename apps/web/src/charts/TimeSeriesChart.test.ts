@@ -1,6 +1,6 @@
 import type uPlot from 'uplot';
 import { describe, expect, it } from 'vitest';
-import { lineSeries } from './TimeSeriesChart.tsx';
+import { lineSeries } from './chart-options.ts';
 
 /** The points filter uPlot calls for series 1 of `column`, when its own density rule shows points or not. */
 function markers(series: uPlot.Series, column: (number | null | undefined)[], show: boolean) {

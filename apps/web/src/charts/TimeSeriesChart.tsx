@@ -14,8 +14,6 @@ import './charts.css';
 import { type ChartStructure, chartOptions, isZoomed } from './chart-options.ts';
 import { type ChartColumns, hasValues, type SeriesSpec, type XAxisKind } from './series.ts';
 
-export { lineSeries } from './chart-options.ts';
-
 export interface TimeSeriesChartProps {
   title: string;
   /** The y values' unit: shown beside the title, in the legend and on byte axes ('B/s' → "1.2 MB/s"). */

@@ -25,8 +25,6 @@ import { RunField } from './RunField.tsx';
 import { useCreateRoom } from './use-create-room.ts';
 import { useRunOptions } from './use-run-options.ts';
 
-export { formErrors } from './use-run-options.ts';
-
 /** What the form says beside Create: the problem that stopped it, else the fields to correct, else the text's. */
 function createProblemText(
   problem: string | null,

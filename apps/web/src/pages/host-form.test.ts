@@ -129,7 +129,7 @@ describe("the host form's fields agree with the run options table", () => {
   });
 
   it('checks the fields against each other as they are typed: the text’s own error first, then the rules', async () => {
-    const { formErrors } = await import('./RoomForm.tsx');
+    const { formErrors } = await import('./use-run-options.ts');
     const { RUN_OPTION_DEFAULTS } = await import('@shoal/room/run-options');
     // H typed down to 2 makes the default τ of 2 wrong, on τ
     expect(formErrors({ ...RUN_OPTION_DEFAULTS, innerSteps: 2 }, {})).toEqual({
