@@ -16,6 +16,8 @@ export interface FileOutcome {
 }
 
 export interface RunOutcome {
+  /** Vitest's own verdict on the run; 'none' when it never reached the end of one. */
+  reason: 'passed' | 'failed' | 'interrupted' | 'none';
   files: FileOutcome[];
   /** Messages of the run's unhandled errors, each with its causes' messages appended. */
   errors: string[];
@@ -26,6 +28,10 @@ export type CrashVerdict = { kind: 'passed' } | { kind: 'rerun'; files: string[]
 const CRASH = /Worker exited unexpectedly/;
 
 export function crashVerdict(run: RunOutcome): CrashVerdict {
+  if (run.reason === 'none' || run.reason === 'interrupted') {
+    return { kind: 'failed', why: `the run ${run.reason === 'none' ? 'never reached its end' : 'was interrupted'}` };
+  }
+  if (run.files.length === 0) return { kind: 'failed', why: 'no test file ran' };
   const failedFiles = run.files.filter((f) => f.failed > 0);
   const crashes = run.errors.filter((e) => CRASH.test(e));
   const unfinished = run.files.filter((f) => f.unfinished > 0).map((f) => f.file);
@@ -33,12 +39,11 @@ export function crashVerdict(run: RunOutcome): CrashVerdict {
   if (crashes.length < run.errors.length) {
     return { kind: 'failed', why: `${run.errors.length - crashes.length} error(s) besides test processes that died` };
   }
-  if (crashes.length === 0) {
-    return unfinished.length === 0
-      ? { kind: 'passed' }
-      : { kind: 'failed', why: `unfinished tests in ${unfinished.join(', ')} with no crash to explain them` };
+  if (crashes.length === 0 && unfinished.length === 0) {
+    // Vitest's reason does not count unhandled errors; here there are none, so it has the last word
+    return run.reason === 'passed' ? { kind: 'passed' } : { kind: 'failed', why: 'Vitest failed the run' };
   }
-  if (unfinished.length === 0 || unfinished.length > crashes.length) {
+  if (crashes.length === 0 || unfinished.length === 0 || unfinished.length > crashes.length) {
     return {
       kind: 'failed',
       why: `${crashes.length} test process(es) died, leaving ${unfinished.length} file(s) unfinished: cannot say which to run again`,

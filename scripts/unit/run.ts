@@ -4,7 +4,7 @@
  * second run passes. Arguments are Vitest's file filters, as with `vitest run`.
  */
 import { relative } from 'node:path';
-import type { Reporter, SerializedError, TestModule } from 'vitest/node';
+import type { Reporter, SerializedError } from 'vitest/node';
 import { startVitest } from 'vitest/node';
 import { crashVerdict, type RunOutcome } from './crashes.ts';
 
@@ -17,10 +17,11 @@ function errorText(error: SerializedError): string {
 }
 
 async function runVitest(filters: string[]): Promise<RunOutcome> {
-  let outcome: RunOutcome = { files: [], errors: [] };
+  let outcome: RunOutcome = { reason: 'none', files: [], errors: [] };
   const collector: Reporter = {
-    onTestRunEnd(modules: ReadonlyArray<TestModule>, errors: ReadonlyArray<SerializedError>) {
+    onTestRunEnd(modules, errors, reason) {
       outcome = {
+        reason,
         files: modules.map((module) => {
           const states = [...module.children.allTests()].map((test) => test.result().state);
           const moduleFailed = module.state() === 'failed' && !states.includes('failed') ? 1 : 0;
