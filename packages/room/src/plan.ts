@@ -56,7 +56,7 @@ const EXTRAPOLATED_LR_CEILING = 0.01;
 const MIN_STEPS = 500;
 /**
  * Best outer lr η at H = 30 per M, for N ≥ 335M where it no longer moves with N (SL Fig. 7, as
- * SEEDS.md B.3 decodes it: M = 1 0.4, M = 2 0.6, M = 4 0.6, M = 8 0.8).
+ * decoded from the figure's text: M = 1 0.4, M = 2 0.6, M = 4 0.6, M = 8 0.8).
  */
 const OUTER_LR_AT_H30: readonly [number, number][] = [
   [1, 0.4],
