@@ -1,7 +1,7 @@
 /**
  * Which test files to run again after a test process died in native code. A Vitest fork that
- * crashes (a segfault inside a native addon: @roamhq/wrtc tearing down a peer connection, seen
- * about once in 50 runs of a WebRTC file) leaves one "Worker exited unexpectedly" error and
+ * crashes (silently, most likely inside @roamhq/wrtc: seen once in about 80 runs of a file that
+ * puts a room on real WebRTC in one process) leaves one "Worker exited unexpectedly" error and
  * the tests it was running unfinished. Such a file gets one more run, named in the log. Anything
  * else (a failed test, any other error, a crash whose file cannot be named) stays a failure.
  */
