@@ -86,7 +86,7 @@ describe('the swarm over real WebRTC', () => {
       150_000,
       `round ${crashRound.round} of fragment 0 to commit`,
     );
-    expect(crashCommit.participants).toBe(2);
+    expect(crashCommit.participants, `the room's last events: ${JSON.stringify(events.slice(-16))}`).toBe(2);
     await until(
       () => events.some((e) => e.event === 'peer-left' && e.peer === victimPeer),
       30_000,
